@@ -1,0 +1,22 @@
+# heureka build and test entry points. `make test` is the one test command:
+# it installs what the tests need, then runs every Go test.
+GO ?= go
+
+.PHONY: build test deps vet fmt-check
+
+build:
+	$(GO) build -o bin/heureka ./cmd/heureka
+
+# deps installs the external tools the test suite drives (real Eureka
+# clients, a real browser); each is added here by the issue that needs it.
+deps:
+	@true
+
+test: deps
+	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

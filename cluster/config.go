@@ -1,0 +1,162 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// Consistency modes.
+const (
+	ModeAP = "ap"
+	ModeCP = "cp"
+)
+
+// Config is everything the Raft node needs.
+type Config struct {
+	// NodeID is this node's Raft server id.
+	NodeID string
+	// RaftBind is the address the Raft transport listens on.
+	RaftBind string
+	// RaftAdvertise is the address peers dial (defaults to RaftBind).
+	RaftAdvertise string
+	// HTTPAdvertise is the HTTP address peers use to forward writes here.
+	HTTPAdvertise string
+	// InitialCluster lists every member of a new cluster; empty means a
+	// single-node cluster of this node (unless Join is set).
+	InitialCluster []fsm.Member
+	// Join is the HTTP address of a member to ask for admission.
+	Join string
+	// Mode is the consistency mode written at bootstrap.
+	Mode string
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+	// ApplyTimeout bounds one write through Raft, forwarding included.
+	ApplyTimeout time.Duration
+	// RenewBatchInterval is how long the leader gathers renewals into one
+	// log entry; 0 writes one entry per renewal.
+	RenewBatchInterval time.Duration
+}
+
+// DefaultConfig returns production defaults (hashicorp/raft's timings).
+func DefaultConfig() Config {
+	return Config{
+		RaftBind:           "127.0.0.1:8762",
+		Mode:               ModeAP,
+		HeartbeatTimeout:   time.Second,
+		ElectionTimeout:    time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   30 * time.Second,
+		TrailingLogs:       10240,
+		ApplyTimeout:       10 * time.Second,
+		RenewBatchInterval: time.Second,
+	}
+}
+
+// Validate checks the config for contradictions.
+func (c *Config) Validate() error {
+	if c.NodeID == "" {
+		return errors.New("node id must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
+		return fmt.Errorf("raft address %q: %w", c.RaftBind, err)
+	}
+	if err := checkDialable(c.advertiseRaft()); err != nil {
+		return fmt.Errorf("raft advertise address %v (set --raft-advertise)", err)
+	}
+	if c.Mode != ModeAP && c.Mode != ModeCP {
+		return fmt.Errorf("mode %q: must be ap or cp", c.Mode)
+	}
+	if c.Join != "" && len(c.InitialCluster) > 0 {
+		return errors.New("--join and --initial-cluster exclude each other")
+	}
+	if len(c.InitialCluster) > 0 {
+		found := false
+		for _, m := range c.InitialCluster {
+			if m.ID == c.NodeID {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("initial cluster does not list this node %q", c.NodeID)
+		}
+	}
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		return errors.New("raft leader lease timeout must not exceed the heartbeat timeout")
+	}
+	if c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < 5*time.Millisecond {
+		return errors.New("raft timeouts must be at least 5ms")
+	}
+	if c.SnapshotThreshold == 0 || c.SnapshotInterval <= 0 {
+		return errors.New("snapshot threshold and interval must be positive")
+	}
+	if c.RenewBatchInterval < 0 {
+		return errors.New("renew batch interval must not be negative")
+	}
+	return nil
+}
+
+// advertiseRaft is the Raft address peers dial.
+func (c *Config) advertiseRaft() string {
+	if c.RaftAdvertise != "" {
+		return c.RaftAdvertise
+	}
+	return c.RaftBind
+}
+
+func checkDialable(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: %w", addr, err)
+	}
+	if host == "" || port == "" || port == "0" {
+		return fmt.Errorf("%q: needs a host and a port", addr)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q: %s is not an address peers can dial", addr, host)
+	}
+	return nil
+}
+
+// ParseInitialCluster parses "id=raftaddr@httpaddr,..." into members.
+func ParseInitialCluster(s string) ([]fsm.Member, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var out []fsm.Member
+	ids, raftAddrs, httpAddrs := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		id, rest, ok := strings.Cut(part, "=")
+		if !ok || id == "" {
+			return nil, fmt.Errorf("initial cluster entry %q: want id=raftaddr@httpaddr", part)
+		}
+		raftAddr, httpAddr, ok := strings.Cut(rest, "@")
+		if !ok {
+			return nil, fmt.Errorf("initial cluster entry %q: want id=raftaddr@httpaddr", part)
+		}
+		if err := checkDialable(raftAddr); err != nil {
+			return nil, fmt.Errorf("initial cluster entry %q: raft address %w", part, err)
+		}
+		if err := checkDialable(httpAddr); err != nil {
+			return nil, fmt.Errorf("initial cluster entry %q: http address %w", part, err)
+		}
+		if ids[id] || raftAddrs[raftAddr] || httpAddrs[httpAddr] {
+			return nil, fmt.Errorf("initial cluster entry %q repeats an id or address", part)
+		}
+		ids[id], raftAddrs[raftAddr], httpAddrs[httpAddr] = true, true, true
+		out = append(out, fsm.Member{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr})
+	}
+	return out, nil
+}

@@ -1,0 +1,187 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// MemberInfo describes one member for the operator API.
+type MemberInfo struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+// Members lists the Raft configuration with each member's HTTP address.
+func (n *Node) Members() ([]MemberInfo, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	leader := n.LeaderID()
+	var out []MemberInfo
+	n.fsm.Read(func(r *fsm.Registry) {
+		for _, s := range f.Configuration().Servers {
+			m, _ := r.Member(string(s.ID))
+			out = append(out, MemberInfo{ID: string(s.ID), RaftAddr: string(s.Address), HTTPAddr: m.HTTPAddr,
+				Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader})
+		}
+	})
+	return out, nil
+}
+
+// Join admits a node as a voter (on the leader; forwarded otherwise). A
+// node that is already a member with the same addresses is left alone; one
+// whose id or Raft address is taken by a stale entry replaces it.
+func (n *Node) Join(ctx context.Context, m fsm.Member) error {
+	if m.ID == "" {
+		return fmt.Errorf("join: empty id: %w", fsm.ErrBadCommand)
+	}
+	if err := checkDialable(m.RaftAddr); err != nil {
+		return fmt.Errorf("join: raft address %v: %w", err, fsm.ErrBadCommand)
+	}
+	if err := checkDialable(m.HTTPAddr); err != nil {
+		return fmt.Errorf("join: http address %v: %w", err, fsm.ErrBadCommand)
+	}
+	return n.leaderCall(ctx, pathJoin, m, func() error { return n.joinLocal(ctx, m) })
+}
+
+// Remove takes a member out of the cluster.
+func (n *Node) Remove(ctx context.Context, id string) error {
+	return n.leaderCall(ctx, pathRemove, fsm.Member{ID: id}, func() error { return n.removeLocal(ctx, id) })
+}
+
+func (n *Node) leaderCall(ctx context.Context, path string, body any, local func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+	defer cancel()
+	for {
+		if n.IsLeader() {
+			if err := local(); !errors.Is(err, ErrNotLeader) {
+				return err
+			}
+		}
+		if err := n.forwardJSON(ctx, path, body); !errors.Is(err, ErrNotLeader) {
+			return err
+		}
+	}
+}
+
+func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	present := false
+	for _, s := range f.Configuration().Servers {
+		sameID, sameAddr := string(s.ID) == m.ID, string(s.Address) == m.RaftAddr
+		switch {
+		case sameID && sameAddr:
+			present = true
+		case sameID || sameAddr:
+			n.log.Info("removing stale member before join", "id", s.ID, "addr", s.Address)
+			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+				return fmt.Errorf("remove stale member %s: %w", s.ID, mapRaftErr(err))
+			}
+		}
+	}
+	if !present {
+		if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return fmt.Errorf("add voter %s: %w", m.ID, mapRaftErr(err))
+		}
+		n.log.Info("member joined", "id", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr)
+	}
+	entry, err := fsm.Encode(fsm.CmdSetMember, &m)
+	if err != nil {
+		return err
+	}
+	_, err = n.applyLocal(entry)
+	return err
+}
+
+func (n *Node) removeLocal(_ context.Context, id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	found := false
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("remove %q: %w", id, ErrUnknownMember)
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("remove member %s: %w", id, mapRaftErr(err))
+	}
+	entry, err := fsm.Encode(fsm.CmdRemoveMember, &fsm.KeyBody{ID: id})
+	if err != nil {
+		return err
+	}
+	_, err = n.applyLocal(entry)
+	n.log.Info("member removed", "id", id)
+	return err
+}
+
+func mapRaftErr(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		return fmt.Errorf("%v: %w", err, ErrNotLeader)
+	}
+	return err
+}
+
+// joinLoop asks the --join address for admission until it succeeds.
+func (n *Node) joinLoop() {
+	defer n.wg.Done()
+	body, _ := json.Marshal(n.selfMember())
+	for attempt := 1; ; attempt++ {
+		err := n.askToJoin(body)
+		if err == nil {
+			n.log.Info("joined cluster", "via", n.cfg.Join)
+			return
+		}
+		n.log.Warn("join attempt failed", "via", n.cfg.Join, "attempt", attempt, "error", err)
+		select {
+		case <-n.stopCh:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (n *Node) askToJoin(body []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.cfg.Join+"/v1/members", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("join answered %s", resp.Status)
+	}
+	return nil
+}

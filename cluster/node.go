@@ -1,0 +1,424 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/store"
+)
+
+// Sentinel errors; httpapi maps them to status codes.
+var (
+	// ErrNotLeader means this node is not the leader (internal: callers forward).
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNoLeader means the cluster has no reachable leader right now.
+	ErrNoLeader = errors.New("no leader")
+	// ErrUnknownMember is returned when removing a member that does not exist.
+	ErrUnknownMember = errors.New("unknown member")
+)
+
+// Node is one heureka Raft node: it owns *raft.Raft and everything that
+// depends on being leader or not.
+type Node struct {
+	cfg    Config
+	raft   *raft.Raft
+	trans  *raft.NetworkTransport
+	fsm    *fsm.FSM
+	store  *store.Store
+	log    hclog.Logger
+	client *http.Client
+
+	applied appliedWaiter
+	renew   *renewBatcher
+
+	stopCh chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New starts a Raft node on an open store. It bootstraps a new cluster from
+// cfg.InitialCluster (or a single node) when the store holds no state, and
+// asks cfg.Join for admission when that is set instead.
+func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cluster config: %w", err)
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	n := &Node{cfg: cfg, fsm: f, store: st, log: log.Named("cluster"), stopCh: make(chan struct{}),
+		client: &http.Client{
+			Timeout: cfg.ApplyTimeout + time.Second,
+			Transport: &http.Transport{
+				DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+				MaxIdleConnsPerHost: 64,
+				IdleConnTimeout:     90 * time.Second,
+			},
+		},
+	}
+	n.applied.ch = make(chan struct{})
+	n.applied.idx = f.AppliedIndex()
+	f.Observe(func(c fsm.Change) { n.applied.advance(c.Index) })
+	n.renew = newRenewBatcher(n)
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.Logger = log.Named("raft")
+
+	adv, err := net.ResolveTCPAddr("tcp", cfg.advertiseRaft())
+	if err != nil {
+		return nil, fmt.Errorf("resolve raft advertise address: %w", err)
+	}
+	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBind, adv, 3, 10*time.Second, log.Named("transport"))
+	if err != nil {
+		return nil, fmt.Errorf("listen raft on %s: %w", cfg.RaftBind, err)
+	}
+	hasState, err := st.HasState()
+	if err != nil {
+		n.trans.Close()
+		return nil, err
+	}
+	n.raft, err = raft.NewRaft(rc, f, st.Log, st.Stable, st.Snapshots, n.trans)
+	if err != nil {
+		n.trans.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	switch {
+	case hasState:
+		n.log.Info("found existing state; bootstrap and join settings ignored")
+	case cfg.Join != "":
+		n.wg.Add(1)
+		go n.joinLoop()
+	default:
+		if err := n.bootstrap(); err != nil {
+			n.Shutdown()
+			return nil, err
+		}
+	}
+	n.wg.Add(2)
+	go n.leaderLoop()
+	go n.registerSelf()
+	return n, nil
+}
+
+func (n *Node) bootstrap() error {
+	members := n.cfg.InitialCluster
+	if len(members) == 0 {
+		members = []fsm.Member{n.selfMember()}
+	}
+	var conf raft.Configuration
+	for _, m := range members {
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
+	}
+	if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap cluster: %w", err)
+	}
+	n.log.Info("bootstrapped new cluster", "members", len(members))
+	return nil
+}
+
+func (n *Node) selfMember() fsm.Member {
+	return fsm.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.advertiseRaft(), HTTPAddr: n.cfg.HTTPAdvertise}
+}
+
+// ID is this node's id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// FSM is the node's state machine.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// IsLeader reports whether this node is the leader.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// LeaderID returns the current leader's id ("" when unknown).
+func (n *Node) LeaderID() string {
+	_, id := n.raft.LeaderWithID()
+	return string(id)
+}
+
+// Mode is the cluster-wide consistency mode.
+func (n *Node) Mode() string {
+	mode := ""
+	n.fsm.Read(func(r *fsm.Registry) { mode = r.Mode() })
+	if mode == "" {
+		return n.cfg.Mode
+	}
+	return mode
+}
+
+// leaderHTTP returns the leader's HTTP address, or "" when there is no leader.
+func (n *Node) leaderHTTP() string {
+	id := n.LeaderID()
+	if id == "" {
+		return ""
+	}
+	if id == n.cfg.NodeID {
+		return n.cfg.HTTPAdvertise
+	}
+	var m fsm.Member
+	var ok bool
+	n.fsm.Read(func(r *fsm.Registry) { m, ok = r.Member(id) })
+	if ok && m.HTTPAddr != "" {
+		return m.HTTPAddr
+	}
+	for _, m := range n.cfg.InitialCluster {
+		if m.ID == id {
+			return m.HTTPAddr
+		}
+	}
+	return ""
+}
+
+// Apply writes an encoded command through Raft and returns the FSM's
+// answer once the entry is committed and applied. On a follower the entry
+// is forwarded to the leader, and Apply also waits (briefly) until this node
+// has applied it, so the caller reads its own write here.
+func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+	defer cancel()
+	for {
+		if n.IsLeader() {
+			idx, err := n.applyLocal(entry)
+			if !errors.Is(err, ErrNotLeader) {
+				return idx, err
+			}
+		}
+		if addr := n.leaderHTTP(); addr != "" && addr != n.cfg.HTTPAdvertise {
+			idx, err := n.forwardApply(ctx, addr, entry)
+			if err == nil {
+				waitCtx, cancelWait := context.WithTimeout(ctx, time.Second)
+				_ = n.applied.wait(waitCtx, idx)
+				cancelWait()
+				return idx, nil
+			}
+			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, errUnreachable) {
+				return 0, err
+			}
+		}
+		// No leader, or it just changed: wait a little and look again.
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), ErrNoLeader)
+		case <-n.stopCh:
+			return 0, fmt.Errorf("apply %s: shutting down: %w", fsm.TypeOf(entry), ErrNoLeader)
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// applyLocal appends an entry on this node, which must be the leader, and
+// stamps it with the leader's clock.
+func (n *Node) applyLocal(entry []byte) (uint64, error) {
+	if n.raft.State() != raft.Leader {
+		return 0, ErrNotLeader
+	}
+	buf := append([]byte(nil), entry...)
+	if err := fsm.Stamp(buf, time.Now().UnixMilli()); err != nil {
+		return 0, err
+	}
+	f := n.raft.Apply(buf, n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader):
+			return 0, ErrNotLeader
+		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout),
+			errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return 0, fmt.Errorf("apply %s: %v: %w", fsm.TypeOf(entry), err, ErrNoLeader)
+		}
+		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), err)
+	}
+	if err, ok := f.Response().(error); ok && err != nil {
+		return f.Index(), err
+	}
+	return f.Index(), nil
+}
+
+// VerifyLeader confirms that this node is still the leader (for
+// linearizable reads).
+func (n *Node) VerifyLeader() error {
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return fmt.Errorf("verify leader: %v: %w", err, ErrNotLeader)
+	}
+	return nil
+}
+
+// Barrier waits until every committed entry is applied locally (leader only).
+func (n *Node) Barrier(timeout time.Duration) error {
+	if err := n.raft.Barrier(timeout).Error(); err != nil {
+		return fmt.Errorf("barrier: %v: %w", err, ErrNotLeader)
+	}
+	return nil
+}
+
+// leaderLoop starts and stops the leader-only work as leadership changes.
+func (n *Node) leaderLoop() {
+	defer n.wg.Done()
+	var stop chan struct{}
+	var leaderWG sync.WaitGroup
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	check := func() {
+		leader := n.IsLeader()
+		switch {
+		case leader && stop == nil:
+			stop = make(chan struct{})
+			n.log.Info("became leader", "term", n.raft.CurrentTerm())
+			leaderWG.Add(1)
+			go func(stop chan struct{}) { defer leaderWG.Done(); n.leaderWork(stop) }(stop)
+		case !leader && stop != nil:
+			n.log.Info("lost leadership")
+			close(stop)
+			leaderWG.Wait()
+			stop = nil
+		}
+	}
+	for {
+		select {
+		case <-n.stopCh:
+			if stop != nil {
+				close(stop)
+				leaderWG.Wait()
+			}
+			return
+		case <-n.raft.LeaderCh():
+			check()
+		case <-tick.C:
+			check()
+		}
+	}
+}
+
+// leaderWork runs while this node leads: it writes the bootstrap mode once
+// and flushes renewal batches.
+func (n *Node) leaderWork(stop <-chan struct{}) {
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		n.log.Warn("barrier after election failed", "error", err)
+	}
+	if n.storedMode() == "" {
+		if entry, err := fsm.Encode(fsm.CmdSetMode, &fsm.ModeBody{Mode: n.cfg.Mode}); err == nil {
+			if _, err := n.applyLocal(entry); err != nil {
+				n.log.Warn("writing initial mode failed", "error", err)
+			}
+		}
+	}
+	n.renew.run(stop)
+}
+
+func (n *Node) storedMode() string {
+	mode := ""
+	n.fsm.Read(func(r *fsm.Registry) { mode = r.Mode() })
+	return mode
+}
+
+// registerSelf makes sure the FSM knows this node's addresses, so that
+// others can forward writes here when it leads.
+func (n *Node) registerSelf() {
+	defer n.wg.Done()
+	self := n.selfMember()
+	for {
+		var cur fsm.Member
+		var ok bool
+		n.fsm.Read(func(r *fsm.Registry) { cur, ok = r.Member(self.ID) })
+		if ok && cur == self {
+			return
+		}
+		if n.LeaderID() != "" && n.isVoter(self.ID) {
+			entry, err := fsm.Encode(fsm.CmdSetMember, &self)
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+				_, err = n.Apply(ctx, entry)
+				cancel()
+			}
+			if err != nil {
+				n.log.Debug("recording own address failed; will retry", "error", err)
+			}
+		}
+		select {
+		case <-n.stopCh:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) isVoter(id string) bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Shutdown stops the node: leader work, Raft, the transport and the store.
+func (n *Node) Shutdown() error {
+	var err error
+	n.once.Do(func() {
+		close(n.stopCh)
+		if n.raft != nil {
+			if e := n.raft.Shutdown().Error(); e != nil {
+				err = fmt.Errorf("shutdown raft: %w", e)
+			}
+		}
+		n.wg.Wait()
+		if n.trans != nil {
+			n.trans.Close()
+		}
+		n.client.CloseIdleConnections()
+	})
+	return err
+}
+
+// appliedWaiter lets callers wait until the FSM reached an index.
+type appliedWaiter struct {
+	mu  sync.Mutex
+	idx uint64
+	ch  chan struct{}
+}
+
+func (w *appliedWaiter) advance(idx uint64) {
+	w.mu.Lock()
+	if idx > w.idx {
+		w.idx = idx
+		close(w.ch)
+		w.ch = make(chan struct{})
+	}
+	w.mu.Unlock()
+}
+
+func (w *appliedWaiter) wait(ctx context.Context, idx uint64) error {
+	for {
+		w.mu.Lock()
+		if w.idx >= idx {
+			w.mu.Unlock()
+			return nil
+		}
+		ch := w.ch
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

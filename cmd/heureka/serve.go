@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/httpapi"
+	"github.com/heureka-registry/heureka/store"
+)
+
+// serveConfig is everything `heureka serve` is told.
+type serveConfig struct {
+	nodeID         string
+	httpAddr       string
+	httpAdvertise  string
+	raftAddr       string
+	raftAdvertise  string
+	dataDir        string
+	initialCluster string
+	join           string
+	mode           string
+	logLevel       string
+	logJSON        bool
+
+	cacheUpdateInterval time.Duration
+	cacheAutoExpiration time.Duration
+	useReadOnlyCache    bool
+	evictionInterval    time.Duration
+	renewalThreshold    float64
+	selfPreservation    bool
+	deltaRetention      time.Duration
+	renewBatchInterval  time.Duration
+	maxBodyBytes        int64
+
+	heartbeatTimeout   time.Duration
+	electionTimeout    time.Duration
+	leaderLeaseTimeout time.Duration
+	snapshotThreshold  uint64
+	snapshotInterval   time.Duration
+	trailingLogs       uint64
+}
+
+// newServeFlags declares the flags; every flag also reads HEUREKA_<NAME>
+// (upper case, dashes as underscores) when not given on the command line.
+func newServeFlags(c *serveConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "heureka"
+	}
+	def := cluster.DefaultConfig()
+	fs.StringVar(&c.nodeID, "node-id", host, "this node's Raft id")
+	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8761", "HTTP listen address")
+	fs.StringVar(&c.httpAdvertise, "http-advertise", "", "HTTP address peers use to reach this node (default: from --initial-cluster, else --http-addr)")
+	fs.StringVar(&c.raftAddr, "raft-addr", "127.0.0.1:8762", "Raft listen address")
+	fs.StringVar(&c.raftAdvertise, "raft-advertise", "", "Raft address peers dial (default: from --initial-cluster, else --raft-addr)")
+	fs.StringVar(&c.dataDir, "data-dir", "heureka-data", "directory for the log, stable store and snapshots")
+	fs.StringVar(&c.initialCluster, "initial-cluster", "", "id=raftaddr@httpaddr,... for every node of a new cluster")
+	fs.StringVar(&c.join, "join", "", "HTTP address of a member to join as a voter")
+	fs.StringVar(&c.mode, "mode", cluster.ModeAP, "consistency mode at bootstrap: ap or cp")
+	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.BoolVar(&c.logJSON, "log-json", false, "log as JSON lines")
+	fs.DurationVar(&c.cacheUpdateInterval, "response-cache-update-interval", 30*time.Second, "readOnly cache refresh interval")
+	fs.DurationVar(&c.cacheAutoExpiration, "response-cache-auto-expiration", 180*time.Second, "readWrite cache expiry")
+	fs.BoolVar(&c.useReadOnlyCache, "use-read-only-response-cache", true, "serve reads from the readOnly level first")
+	fs.DurationVar(&c.evictionInterval, "eviction-interval", 60*time.Second, "how often the leader evicts expired leases")
+	fs.Float64Var(&c.renewalThreshold, "renewal-percent-threshold", 0.85, "self-preservation threshold (0..1)")
+	fs.BoolVar(&c.selfPreservation, "enable-self-preservation", true, "stop evicting when renewals drop below the threshold")
+	fs.DurationVar(&c.deltaRetention, "delta-retention", 3*time.Minute, "how long changes stay in the delta queue")
+	fs.DurationVar(&c.renewBatchInterval, "renew-batch-interval", def.RenewBatchInterval, "renewals gathered into one log entry per interval; 0 = one entry per renewal")
+	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted")
+	fs.DurationVar(&c.heartbeatTimeout, "raft-heartbeat-timeout", def.HeartbeatTimeout, "Raft heartbeat timeout")
+	fs.DurationVar(&c.electionTimeout, "raft-election-timeout", def.ElectionTimeout, "Raft election timeout")
+	fs.DurationVar(&c.leaderLeaseTimeout, "raft-leader-lease-timeout", def.LeaderLeaseTimeout, "Raft leader lease timeout")
+	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "log entries between snapshots")
+	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often to check whether to snapshot")
+	fs.Uint64Var(&c.trailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
+	return fs
+}
+
+// parseServe parses args and the environment into a config.
+func parseServe(args []string, env func(string) string) (*serveConfig, *flag.FlagSet, error) {
+	c := &serveConfig{}
+	fs := newServeFlags(c)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "HEUREKA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := env(name); v != "" && !given[f.Name] && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, fs, envErr
+	}
+	return c, fs, c.check()
+}
+
+func (c *serveConfig) check() error {
+	if _, err := hclogLevel(c.logLevel); err != nil {
+		return err
+	}
+	if c.renewalThreshold <= 0 || c.renewalThreshold > 1 {
+		return fmt.Errorf("--renewal-percent-threshold %v: must be in (0, 1]", c.renewalThreshold)
+	}
+	for name, d := range map[string]time.Duration{
+		"--response-cache-update-interval": c.cacheUpdateInterval, "--response-cache-auto-expiration": c.cacheAutoExpiration,
+		"--eviction-interval": c.evictionInterval, "--delta-retention": c.deltaRetention,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive", name)
+		}
+	}
+	if c.maxBodyBytes < 1024 {
+		return errors.New("--max-body-bytes must be at least 1024")
+	}
+	if _, _, err := net.SplitHostPort(c.httpAddr); err != nil {
+		return fmt.Errorf("--http-addr %q: %v", c.httpAddr, err)
+	}
+	if c.join != "" {
+		if _, _, err := net.SplitHostPort(c.join); err != nil {
+			return fmt.Errorf("--join %q: want host:port of a member's HTTP address", c.join)
+		}
+	}
+	_, err := c.clusterConfig()
+	return err
+}
+
+func hclogLevel(s string) (hclog.Level, error) {
+	l := hclog.LevelFromString(s)
+	if l == hclog.NoLevel {
+		return l, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// clusterConfig derives the Raft node's config, taking this node's
+// advertised addresses from the initial cluster list when it names them.
+func (c *serveConfig) clusterConfig() (cluster.Config, error) {
+	cc := cluster.DefaultConfig()
+	members, err := cluster.ParseInitialCluster(c.initialCluster)
+	if err != nil {
+		return cc, fmt.Errorf("--initial-cluster: %v", err)
+	}
+	cc.NodeID = c.nodeID
+	cc.RaftBind = c.raftAddr
+	cc.RaftAdvertise = c.raftAdvertise
+	cc.HTTPAdvertise = c.httpAdvertise
+	for _, m := range members {
+		if m.ID == c.nodeID {
+			if cc.RaftAdvertise == "" {
+				cc.RaftAdvertise = m.RaftAddr
+			}
+			if cc.HTTPAdvertise == "" {
+				cc.HTTPAdvertise = m.HTTPAddr
+			}
+		}
+	}
+	if cc.HTTPAdvertise == "" {
+		cc.HTTPAdvertise = c.httpAddr
+	}
+	cc.InitialCluster = members
+	cc.Join = c.join
+	cc.Mode = c.mode
+	cc.HeartbeatTimeout = c.heartbeatTimeout
+	cc.ElectionTimeout = c.electionTimeout
+	cc.LeaderLeaseTimeout = c.leaderLeaseTimeout
+	cc.SnapshotThreshold = c.snapshotThreshold
+	cc.SnapshotInterval = c.snapshotInterval
+	cc.TrailingLogs = c.trailingLogs
+	cc.RenewBatchInterval = c.renewBatchInterval
+	if err := cc.Validate(); err != nil {
+		return cc, err
+	}
+	return cc, nil
+}
+
+func serve(args []string) int {
+	c, fs, err := parseServe(args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(os.Stdout)
+		fmt.Fprintln(os.Stdout, "Usage: heureka serve [flags]   (each flag also reads HEUREKA_<FLAG_NAME>)")
+		fs.PrintDefaults()
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
+		return 2
+	}
+	level, _ := hclogLevel(c.logLevel)
+	log := hclog.New(&hclog.LoggerOptions{Name: "heureka", Level: level, JSONFormat: c.logJSON, Output: os.Stderr})
+	log = log.With("node", c.nodeID)
+
+	st, err := store.Open(store.DefaultConfig(c.dataDir), log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
+		if errors.Is(err, store.ErrLocked) {
+			return 2
+		}
+		return 1
+	}
+	defer st.Close()
+
+	cc, _ := c.clusterConfig()
+	f := fsm.New(c.deltaRetention.Milliseconds(), log)
+	ln, err := net.Listen("tcp", c.httpAddr)
+	if err != nil {
+		log.Error("listen http", "addr", c.httpAddr, "error", err)
+		return 1
+	}
+	node, err := cluster.New(cc, st, f, log)
+	if err != nil {
+		ln.Close()
+		log.Error("start node", "error", err)
+		return 1
+	}
+	hcfg := httpapi.DefaultConfig()
+	hcfg.MaxBodyBytes = c.maxBodyBytes
+	hcfg.DeltaRetention = c.deltaRetention
+	api := httpapi.New(hcfg, node, f, log)
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("serving", "http", ln.Addr().String(), "raft", cc.RaftBind, "data_dir", c.dataDir, "mode", cc.Mode)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	code := 0
+	select {
+	case s := <-sigs:
+		log.Info("shutting down", "signal", s.String())
+	case err := <-serveErr:
+		log.Error("http server failed", "error", err)
+		code = 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("http shutdown", "error", err)
+	}
+	if err := node.Shutdown(); err != nil {
+		log.Warn("raft shutdown", "error", err)
+		code = 1
+	}
+	log.Info("stopped", "exit_code", strconv.Itoa(code))
+	return code
+}

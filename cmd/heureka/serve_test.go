@@ -1,0 +1,89 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func noEnv(string) string { return "" }
+
+func TestParseServe_Defaults(t *testing.T) {
+	c, _, err := parseServe(nil, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.httpAddr != "127.0.0.1:8761" || c.raftAddr != "127.0.0.1:8762" || c.dataDir != "heureka-data" || c.mode != "ap" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	cc, err := c.clusterConfig()
+	if err != nil || cc.HTTPAdvertise != "127.0.0.1:8761" || len(cc.InitialCluster) != 0 {
+		t.Fatalf("cluster config: %+v %v", cc, err)
+	}
+}
+
+func TestParseServe_EnvAndFlags(t *testing.T) {
+	env := map[string]string{
+		"HEUREKA_NODE_ID":           "from-env",
+		"HEUREKA_MODE":              "cp",
+		"HEUREKA_INITIAL_CLUSTER":   "a=127.0.0.1:1@127.0.0.1:2,b=127.0.0.1:3@127.0.0.1:4",
+		"HEUREKA_EVICTION_INTERVAL": "5s",
+	}
+	c, _, err := parseServe([]string{"--node-id", "b"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.nodeID != "b" || c.mode != "cp" || c.evictionInterval != 5*time.Second {
+		t.Fatalf("flag must beat env, env must beat default: %+v", c)
+	}
+	cc, _ := c.clusterConfig()
+	if cc.RaftAdvertise != "127.0.0.1:3" || cc.HTTPAdvertise != "127.0.0.1:4" {
+		t.Fatalf("advertise from initial cluster: %+v", cc)
+	}
+}
+
+func TestParseServe_BadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mode", "xy"}, "mode"},
+		{[]string{"--bogus"}, "bogus"},
+		{[]string{"--http-addr", "nope"}, "--http-addr"},
+		{[]string{"--initial-cluster", "a=1.2.3.4:1"}, "initial-cluster"},
+		{[]string{"--node-id", "c", "--initial-cluster", "a=127.0.0.1:1@127.0.0.1:2"}, "does not list"},
+		{[]string{"--initial-cluster", "a=127.0.0.1:1@127.0.0.1:2,a=127.0.0.1:3@127.0.0.1:4", "--node-id", "a"}, "repeats"},
+		{[]string{"--renewal-percent-threshold", "2"}, "threshold"},
+		{[]string{"--log-level", "loud"}, "log-level"},
+		{[]string{"--join", "127.0.0.1:1", "--initial-cluster", "a=127.0.0.1:1@127.0.0.1:2", "--node-id", "a"}, "exclude"},
+		{[]string{"extra"}, "unexpected"},
+		{[]string{"--raft-addr", "0.0.0.0:9"}, "raft-advertise"},
+		{[]string{"--raft-addr", "0.0.0.0:9", "--raft-advertise", "127.0.0.1:9"}, ""},
+	} {
+		_, _, err := parseServe(tc.args, noEnv)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%v: unexpected error %v", tc.args, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want error mentioning %q", tc.args, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: error is not one line: %q", tc.args, err)
+		}
+	}
+}
+
+func TestRun_ExitCodes(t *testing.T) {
+	if code := run([]string{"serve", "--mode", "nope"}); code != 2 {
+		t.Fatalf("bad flag exit %d", code)
+	}
+	if code := run([]string{"frobnicate"}); code != 2 {
+		t.Fatalf("unknown command exit %d", code)
+	}
+	if code := run([]string{"serve", "--help"}); code != 0 {
+		t.Fatalf("help exit %d", code)
+	}
+}

@@ -1,0 +1,222 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// CmdType is the first byte of every Raft log entry heureka writes. Numbers
+// are explicit and never reused; a retired command keeps its number.
+type CmdType byte
+
+// Command types.
+const (
+	CmdInvalid        CmdType = 0
+	CmdRegister       CmdType = 1
+	CmdCancel         CmdType = 2
+	CmdRenewBatch     CmdType = 3
+	CmdSetOverride    CmdType = 4
+	CmdDeleteOverride CmdType = 5
+	CmdMetadata       CmdType = 6
+	CmdEvict          CmdType = 7
+	CmdSetMember      CmdType = 8
+	CmdRemoveMember   CmdType = 9
+	CmdSetMode        CmdType = 10
+
+	// CmdIgnoreUnknown, set on a type byte, tells an older FSM that does not
+	// know the command that skipping it is safe. Without it an unknown command
+	// stops the node rather than silently diverging from its peers.
+	CmdIgnoreUnknown CmdType = 0x80
+)
+
+func (t CmdType) String() string {
+	switch t &^ CmdIgnoreUnknown {
+	case CmdRegister:
+		return "register"
+	case CmdCancel:
+		return "cancel"
+	case CmdRenewBatch:
+		return "renew_batch"
+	case CmdSetOverride:
+		return "set_override"
+	case CmdDeleteOverride:
+		return "delete_override"
+	case CmdMetadata:
+		return "metadata"
+	case CmdEvict:
+		return "evict"
+	case CmdSetMember:
+		return "set_member"
+	case CmdRemoveMember:
+		return "remove_member"
+	case CmdSetMode:
+		return "set_mode"
+	}
+	return fmt.Sprintf("cmd(%d)", byte(t))
+}
+
+// bodyVersion is the version of every command body this code writes. Decoders
+// accept every version they know; bump it when a body changes shape and keep
+// decoding the old one.
+const bodyVersion = 1
+
+// headerLen is type byte + version byte + 8-byte timestamp.
+const headerLen = 10
+
+// ErrBadCommand is returned for a log entry that cannot be decoded.
+var ErrBadCommand = errors.New("bad command")
+
+// RegisterBody registers (or re-registers) one instance.
+type RegisterBody struct {
+	Instance *Instance `codec:"in"`
+}
+
+// KeyBody names one instance.
+type KeyBody struct {
+	App string `codec:"a"`
+	ID  string `codec:"id"`
+}
+
+// Renewal is one heartbeat inside a renew batch, stamped with the time the
+// leader accepted it.
+type Renewal struct {
+	App string `codec:"a"`
+	ID  string `codec:"id"`
+	Ts  int64  `codec:"t"`
+}
+
+// RenewBatchBody carries every renewal the leader accepted in one interval.
+type RenewBatchBody struct {
+	Renewals []Renewal `codec:"r"`
+}
+
+// OverrideBody sets (CmdSetOverride) or deletes (CmdDeleteOverride) a status
+// override. For a delete, Status is the status the instance is left in.
+type OverrideBody struct {
+	App                string `codec:"a"`
+	ID                 string `codec:"id"`
+	Status             string `codec:"s"`
+	LastDirtyTimestamp int64  `codec:"ldt"`
+}
+
+// MetadataBody merges entries into an instance's metadata.
+type MetadataBody struct {
+	App      string            `codec:"a"`
+	ID       string            `codec:"id"`
+	Metadata map[string]string `codec:"md"`
+}
+
+// EvictBody removes expired instances.
+type EvictBody struct {
+	Keys []KeyBody `codec:"k"`
+}
+
+// Member is a cluster member's addresses, kept in the FSM so that every node
+// knows where to forward writes.
+type Member struct {
+	ID       string `codec:"id" json:"id"`
+	RaftAddr string `codec:"r" json:"raft_addr"`
+	HTTPAddr string `codec:"h" json:"http_addr"`
+}
+
+// ModeBody sets the cluster-wide consistency mode.
+type ModeBody struct {
+	Mode string `codec:"m"`
+}
+
+// Command is a decoded log entry.
+type Command struct {
+	Type    CmdType
+	Version byte
+	// Ts is the leader's clock (epoch ms) when it accepted the command; the
+	// FSM uses it wherever it needs "now".
+	Ts   int64
+	Body any
+}
+
+var msgpackHandle = func() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.Canonical = true // sorted map keys: equal states encode to equal bytes
+	h.WriteExt = true
+	return h
+}()
+
+// Encode encodes a command body into a log entry with a zero timestamp; the
+// leader stamps the time with Stamp just before it appends the entry.
+func Encode(t CmdType, body any) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(256)
+	buf.Write([]byte{byte(t), bodyVersion, 0, 0, 0, 0, 0, 0, 0, 0})
+	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(body); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", t, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Stamp writes the leader's timestamp into an encoded entry.
+func Stamp(entry []byte, ts int64) error {
+	if len(entry) < headerLen {
+		return fmt.Errorf("%w: entry of %d bytes", ErrBadCommand, len(entry))
+	}
+	binary.BigEndian.PutUint64(entry[2:headerLen], uint64(ts))
+	return nil
+}
+
+// TypeOf returns the type byte of an encoded entry.
+func TypeOf(entry []byte) CmdType {
+	if len(entry) == 0 {
+		return CmdInvalid
+	}
+	return CmdType(entry[0])
+}
+
+// Decode decodes a log entry. Unknown types yield ErrBadCommand; callers check
+// the CmdIgnoreUnknown bit themselves.
+func Decode(entry []byte) (Command, error) {
+	if len(entry) < headerLen {
+		return Command{}, fmt.Errorf("%w: entry of %d bytes", ErrBadCommand, len(entry))
+	}
+	c := Command{
+		Type:    CmdType(entry[0]),
+		Version: entry[1],
+		Ts:      int64(binary.BigEndian.Uint64(entry[2:headerLen])),
+	}
+	if c.Version != bodyVersion {
+		return c, fmt.Errorf("%w: %s body version %d", ErrBadCommand, c.Type, c.Version)
+	}
+	var body any
+	switch c.Type &^ CmdIgnoreUnknown {
+	case CmdRegister:
+		body = &RegisterBody{}
+	case CmdCancel:
+		body = &KeyBody{}
+	case CmdRenewBatch:
+		body = &RenewBatchBody{}
+	case CmdSetOverride, CmdDeleteOverride:
+		body = &OverrideBody{}
+	case CmdMetadata:
+		body = &MetadataBody{}
+	case CmdEvict:
+		body = &EvictBody{}
+	case CmdSetMember:
+		body = &Member{}
+	case CmdRemoveMember:
+		body = &KeyBody{}
+	case CmdSetMode:
+		body = &ModeBody{}
+	default:
+		return c, fmt.Errorf("%w: unknown type %d", ErrBadCommand, entry[0])
+	}
+	if err := codec.NewDecoderBytes(entry[headerLen:], msgpackHandle).Decode(body); err != nil {
+		return c, fmt.Errorf("%w: decode %s: %v", ErrBadCommand, c.Type, err)
+	}
+	if rb, ok := body.(*RegisterBody); ok && rb.Instance == nil {
+		return c, fmt.Errorf("%w: register without instance", ErrBadCommand)
+	}
+	c.Body = body
+	return c, nil
+}

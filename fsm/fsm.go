@@ -1,0 +1,166 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// FSM is the raft.FSM adapter around Registry: it decodes log entries,
+// applies them under a lock, publishes what changed, and snapshots and
+// restores the whole state.
+type FSM struct {
+	mu          sync.RWMutex
+	reg         *Registry
+	retentionMs int64
+	lastIndex   uint64
+	// generation increases on every restore, so readers can tell a swapped state.
+	generation uint64
+
+	obsMu     sync.RWMutex
+	observers []func(Change)
+
+	log hclog.Logger
+}
+
+// New returns an FSM holding an empty registry.
+func New(deltaRetentionMs int64, log hclog.Logger) *FSM {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &FSM{reg: NewRegistry(deltaRetentionMs), retentionMs: deltaRetentionMs, log: log.Named("fsm")}
+}
+
+// Observe registers fn to be called, in log order, after every applied
+// command and after a restore. fn runs on the apply path: it must be quick.
+func (f *FSM) Observe(fn func(Change)) {
+	f.obsMu.Lock()
+	f.observers = append(f.observers, fn)
+	f.obsMu.Unlock()
+}
+
+func (f *FSM) publish(c Change) {
+	f.obsMu.RLock()
+	defer f.obsMu.RUnlock()
+	for _, fn := range f.observers {
+		fn(c)
+	}
+}
+
+// Read runs fn with the registry under a read lock. fn must not keep the
+// *Registry, but may keep the *Entry values it returns (they are immutable).
+func (f *FSM) Read(fn func(r *Registry)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.reg)
+}
+
+// AppliedIndex is the index of the last log entry applied.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.lastIndex
+}
+
+// Apply implements raft.FSM. It returns nil or an error value (a domain
+// error such as ErrInstanceNotFound); a log entry that cannot be decoded
+// panics, because skipping it would let this node diverge from its peers.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	cmd, err := Decode(l.Data)
+	if err != nil {
+		if errors.Is(err, ErrBadCommand) && cmd.Type&CmdIgnoreUnknown != 0 {
+			f.log.Warn("skipping unknown command", "index", l.Index, "type", byte(cmd.Type))
+			f.mu.Lock()
+			f.lastIndex = l.Index
+			f.mu.Unlock()
+			return nil
+		}
+		panic(fmt.Sprintf("heureka fsm: cannot apply log entry %d: %v", l.Index, err))
+	}
+	change := Change{Index: l.Index, Type: cmd.Type}
+	f.mu.Lock()
+	res := f.applyLocked(l.Index, cmd, &change)
+	f.lastIndex = l.Index
+	f.mu.Unlock()
+	f.publish(change)
+	return res
+}
+
+func (f *FSM) applyLocked(idx uint64, cmd Command, c *Change) error {
+	r := f.reg
+	switch b := cmd.Body.(type) {
+	case *RegisterBody:
+		r.pruneDelta(cmd.Ts)
+		r.Register(idx, cmd.Ts, b.Instance, c)
+	case *KeyBody:
+		if cmd.Type&^CmdIgnoreUnknown == CmdRemoveMember {
+			r.RemoveMember(b.ID)
+			return nil
+		}
+		r.pruneDelta(cmd.Ts)
+		return r.Cancel(idx, cmd.Ts, b.App, b.ID, c)
+	case *RenewBatchBody:
+		r.Renew(b.Renewals)
+	case *OverrideBody:
+		r.pruneDelta(cmd.Ts)
+		if cmd.Type&^CmdIgnoreUnknown == CmdDeleteOverride {
+			return r.DeleteOverride(idx, cmd.Ts, b, c)
+		}
+		return r.SetOverride(idx, cmd.Ts, b, c)
+	case *MetadataBody:
+		r.pruneDelta(cmd.Ts)
+		return r.UpdateMetadata(idx, cmd.Ts, b, c)
+	case *EvictBody:
+		r.pruneDelta(cmd.Ts)
+		for _, k := range b.Keys {
+			_ = r.Cancel(idx, cmd.Ts, k.App, k.ID, c) // already gone: nothing to evict
+		}
+	case *Member:
+		r.SetMember(*b)
+	case *ModeBody:
+		r.SetMode(b.Mode)
+	}
+	return nil
+}
+
+// Snapshot implements raft.FSM: it copies the state (entries are immutable,
+// so the copy is shallow and quick) and lets Persist encode it while applies
+// continue.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &snapshot{state: f.reg.export(f.lastIndex)}, nil
+}
+
+// Restore implements raft.FSM: it decodes a snapshot into a new registry and
+// swaps it in atomically.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	reg := importState(st, f.retentionMs)
+	f.mu.Lock()
+	f.reg = reg
+	f.lastIndex = st.LastIndex
+	f.generation++
+	f.mu.Unlock()
+	f.log.Info("restored snapshot", "last_index", st.LastIndex, "instances", reg.count)
+	f.publish(Change{Index: st.LastIndex, All: true})
+	return nil
+}
+
+// Generation counts restores; it changes whenever the whole state was replaced.
+func (f *FSM) Generation() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.generation
+}

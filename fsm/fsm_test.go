@@ -1,0 +1,208 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// mustEncode encodes and stamps a command.
+func mustEncode(t testing.TB, typ CmdType, ts int64, body any) []byte {
+	t.Helper()
+	e, err := Encode(typ, body)
+	if err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	if err := Stamp(e, ts); err != nil {
+		t.Fatalf("stamp: %v", err)
+	}
+	return e
+}
+
+func testInstance(app, id, status string, ldt int64) *Instance {
+	return &Instance{InstanceID: id, HostName: id + ".local", App: app, IPAddr: "10.0.0.1", Sid: "na",
+		Status: status, OverriddenStatus: StatusUnknown, Port: 8080, PortEnabled: true, SecurePort: 443,
+		CountryID: 1, DataCenterInfo: DataCenterInfo{Name: "MyOwn"}, RenewalIntervalSecs: 30, DurationSecs: 90,
+		Metadata: map[string]string{"zone": "a", "id": id}, VIPAddress: app + "-vip,shared", LastDirtyTimestamp: ldt}
+}
+
+// randomCommands builds a reproducible sequence of commands of every kind.
+func randomCommands(t testing.TB, seed uint64, n int) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	apps := []string{"ORDERS", "PAYMENTS", "USERS"}
+	statuses := []string{StatusUp, StatusDown, StatusStarting, StatusOutOfService, StatusUnknown}
+	ts := int64(1_700_000_000_000)
+	out := make([][]byte, 0, n)
+	for i := 0; i < n; i++ {
+		ts += int64(rng.IntN(5000))
+		app := apps[rng.IntN(len(apps))]
+		id := fmt.Sprintf("i-%d", rng.IntN(12))
+		var e []byte
+		switch rng.IntN(9) {
+		case 0, 1, 2:
+			in := testInstance(app, id, statuses[rng.IntN(len(statuses))], ts-int64(rng.IntN(10000)))
+			if rng.IntN(4) == 0 {
+				in.OverriddenStatus = StatusOutOfService
+			}
+			e = mustEncode(t, CmdRegister, ts, &RegisterBody{Instance: in})
+		case 3:
+			e = mustEncode(t, CmdCancel, ts, &KeyBody{App: app, ID: id})
+		case 4:
+			e = mustEncode(t, CmdRenewBatch, ts, &RenewBatchBody{Renewals: []Renewal{{App: app, ID: id, Ts: ts}, {App: "NONE", ID: "x", Ts: ts}}})
+		case 5:
+			e = mustEncode(t, CmdSetOverride, ts, &OverrideBody{App: app, ID: id, Status: statuses[rng.IntN(4)], LastDirtyTimestamp: ts})
+		case 6:
+			e = mustEncode(t, CmdDeleteOverride, ts, &OverrideBody{App: app, ID: id, Status: StatusUnknown})
+		case 7:
+			e = mustEncode(t, CmdMetadata, ts, &MetadataBody{App: app, ID: id, Metadata: map[string]string{"k": fmt.Sprint(i)}})
+		case 8:
+			e = mustEncode(t, CmdEvict, ts, &EvictBody{Keys: []KeyBody{{App: app, ID: id}}})
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func applyAll(f *FSM, entries [][]byte) []any {
+	res := make([]any, len(entries))
+	for i, e := range entries {
+		res[i] = f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: e})
+	}
+	return res
+}
+
+func snapshotBytes(t testing.TB, f *FSM) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := f.Export().Encode(&buf); err != nil {
+		t.Fatalf("encode state: %v", err)
+	}
+	return buf.Bytes()
+}
+
+func TestFSM_RandomSequencesAreDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 25; seed++ {
+		cmds := randomCommands(t, seed, 400)
+		a, b := New(0, nil), New(0, nil)
+		ra, rb := applyAll(a, cmds), applyAll(b, cmds)
+		if !reflect.DeepEqual(ra, rb) {
+			t.Fatalf("seed %d: apply results differ", seed)
+		}
+		if !reflect.DeepEqual(a.Export(), b.Export()) {
+			t.Fatalf("seed %d: states differ", seed)
+		}
+		if !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, b)) {
+			t.Fatalf("seed %d: equal states encode to different bytes", seed)
+		}
+	}
+}
+
+// memSink is an in-memory raft.SnapshotSink.
+type memSink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+func (s *memSink) Close() error  { return nil }
+
+func TestFSM_SnapshotRestoreRoundTrip(t *testing.T) {
+	for seed := uint64(100); seed < 110; seed++ {
+		f := New(0, nil)
+		applyAll(f, randomCommands(t, seed, 300))
+		snap, err := f.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Applies after Snapshot must not leak into the persisted copy.
+		before := f.Export()
+		applyAll(f, randomCommands(t, seed+1000, 20))
+		sink := &memSink{}
+		if err := snap.Persist(sink); err != nil {
+			t.Fatal(err)
+		}
+		restored := New(0, nil)
+		var changes []Change
+		restored.Observe(func(c Change) { changes = append(changes, c) })
+		if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+		if !reflect.DeepEqual(before, restored.Export()) {
+			t.Fatalf("seed %d: restored state differs from snapshot point", seed)
+		}
+		if len(changes) != 1 || !changes[0].All {
+			t.Fatalf("restore should publish one All change, got %+v", changes)
+		}
+		// The restored FSM continues exactly like the original would.
+		tail := randomCommands(t, seed+2000, 50)
+		orig := New(0, nil)
+		_ = orig.Restore(io.NopCloser(bytes.NewReader(sink.Bytes())))
+		for i, e := range tail {
+			l := &raft.Log{Index: before.LastIndex + uint64(i) + 1, Type: raft.LogCommand, Data: e}
+			orig.Apply(l)
+			restored.Apply(l)
+		}
+		if !bytes.Equal(snapshotBytes(t, orig), snapshotBytes(t, restored)) {
+			t.Fatalf("seed %d: states diverge after restore", seed)
+		}
+	}
+}
+
+func TestFSM_RestoreRejectsGarbage(t *testing.T) {
+	f := New(0, nil)
+	applyAll(f, randomCommands(t, 7, 50))
+	want := f.Export()
+	for _, data := range [][]byte{nil, []byte("not a snapshot"), append(append([]byte{}, snapshotMagic...), 99), append(append([]byte{}, snapshotMagic...), 1, 0xc1)} {
+		err := f.Restore(io.NopCloser(bytes.NewReader(data)))
+		if !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("restore(%q) = %v, want ErrBadSnapshot", data, err)
+		}
+	}
+	if !reflect.DeepEqual(want, f.Export()) {
+		t.Fatal("a failed restore changed the state")
+	}
+}
+
+func TestFSM_UndecodableEntryPanics(t *testing.T) {
+	f := New(0, nil)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("want panic for an undecodable entry")
+		}
+	}()
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{byte(CmdRegister), bodyVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0xc1}})
+}
+
+func TestFSM_UnknownCommandWithIgnoreBitIsSkipped(t *testing.T) {
+	f := New(0, nil)
+	entry := []byte{byte(CmdIgnoreUnknown | 0x7f), bodyVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0x80}
+	if res := f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: entry}); res != nil {
+		t.Fatalf("got %v", res)
+	}
+	if f.AppliedIndex() != 3 {
+		t.Fatalf("applied index %d", f.AppliedIndex())
+	}
+}
+
+func FuzzDecodeCommand(f *testing.F) {
+	for _, e := range randomCommands(f, 1, 30) {
+		f.Add(e)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cmd, err := Decode(data)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must apply without panicking.
+		fs := New(0, nil)
+		fs.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+		_ = cmd
+	})
+}

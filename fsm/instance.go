@@ -1,0 +1,165 @@
+package fsm
+
+import "strings"
+
+// Instance statuses, as Eureka names them.
+const (
+	StatusUp           = "UP"
+	StatusDown         = "DOWN"
+	StatusStarting     = "STARTING"
+	StatusOutOfService = "OUT_OF_SERVICE"
+	StatusUnknown      = "UNKNOWN"
+)
+
+// Delta action types.
+const (
+	ActionAdded    = "ADDED"
+	ActionModified = "MODIFIED"
+	ActionDeleted  = "DELETED"
+)
+
+// Lease defaults applied when a registrant sends none (or a value ≤ 0).
+const (
+	DefaultRenewalIntervalSecs = 30
+	DefaultDurationSecs        = 90
+)
+
+// ValidStatus reports whether s is one of Eureka's five status names (case-sensitive).
+func ValidStatus(s string) bool {
+	switch s {
+	case StatusUp, StatusDown, StatusStarting, StatusOutOfService, StatusUnknown:
+		return true
+	}
+	return false
+}
+
+// DataCenterInfo is the instance's data center description. Metadata is only
+// meaningful for the Amazon data center; nil means the registrant sent none.
+type DataCenterInfo struct {
+	Class    string            `codec:"c"`
+	Name     string            `codec:"n"`
+	Metadata map[string]string `codec:"m"`
+}
+
+// Instance is one registration as the client sent it, normalised only where
+// Eureka itself normalises (upper-cased app names, defaulted ports and
+// statuses). It holds no server-side lease state. The registry never mutates
+// an Instance in place: a change makes a new copy, so readers may keep one.
+type Instance struct {
+	InstanceID                    string            `codec:"id"`
+	HostName                      string            `codec:"h"`
+	App                           string            `codec:"a"`
+	IPAddr                        string            `codec:"ip"`
+	Sid                           string            `codec:"sid"`
+	Status                        string            `codec:"s"`
+	OverriddenStatus              string            `codec:"os"`
+	Port                          int32             `codec:"p"`
+	PortEnabled                   bool              `codec:"pe"`
+	SecurePort                    int32             `codec:"sp"`
+	SecurePortEnabled             bool              `codec:"spe"`
+	CountryID                     int32             `codec:"cid"`
+	DataCenterInfo                DataCenterInfo    `codec:"dc"`
+	RenewalIntervalSecs           int32             `codec:"ri"`
+	DurationSecs                  int32             `codec:"du"`
+	Metadata                      map[string]string `codec:"md"`
+	AppGroupName                  string            `codec:"ag"`
+	HomePageURL                   string            `codec:"hp"`
+	StatusPageURL                 string            `codec:"spu"`
+	HealthCheckURL                string            `codec:"hc"`
+	SecureHealthCheckURL          string            `codec:"shc"`
+	VIPAddress                    string            `codec:"vip"`
+	SecureVIPAddress              string            `codec:"svip"`
+	IsCoordinatingDiscoveryServer bool              `codec:"cds"`
+	LastDirtyTimestamp            int64             `codec:"ldt"`
+	ASGName                       string            `codec:"asg"`
+}
+
+// ID returns the registry key of the instance: its instanceId if set, else the
+// Amazon instance-id, else its host name (Eureka's rule, which clients follow
+// when they build their URLs).
+func (in *Instance) ID() string {
+	if in.InstanceID != "" {
+		return in.InstanceID
+	}
+	if in.DataCenterInfo.Name == "Amazon" {
+		if id := in.DataCenterInfo.Metadata["instance-id"]; id != "" {
+			return id
+		}
+	}
+	return in.HostName
+}
+
+// clone returns a copy that shares nothing mutable with in.
+func (in *Instance) clone() *Instance {
+	c := *in
+	c.Metadata = cloneMap(in.Metadata)
+	c.DataCenterInfo.Metadata = cloneMap(in.DataCenterInfo.Metadata)
+	return &c
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// VIPs splits a comma-separated VIP address list into its non-empty elements.
+func VIPs(list string) []string {
+	if list == "" {
+		return nil
+	}
+	parts := strings.Split(list, ",")
+	out := parts[:0]
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Entry is an instance together with its server-side lease state. Like
+// Instance it is copy-on-write: the registry replaces entries, never edits
+// them, so a reader holding an *Entry sees a consistent record.
+type Entry struct {
+	// Key is the registry key (upper-cased app name, instance id).
+	App string `codec:"app"`
+	ID  string `codec:"id"`
+	// Instance is the record; its Status is the effective status and its
+	// OverriddenStatus the override in force (UNKNOWN when none).
+	Instance *Instance `codec:"in"`
+	// Override is the replicated status override ("" when none). It outlives
+	// re-registrations and is dropped on cancel and eviction.
+	Override string `codec:"ov"`
+
+	RegistrationTs int64  `codec:"rt"`
+	LastRenewalTs  int64  `codec:"lr"`
+	EvictionTs     int64  `codec:"ev"`
+	ServiceUpTs    int64  `codec:"su"`
+	LastUpdatedTs  int64  `codec:"lu"`
+	ActionType     string `codec:"act"`
+	// ModifyIndex is the Raft index of the last change to the record (renewals excluded).
+	ModifyIndex uint64 `codec:"mi"`
+}
+
+// DurationMs is the lease duration in milliseconds.
+func (e *Entry) DurationMs() int64 {
+	return int64(leaseDuration(e.Instance.DurationSecs)) * 1000
+}
+
+// ExpiresAt is the time (epoch ms) after which the lease is expired: last
+// renewal plus one lease duration. (Eureka adds the duration twice; heureka
+// does not. See docs/leases.md.)
+func (e *Entry) ExpiresAt() int64 { return e.LastRenewalTs + e.DurationMs() }
+
+func leaseDuration(secs int32) int32 {
+	if secs <= 0 {
+		return DefaultDurationSecs
+	}
+	return secs
+}

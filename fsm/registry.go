@@ -1,0 +1,473 @@
+package fsm
+
+import (
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ErrInstanceNotFound is returned when a command names an instance the
+// registry does not hold.
+var ErrInstanceNotFound = errors.New("instance not found")
+
+// DefaultDeltaRetentionMs is how long a change stays in the delta queue.
+const DefaultDeltaRetentionMs = 3 * 60 * 1000
+
+// Application is one application's instances.
+type Application struct {
+	Name      string
+	Instances map[string]*Entry
+}
+
+// DeltaEntry is one instance in the recently-changed queue. The queue holds
+// at most one entry per instance: the latest change wins (heureka does not
+// copy Eureka's duplicate entries, see spec §6.3).
+type DeltaEntry struct {
+	App    string `codec:"a"`
+	ID     string `codec:"id"`
+	Ts     int64  `codec:"t"`
+	Seq    uint64 `codec:"q"`
+	Action string `codec:"act"`
+	// Deleted is the last record of a cancelled or evicted instance.
+	Deleted *Entry `codec:"d"`
+}
+
+// Change tells observers what one applied command changed, so that caches
+// can invalidate exactly those keys.
+type Change struct {
+	Index uint64
+	Type  CmdType
+	// Apps are the upper-cased applications whose listing changed.
+	Apps []string
+	// VIPs and SVIPs are the individual VIP addresses (old and new) touched.
+	VIPs  []string
+	SVIPs []string
+	// All is set after a snapshot restore: everything may have changed.
+	All bool
+}
+
+// Empty reports whether the change touched no registry content (renewals,
+// membership and mode changes).
+func (c *Change) Empty() bool { return !c.All && len(c.Apps) == 0 }
+
+// Registry is the pure registry state: applications, instances and leases,
+// the delta queue, members and mode. Every mutation takes the Raft index and
+// the leader's timestamp from the command; nothing here reads a clock, so
+// applying the same commands always yields the same state. Registry is not
+// safe for concurrent use; FSM guards it.
+type Registry struct {
+	apps    map[string]*Application
+	delta   map[string]*DeltaEntry // key: app + "\x00" + id
+	members map[string]Member
+	mode    string
+	// version is the Raft index of the last command that changed registry
+	// content; deltaSeq orders the delta queue.
+	version  uint64
+	deltaSeq uint64
+	count    int
+	// retentionMs bounds the delta queue's age.
+	retentionMs int64
+}
+
+// NewRegistry returns an empty registry whose delta queue keeps entries for
+// retentionMs (≤ 0 selects the default).
+func NewRegistry(retentionMs int64) *Registry {
+	if retentionMs <= 0 {
+		retentionMs = DefaultDeltaRetentionMs
+	}
+	return &Registry{
+		apps:        map[string]*Application{},
+		delta:       map[string]*DeltaEntry{},
+		members:     map[string]Member{},
+		retentionMs: retentionMs,
+	}
+}
+
+func deltaKey(app, id string) string { return app + "\x00" + id }
+
+// Version is the Raft index of the last change to registry content.
+func (r *Registry) Version() uint64 { return r.version }
+
+// Count is the number of instances held.
+func (r *Registry) Count() int { return r.count }
+
+// Mode is the cluster-wide consistency mode stored in the log ("" if never set).
+func (r *Registry) Mode() string { return r.mode }
+
+// Members returns the member addresses, sorted by id.
+func (r *Registry) Members() []Member {
+	out := make([]Member, 0, len(r.members))
+	for _, m := range r.members {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Member returns one member's addresses.
+func (r *Registry) Member(id string) (Member, bool) {
+	m, ok := r.members[id]
+	return m, ok
+}
+
+// AppNames returns the names of all applications with at least one instance, sorted.
+func (r *Registry) AppNames() []string {
+	out := make([]string, 0, len(r.apps))
+	for name := range r.apps {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// AppEntries returns the entries of one application sorted by id, or nil.
+func (r *Registry) AppEntries(app string) []*Entry {
+	a := r.apps[app]
+	if a == nil {
+		return nil
+	}
+	out := make([]*Entry, 0, len(a.Instances))
+	for _, e := range a.Instances {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Get returns one entry, or nil.
+func (r *Registry) Get(app, id string) *Entry {
+	if a := r.apps[app]; a != nil {
+		return a.Instances[id]
+	}
+	return nil
+}
+
+// FindByID returns the first entry (in application name order) with the given id.
+func (r *Registry) FindByID(id string) *Entry {
+	for _, name := range r.AppNames() {
+		if e := r.apps[name].Instances[id]; e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Each calls fn for every entry, applications and ids in sorted order.
+func (r *Registry) Each(fn func(*Entry)) {
+	for _, name := range r.AppNames() {
+		for _, e := range r.AppEntries(name) {
+			fn(e)
+		}
+	}
+}
+
+// StatusCounts counts instances per effective status.
+func (r *Registry) StatusCounts() map[string]int {
+	counts := map[string]int{}
+	for _, a := range r.apps {
+		for _, e := range a.Instances {
+			counts[e.Instance.Status]++
+		}
+	}
+	return counts
+}
+
+// HashCode is Eureka's reconcile hash over the whole registry.
+func (r *Registry) HashCode() string { return HashCode(r.StatusCounts()) }
+
+// HashCode formats status counts the way Eureka clients compute
+// apps__hashcode: "<STATUS>_<count>_" per status, statuses sorted.
+func HashCode(counts map[string]int) string {
+	names := make([]string, 0, len(counts))
+	for s, n := range counts {
+		if n > 0 {
+			names = append(names, s)
+		}
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, s := range names {
+		b.WriteString(s)
+		b.WriteByte('_')
+		b.WriteString(strconv.Itoa(counts[s]))
+		b.WriteByte('_')
+	}
+	return b.String()
+}
+
+// Delta returns the recently-changed queue in change order, keeping only
+// entries changed at or after sinceTs (epoch ms). Each element is the
+// instance's current entry, or its last record if it was deleted.
+func (r *Registry) Delta(sinceTs int64) []DeltaView {
+	list := make([]*DeltaEntry, 0, len(r.delta))
+	for _, d := range r.delta {
+		if d.Ts >= sinceTs {
+			list = append(list, d)
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Seq < list[j].Seq })
+	out := make([]DeltaView, 0, len(list))
+	for _, d := range list {
+		e := d.Deleted
+		if d.Action != ActionDeleted {
+			e = r.Get(d.App, d.ID)
+		}
+		if e != nil {
+			out = append(out, DeltaView{Entry: e, Action: d.Action, Ts: d.Ts})
+		}
+	}
+	return out
+}
+
+// DeltaView is one element of a delta payload.
+type DeltaView struct {
+	Entry  *Entry
+	Action string
+	Ts     int64
+}
+
+// --- mutations -------------------------------------------------------------
+
+func (r *Registry) put(e *Entry) {
+	a := r.apps[e.App]
+	if a == nil {
+		a = &Application{Name: e.App, Instances: map[string]*Entry{}}
+		r.apps[e.App] = a
+	}
+	if _, ok := a.Instances[e.ID]; !ok {
+		r.count++
+	}
+	a.Instances[e.ID] = e
+}
+
+func (r *Registry) remove(app, id string) *Entry {
+	a := r.apps[app]
+	if a == nil {
+		return nil
+	}
+	e := a.Instances[id]
+	if e == nil {
+		return nil
+	}
+	delete(a.Instances, id)
+	r.count--
+	if len(a.Instances) == 0 {
+		delete(r.apps, app)
+	}
+	return e
+}
+
+func (r *Registry) recordDelta(ts int64, app, id, action string, deleted *Entry) {
+	r.deltaSeq++
+	r.delta[deltaKey(app, id)] = &DeltaEntry{App: app, ID: id, Ts: ts, Seq: r.deltaSeq, Action: action, Deleted: deleted}
+}
+
+// pruneDelta drops queue entries older than the retention, measured on the
+// command's clock.
+func (r *Registry) pruneDelta(ts int64) {
+	cutoff := ts - r.retentionMs
+	for k, d := range r.delta {
+		if d.Ts < cutoff {
+			delete(r.delta, k)
+		}
+	}
+}
+
+// effectiveStatus is Eureka's first-match-wins override rule chain (spec
+// §4.3) for a non-replicated request. override is the override in force.
+func effectiveStatus(candidate, override string, existing *Entry) string {
+	if candidate != StatusUp && candidate != StatusOutOfService {
+		return candidate // DOWN, STARTING, UNKNOWN: trust the instance
+	}
+	if override != "" {
+		return override
+	}
+	if existing != nil {
+		if s := existing.Instance.Status; s == StatusUp || s == StatusOutOfService {
+			return s
+		}
+	}
+	return candidate
+}
+
+// RenewStatus is the status a heartbeat for e is judged by (spec §4.4): when
+// it is UNKNOWN the heartbeat must answer 404 so the client re-registers.
+func RenewStatus(e *Entry) string {
+	return effectiveStatus(e.Instance.Status, e.Override, e)
+}
+
+func touched(c *Change, in *Instance) {
+	c.Apps = append(c.Apps, in.App)
+	c.VIPs = append(c.VIPs, VIPs(in.VIPAddress)...)
+	c.SVIPs = append(c.SVIPs, VIPs(in.SecureVIPAddress)...)
+}
+
+// Register applies spec §4.2 (with heureka's replicated override).
+func (r *Registry) Register(idx uint64, ts int64, in *Instance, c *Change) {
+	in = in.clone()
+	app, id := in.App, in.ID()
+	existing := r.Get(app, id)
+	record := in
+	if existing != nil {
+		touched(c, existing.Instance)
+		if existing.Instance.LastDirtyTimestamp > in.LastDirtyTimestamp {
+			// The stored record is newer than the registrant's: keep it.
+			record = existing.Instance.clone()
+		}
+	}
+	e := &Entry{App: app, ID: id, Instance: record, RegistrationTs: ts, LastRenewalTs: ts,
+		LastUpdatedTs: ts, ActionType: ActionAdded, ModifyIndex: idx}
+	if existing != nil {
+		e.ServiceUpTs = existing.ServiceUpTs
+		e.Override = existing.Override
+	}
+	if o := in.OverriddenStatus; e.Override == "" && o != "" && o != StatusUnknown && ValidStatus(o) {
+		e.Override = o
+	}
+	record.OverriddenStatus = StatusUnknown
+	if e.Override != "" {
+		record.OverriddenStatus = e.Override
+	}
+	record.Status = effectiveStatus(record.Status, e.Override, existing)
+	if record.Status == StatusUp && e.ServiceUpTs == 0 {
+		e.ServiceUpTs = ts
+	}
+	r.put(e)
+	r.recordDelta(ts, app, id, ActionAdded, nil)
+	r.version = idx
+	touched(c, record)
+}
+
+// Cancel removes an instance (explicit cancel or eviction): delta DELETED.
+func (r *Registry) Cancel(idx uint64, ts int64, app, id string, c *Change) error {
+	old := r.remove(app, id)
+	if old == nil {
+		return ErrInstanceNotFound
+	}
+	gone := *old
+	gone.Instance = old.Instance.clone()
+	gone.EvictionTs = ts
+	gone.LastUpdatedTs = ts
+	gone.ActionType = ActionDeleted
+	gone.ModifyIndex = idx
+	r.recordDelta(ts, app, id, ActionDeleted, &gone)
+	r.version = idx
+	touched(c, old.Instance)
+	return nil
+}
+
+// Renew records heartbeats. Unknown instances are skipped: the leader already
+// answered their clients with 404. Renewals change no content (no delta, no
+// cache invalidation).
+func (r *Registry) Renew(renewals []Renewal) {
+	for _, rn := range renewals {
+		e := r.Get(rn.App, rn.ID)
+		if e == nil || rn.Ts <= e.LastRenewalTs {
+			continue
+		}
+		n := *e
+		n.LastRenewalTs = rn.Ts
+		r.put(&n)
+	}
+}
+
+// SetOverride applies spec §4.6 E4. heureka records the override even when
+// the status already equals it (a harmless choice the spec allows), so that
+// an operator's override always sticks.
+func (r *Registry) SetOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
+	e := r.Get(b.App, b.ID)
+	if e == nil {
+		return ErrInstanceNotFound
+	}
+	n := *e
+	n.LastRenewalTs = max(n.LastRenewalTs, ts) // a status change counts as a heartbeat
+	changed := e.Instance.Status != b.Status || e.Override != b.Status
+	n.Override = b.Status
+	if changed {
+		n.Instance = e.Instance.clone()
+		n.Instance.Status = b.Status
+		n.Instance.OverriddenStatus = b.Status
+		if b.LastDirtyTimestamp > n.Instance.LastDirtyTimestamp {
+			n.Instance.LastDirtyTimestamp = b.LastDirtyTimestamp
+		}
+		if b.Status == StatusUp && n.ServiceUpTs == 0 {
+			n.ServiceUpTs = ts
+		}
+		n.ActionType = ActionModified
+		n.LastUpdatedTs = ts
+		n.ModifyIndex = idx
+	}
+	r.put(&n)
+	if changed {
+		r.recordDelta(ts, b.App, b.ID, ActionModified, nil)
+		r.version = idx
+		touched(c, n.Instance)
+	}
+	return nil
+}
+
+// DeleteOverride applies spec §4.6 E5: b.Status is the status left behind
+// (UNKNOWN by default, which makes the next heartbeat 404).
+func (r *Registry) DeleteOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
+	e := r.Get(b.App, b.ID)
+	if e == nil {
+		return ErrInstanceNotFound
+	}
+	n := *e
+	n.LastRenewalTs = max(n.LastRenewalTs, ts)
+	had := e.Override != ""
+	if had {
+		n.Override = ""
+		n.Instance = e.Instance.clone()
+		n.Instance.OverriddenStatus = StatusUnknown
+		n.Instance.Status = b.Status
+		if b.LastDirtyTimestamp > n.Instance.LastDirtyTimestamp {
+			n.Instance.LastDirtyTimestamp = b.LastDirtyTimestamp
+		}
+		n.ActionType = ActionModified
+		n.LastUpdatedTs = ts
+		n.ModifyIndex = idx
+	}
+	r.put(&n)
+	if had {
+		r.recordDelta(ts, b.App, b.ID, ActionModified, nil)
+		r.version = idx
+		touched(c, n.Instance)
+	}
+	return nil
+}
+
+// UpdateMetadata merges entries into the instance's metadata in place and
+// emits MODIFIED (heureka does not copy Eureka's full re-register, spec §6.3).
+func (r *Registry) UpdateMetadata(idx uint64, ts int64, b *MetadataBody, c *Change) error {
+	e := r.Get(b.App, b.ID)
+	if e == nil {
+		return ErrInstanceNotFound
+	}
+	n := *e
+	n.Instance = e.Instance.clone()
+	if n.Instance.Metadata == nil {
+		n.Instance.Metadata = make(map[string]string, len(b.Metadata))
+	}
+	for k, v := range b.Metadata {
+		n.Instance.Metadata[k] = v
+	}
+	n.ActionType = ActionModified
+	n.LastUpdatedTs = ts
+	n.ModifyIndex = idx
+	r.put(&n)
+	r.recordDelta(ts, b.App, b.ID, ActionModified, nil)
+	r.version = idx
+	touched(c, n.Instance)
+	return nil
+}
+
+// SetMember records a member's addresses.
+func (r *Registry) SetMember(m Member) { r.members[m.ID] = m }
+
+// RemoveMember forgets a member.
+func (r *Registry) RemoveMember(id string) { delete(r.members, id) }
+
+// SetMode records the cluster-wide mode.
+func (r *Registry) SetMode(mode string) { r.mode = mode }

@@ -1,0 +1,159 @@
+package fsm
+
+import (
+	"errors"
+	"testing"
+)
+
+func newReg() *Registry { return NewRegistry(0) }
+
+func reg(r *Registry, idx uint64, ts int64, in *Instance) {
+	r.Register(idx, ts, in, &Change{})
+}
+
+func TestRegistry_RegisterAndHash(t *testing.T) {
+	r := newReg()
+	reg(r, 1, 1000, testInstance("A", "1", StatusUp, 10))
+	reg(r, 2, 1001, testInstance("A", "2", StatusUp, 10))
+	reg(r, 3, 1002, testInstance("B", "1", StatusOutOfService, 10))
+	if got := r.HashCode(); got != "OUT_OF_SERVICE_1_UP_2_" {
+		t.Fatalf("hash %q", got)
+	}
+	if r.Count() != 3 || len(r.AppNames()) != 2 {
+		t.Fatalf("count %d apps %v", r.Count(), r.AppNames())
+	}
+	e := r.Get("A", "1")
+	if e.RegistrationTs != 1000 || e.LastRenewalTs != 1000 || e.ServiceUpTs != 1000 || e.ActionType != ActionAdded {
+		t.Fatalf("lease %+v", e)
+	}
+	if HashCode(nil) != "" {
+		t.Fatal("empty hash must be empty string")
+	}
+}
+
+func TestRegistry_OverrideRuleChain(t *testing.T) {
+	r := newReg()
+	reg(r, 1, 1000, testInstance("A", "1", StatusUp, 10))
+	if err := r.SetOverride(2, 1100, &OverrideBody{App: "A", ID: "1", Status: StatusOutOfService}, &Change{}); err != nil {
+		t.Fatal(err)
+	}
+	e := r.Get("A", "1")
+	if e.Instance.Status != StatusOutOfService || e.Instance.OverriddenStatus != StatusOutOfService || e.ActionType != ActionModified {
+		t.Fatalf("after override: %+v", e.Instance)
+	}
+	// Re-register with UP keeps the admin override (rule 2).
+	reg(r, 3, 1200, testInstance("A", "1", StatusUp, 20))
+	if s := r.Get("A", "1").Instance.Status; s != StatusOutOfService {
+		t.Fatalf("re-register UP: status %s, want OUT_OF_SERVICE", s)
+	}
+	// A client's DOWN wins over any override (rule 1).
+	reg(r, 4, 1300, testInstance("A", "1", StatusDown, 30))
+	if s := r.Get("A", "1").Instance.Status; s != StatusDown {
+		t.Fatalf("client DOWN: status %s", s)
+	}
+	// Delete the override: status UNKNOWN, and heartbeats must 404 until re-register.
+	if err := r.DeleteOverride(5, 1400, &OverrideBody{App: "A", ID: "1", Status: StatusUnknown}, &Change{}); err != nil {
+		t.Fatal(err)
+	}
+	e = r.Get("A", "1")
+	if e.Instance.Status != StatusUnknown || e.Override != "" || RenewStatus(e) != StatusUnknown {
+		t.Fatalf("after delete override: %+v override %q", e.Instance, e.Override)
+	}
+	reg(r, 6, 1500, testInstance("A", "1", StatusUp, 40))
+	if s := r.Get("A", "1").Instance.Status; s != StatusUp {
+		t.Fatalf("re-register after delete: %s", s)
+	}
+	// Without an override a non-replicated re-register cannot flip UP -> OUT_OF_SERVICE (rule 3).
+	reg(r, 7, 1600, testInstance("A", "1", StatusOutOfService, 50))
+	if s := r.Get("A", "1").Instance.Status; s != StatusUp {
+		t.Fatalf("client OOS over stored UP: %s, want UP", s)
+	}
+}
+
+func TestRegistry_NewerStoredRecordIsKept(t *testing.T) {
+	r := newReg()
+	in := testInstance("A", "1", StatusUp, 500)
+	in.Metadata = map[string]string{"v": "new"}
+	reg(r, 1, 1000, in)
+	old := testInstance("A", "1", StatusUp, 400)
+	old.Metadata = map[string]string{"v": "old"}
+	reg(r, 2, 1100, old)
+	e := r.Get("A", "1")
+	if e.Instance.Metadata["v"] != "new" || e.RegistrationTs != 1100 {
+		t.Fatalf("kept %+v", e)
+	}
+}
+
+func TestRegistry_CancelRenewDeltaAndErrors(t *testing.T) {
+	r := newReg()
+	reg(r, 1, 1000, testInstance("A", "1", StatusUp, 10))
+	r.Renew([]Renewal{{App: "A", ID: "1", Ts: 2000}, {App: "A", ID: "nope", Ts: 2000}})
+	if e := r.Get("A", "1"); e.LastRenewalTs != 2000 || r.Version() != 1 {
+		t.Fatalf("renew: %+v version %d", e, r.Version())
+	}
+	if err := r.Cancel(2, 3000, "A", "1", &Change{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cancel(3, 3001, "A", "1", &Change{}); !errors.Is(err, ErrInstanceNotFound) {
+		t.Fatalf("second cancel: %v", err)
+	}
+	for _, err := range []error{
+		r.SetOverride(4, 1, &OverrideBody{App: "A", ID: "1", Status: StatusUp}, &Change{}),
+		r.DeleteOverride(4, 1, &OverrideBody{App: "A", ID: "1", Status: StatusUp}, &Change{}),
+		r.UpdateMetadata(4, 1, &MetadataBody{App: "A", ID: "1"}, &Change{}),
+	} {
+		if !errors.Is(err, ErrInstanceNotFound) {
+			t.Fatalf("got %v", err)
+		}
+	}
+	d := r.Delta(0)
+	if len(d) != 1 || d[0].Action != ActionDeleted || d[0].Entry.EvictionTs != 3000 || d[0].Entry.ActionType != ActionDeleted {
+		t.Fatalf("delta %+v", d)
+	}
+	if len(r.AppNames()) != 0 {
+		t.Fatal("empty application must disappear")
+	}
+	// Retention: an old delta entry is pruned by a later command's clock.
+	r.pruneDelta(3000 + DefaultDeltaRetentionMs + 1)
+	if len(r.Delta(0)) != 0 {
+		t.Fatal("delta entry outlived retention")
+	}
+}
+
+func TestRegistry_MetadataMergesInPlace(t *testing.T) {
+	r := newReg()
+	reg(r, 1, 1000, testInstance("A", "1", StatusUp, 10))
+	before := r.Get("A", "1")
+	c := &Change{}
+	if err := r.UpdateMetadata(2, 2000, &MetadataBody{App: "A", ID: "1", Metadata: map[string]string{"zone": "b", "new": "x"}}, c); err != nil {
+		t.Fatal(err)
+	}
+	e := r.Get("A", "1")
+	if e.Instance.Metadata["zone"] != "b" || e.Instance.Metadata["new"] != "x" || e.Instance.Metadata["id"] != "1" {
+		t.Fatalf("metadata %v", e.Instance.Metadata)
+	}
+	if before.Instance.Metadata["zone"] != "a" {
+		t.Fatal("an older entry was mutated in place")
+	}
+	if e.RegistrationTs != 1000 || e.ActionType != ActionModified {
+		t.Fatalf("metadata update must not re-register: %+v", e)
+	}
+	if len(c.Apps) == 0 || c.Apps[0] != "A" || len(c.VIPs) != 2 {
+		t.Fatalf("change %+v", c)
+	}
+}
+
+func TestInstance_ID(t *testing.T) {
+	in := &Instance{HostName: "h"}
+	if in.ID() != "h" {
+		t.Fatal(in.ID())
+	}
+	in.DataCenterInfo = DataCenterInfo{Name: "Amazon", Metadata: map[string]string{"instance-id": "i-1"}}
+	if in.ID() != "i-1" {
+		t.Fatal(in.ID())
+	}
+	in.InstanceID = "x"
+	if in.ID() != "x" {
+		t.Fatal(in.ID())
+	}
+}

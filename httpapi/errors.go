@@ -1,0 +1,70 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/httpapi/eureka"
+)
+
+// Errors detected in this package.
+var (
+	errNotFoundRoute = errors.New("no such endpoint")
+	errNoApp         = errors.New("application not found")
+	errBodyTooLarge  = errors.New("request body too large")
+	errMethod        = errors.New("method not allowed")
+)
+
+// badRequest is a client error carrying its own message.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+func badRequestf(msg string) error { return &badRequest{msg: msg} }
+
+// errorStatus is the one place errors become HTTP status codes.
+func errorStatus(err error) int {
+	var br *badRequest
+	var ebr *eureka.BadRequestError
+	switch {
+	case errors.As(err, &br), errors.As(err, &ebr), errors.Is(err, fsm.ErrBadCommand):
+		return http.StatusBadRequest
+	case errors.Is(err, errBodyTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, fsm.ErrInstanceNotFound), errors.Is(err, errNoApp), errors.Is(err, errNotFoundRoute),
+		errors.Is(err, cluster.ErrUnknownMember):
+		return http.StatusNotFound
+	case errors.Is(err, errMethod):
+		return http.StatusMethodNotAllowed
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// fail writes err as a response. Eureka clients expect an empty body on 404
+// (spec §1.5); everything else, and every operator API error, carries {"error": message}.
+func (s *Server) fail(c *gin.Context, err error) {
+	status := errorStatus(err)
+	switch {
+	case status == http.StatusNotFound && strings.HasPrefix(c.Request.URL.Path, "/eureka/"):
+		c.Status(status)
+		c.Header("Content-Length", "0")
+		c.Abort()
+		return
+	case status == http.StatusServiceUnavailable:
+		c.Header("Retry-After", "1")
+	case status == http.StatusInternalServerError:
+		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "error", err)
+	}
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		msg = "internal error"
+	}
+	c.AbortWithStatusJSON(status, gin.H{"error": msg})
+}

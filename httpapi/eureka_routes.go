@@ -1,0 +1,322 @@
+package httpapi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/httpapi/eureka"
+)
+
+// resourceNames are the first path segments Eureka mounts; anything else in
+// that place is a version segment ("v2", "v1") and is dropped (spec §1.1).
+var resourceNames = map[string]bool{
+	"apps": true, "instances": true, "vips": true, "svips": true,
+	"status": true, "asg": true, "peerreplication": true, "serverinfo": true,
+}
+
+// eurekaPath splits the part after /eureka into unescaped segments, with the
+// optional version segment and one trailing slash removed.
+func eurekaPath(escaped string) ([]string, error) {
+	rest := strings.TrimPrefix(escaped, "/eureka")
+	rest = strings.TrimPrefix(rest, "/")
+	rest = strings.TrimSuffix(rest, "/")
+	if rest == "" {
+		return nil, nil
+	}
+	raw := strings.Split(rest, "/")
+	segs := make([]string, len(raw))
+	for i, r := range raw {
+		s, err := url.PathUnescape(r)
+		if err != nil {
+			return nil, badRequestf("bad path segment " + strconv.Quote(r))
+		}
+		segs[i] = s
+	}
+	if !resourceNames[segs[0]] {
+		segs = segs[1:]
+	}
+	return segs, nil
+}
+
+// eureka dispatches every request under /eureka. Eureka's paths are
+// irregular (optional version segment, trailing slashes, ids with ':' and
+// escaped characters), so they are matched here rather than in gin's tree.
+func (s *Server) eureka(c *gin.Context) {
+	segs, err := eurekaPath(c.Request.URL.EscapedPath())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	m := c.Request.Method
+	n := len(segs)
+	if n == 0 {
+		s.fail(c, errNotFoundRoute)
+		return
+	}
+	switch segs[0] {
+	case "apps":
+		switch {
+		case n == 1 && m == http.MethodGet:
+			s.getApps(c)
+		case n == 2 && segs[1] == "delta" && m == http.MethodGet:
+			s.getDelta(c)
+		case n == 2 && m == http.MethodGet:
+			s.getApp(c, appName(segs[1]))
+		case n == 2 && m == http.MethodPost:
+			s.register(c, segs[1])
+		case n == 3 && m == http.MethodGet:
+			s.getInstance(c, appName(segs[1]), segs[2])
+		case n == 3 && m == http.MethodPut:
+			s.renew(c, appName(segs[1]), segs[2])
+		case n == 3 && m == http.MethodDelete:
+			s.cancel(c, appName(segs[1]), segs[2])
+		case n == 4 && segs[3] == "status" && m == http.MethodPut:
+			s.setOverride(c, appName(segs[1]), segs[2])
+		case n == 4 && segs[3] == "status" && m == http.MethodDelete:
+			s.deleteOverride(c, appName(segs[1]), segs[2])
+		case n == 4 && segs[3] == "metadata" && m == http.MethodPut:
+			s.updateMetadata(c, appName(segs[1]), segs[2])
+		default:
+			s.fail(c, routeError(n <= 4))
+		}
+	case "instances":
+		if n == 2 && m == http.MethodGet {
+			s.getInstanceByID(c, segs[1])
+			return
+		}
+		s.fail(c, routeError(n == 2))
+	case "vips", "svips":
+		if n == 2 && m == http.MethodGet {
+			s.getVIP(c, segs[0] == "svips", segs[1])
+			return
+		}
+		s.fail(c, routeError(n == 2))
+	default:
+		s.fail(c, errNotFoundRoute)
+	}
+}
+
+func routeError(pathKnown bool) error {
+	if pathKnown {
+		return errMethod
+	}
+	return errNotFoundRoute
+}
+
+// appName upper-cases an application name the way Eureka does (ASCII only,
+// locale-independent).
+func appName(s string) string {
+	return strings.ToUpper(s)
+}
+
+// readBody reads a request body within the size limit, un-gzipping it when
+// the client says it is compressed.
+func (s *Server) readBody(c *gin.Context) ([]byte, error) {
+	var r io.Reader = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+	if strings.EqualFold(c.GetHeader("Content-Encoding"), "gzip") {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, badRequestf("body says gzip but is not: " + err.Error())
+		}
+		defer zr.Close()
+		r = io.LimitReader(zr, s.cfg.MaxBodyBytes+1)
+	}
+	body, err := io.ReadAll(r)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) || int64(len(body)) > s.cfg.MaxBodyBytes {
+		return nil, errBodyTooLarge
+	}
+	if err != nil {
+		return nil, badRequestf("read body: " + err.Error())
+	}
+	return body, nil
+}
+
+// register is E1: POST /apps/{app}.
+func (s *Server) register(c *gin.Context, pathApp string) {
+	body, err := s.readBody(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		s.fail(c, badRequestf("empty body: expected an instance"))
+		return
+	}
+	f := eureka.RequestFormat(c.GetHeader("Content-Type"), body)
+	in, err := eureka.DecodeInstance(body, f, s.cfg.Now().UnixMilli())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := eureka.ValidateInstance(in, pathApp); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := s.write(c, fsm.CmdRegister, &fsm.RegisterBody{Instance: in}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// write encodes a command and applies it through the cluster.
+func (s *Server) write(c *gin.Context, t fsm.CmdType, body any) error {
+	entry, err := fsm.Encode(t, body)
+	if err != nil {
+		return err
+	}
+	_, err = s.cluster.Apply(c.Request.Context(), entry)
+	return err
+}
+
+// okEmpty answers 200 with an empty body, as Eureka clients require on writes.
+func okEmpty(c *gin.Context) {
+	c.Header("Content-Length", "0")
+	c.Status(http.StatusOK)
+}
+
+// renew is E2: PUT /apps/{app}/{id}.
+func (s *Server) renew(c *gin.Context, app, id string) {
+	ldt, err := optionalMillis(c, "lastDirtyTimestamp")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := s.cluster.Renew(c.Request.Context(), app, id, ldt); err != nil {
+		s.fail(c, err)
+		return
+	}
+	okEmpty(c)
+}
+
+// cancel is E3: DELETE /apps/{app}/{id}.
+func (s *Server) cancel(c *gin.Context, app, id string) {
+	if err := s.write(c, fsm.CmdCancel, &fsm.KeyBody{App: app, ID: id}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	okEmpty(c)
+}
+
+// setOverride is E4: PUT /apps/{app}/{id}/status?value=S.
+func (s *Server) setOverride(c *gin.Context, app, id string) {
+	value := c.Query("value")
+	if !fsm.ValidStatus(value) {
+		s.fail(c, badRequestf("status value "+strconv.Quote(value)+" is not one of UP, DOWN, STARTING, OUT_OF_SERVICE, UNKNOWN"))
+		return
+	}
+	ldt, err := optionalMillis(c, "lastDirtyTimestamp")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := s.write(c, fsm.CmdSetOverride, &fsm.OverrideBody{App: app, ID: id, Status: value, LastDirtyTimestamp: ldt}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	okEmpty(c)
+}
+
+// deleteOverride is E5: DELETE /apps/{app}/{id}/status[?value=S].
+func (s *Server) deleteOverride(c *gin.Context, app, id string) {
+	value, given := c.GetQuery("value")
+	if !given {
+		value = fsm.StatusUnknown
+	}
+	if !fsm.ValidStatus(value) {
+		s.fail(c, badRequestf("status value "+strconv.Quote(value)+" is not one of UP, DOWN, STARTING, OUT_OF_SERVICE, UNKNOWN"))
+		return
+	}
+	ldt, err := optionalMillis(c, "lastDirtyTimestamp")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := s.write(c, fsm.CmdDeleteOverride, &fsm.OverrideBody{App: app, ID: id, Status: value, LastDirtyTimestamp: ldt}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	okEmpty(c)
+}
+
+// updateMetadata is E6: PUT /apps/{app}/{id}/metadata?k=v&...
+func (s *Server) updateMetadata(c *gin.Context, app, id string) {
+	md := map[string]string{}
+	for k, vs := range c.Request.URL.Query() {
+		if k == "" || len(vs) == 0 {
+			continue
+		}
+		md[k] = vs[0] // first value wins, as in Eureka
+	}
+	if err := s.write(c, fsm.CmdMetadata, &fsm.MetadataBody{App: app, ID: id, Metadata: md}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	okEmpty(c)
+}
+
+// optionalMillis parses an optional epoch-millisecond query parameter.
+func optionalMillis(c *gin.Context, name string) (int64, error) {
+	v := c.Query(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, badRequestf(name + " must be epoch milliseconds, got " + strconv.Quote(v))
+	}
+	return n, nil
+}
+
+func (s *Server) getApps(c *gin.Context) { s.serve(c, s.views.apps(eureka.ResponseFormat(c.GetHeader("Accept")))) }
+
+func (s *Server) getDelta(c *gin.Context) {
+	s.serve(c, s.views.delta(eureka.ResponseFormat(c.GetHeader("Accept"))))
+}
+
+func (s *Server) getApp(c *gin.Context, app string) {
+	s.serve(c, s.views.app(eureka.ResponseFormat(c.GetHeader("Accept")), app))
+}
+
+func (s *Server) getVIP(c *gin.Context, secure bool, vip string) {
+	s.serve(c, s.views.vip(eureka.ResponseFormat(c.GetHeader("Accept")), secure, vip))
+}
+
+func (s *Server) getInstance(c *gin.Context, app, id string) {
+	s.serve(c, s.views.instance(eureka.ResponseFormat(c.GetHeader("Accept")), app, id))
+}
+
+func (s *Server) getInstanceByID(c *gin.Context, id string) {
+	s.serve(c, s.views.instance(eureka.ResponseFormat(c.GetHeader("Accept")), "", id))
+}
+
+// serve writes a built response, gzipped when the client accepts it.
+func (s *Server) serve(c *gin.Context, r response) {
+	if r.err != nil {
+		s.fail(c, r.err)
+		return
+	}
+	h := c.Writer.Header()
+	h.Set("Content-Type", r.format.ContentType())
+	h.Add("Vary", "Accept, Accept-Encoding")
+	body := r.body
+	if strings.Contains(c.GetHeader("Accept-Encoding"), "gzip") {
+		body = r.gzipped()
+		h.Set("Content-Encoding", "gzip")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	c.Status(http.StatusOK)
+	if c.Request.Method != http.MethodHead {
+		_, _ = c.Writer.Write(body)
+	}
+}

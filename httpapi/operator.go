@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+func (s *Server) operatorRoutes(e *gin.Engine) {
+	v1 := e.Group("/v1")
+	v1.GET("/status", func(c *gin.Context) { c.JSON(http.StatusOK, s.cluster.Status()) })
+	v1.GET("/members", s.listMembers)
+	v1.POST("/members", s.joinMember)
+	v1.DELETE("/members/:id", s.removeMember)
+}
+
+func (s *Server) listMembers(c *gin.Context) {
+	members, err := s.cluster.Members()
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"members": members})
+}
+
+// joinMember is POST /v1/members {"id","raft_addr","http_addr"}.
+func (s *Server) joinMember(c *gin.Context) {
+	body, err := s.readBody(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	var m fsm.Member
+	if err := json.Unmarshal(body, &m); err != nil {
+		s.fail(c, badRequestf("member: "+err.Error()))
+		return
+	}
+	if err := s.cluster.Join(c.Request.Context(), m); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"joined": m.ID})
+}
+
+func (s *Server) removeMember(c *gin.Context) {
+	if err := s.cluster.Remove(c.Request.Context(), c.Param("id")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"removed": c.Param("id")})
+}

@@ -1,0 +1,126 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// Cluster is what the HTTP layer needs from the Raft node. *cluster.Node
+// implements it; tests substitute fakes.
+type Cluster interface {
+	ID() string
+	LeaderID() string
+	Mode() string
+	HasQuorum() bool
+	Apply(ctx context.Context, entry []byte) (uint64, error)
+	Renew(ctx context.Context, app, id string, lastDirty int64) error
+	Status() cluster.Status
+	Members() ([]cluster.MemberInfo, error)
+	Join(ctx context.Context, m fsm.Member) error
+	Remove(ctx context.Context, id string) error
+	InternalHandler() http.Handler
+}
+
+// Config tunes the HTTP layer.
+type Config struct {
+	// MaxBodyBytes bounds request bodies; larger ones get 413.
+	MaxBodyBytes int64
+	// Now is the clock used for defaults such as a missing lastDirtyTimestamp
+	// and the delta queue's read-time retention; nil means time.Now.
+	Now func() time.Time
+	// DeltaRetention is how far back GET /apps/delta reaches.
+	DeltaRetention time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{MaxBodyBytes: 1 << 20, DeltaRetention: 3 * time.Minute}
+}
+
+// Server holds the gin engine and what its handlers use.
+type Server struct {
+	cfg     Config
+	cluster Cluster
+	fsm     *fsm.FSM
+	views   *views
+	log     hclog.Logger
+	engine  *gin.Engine
+}
+
+// New builds the HTTP handler for a node.
+func New(cfg Config, c Cluster, f *fsm.FSM, log hclog.Logger) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultConfig().MaxBodyBytes
+	}
+	if cfg.DeltaRetention <= 0 {
+		cfg.DeltaRetention = DefaultConfig().DeltaRetention
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{cfg: cfg, cluster: c, fsm: f, log: log.Named("http")}
+	s.views = newViews(f, cfg)
+	e := gin.New()
+	// Eureka clients send writes to paths with and without trailing slashes;
+	// a redirect would turn a POST into a GET in some clients (spec §5.5).
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	e.HandleMethodNotAllowed = false
+	e.Use(s.recoverPanics, s.nodeHeaders, s.logRequests)
+	e.Any("/eureka/*path", s.eureka)
+	s.operatorRoutes(e)
+	e.Any(cluster.InternalPrefix+"*path", gin.WrapH(c.InternalHandler()))
+	e.NoRoute(func(c *gin.Context) { s.fail(c, errNotFoundRoute) })
+	s.engine = e
+	return s
+}
+
+// Handler is the http.Handler to serve.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// nodeHeaders adds the contract's node headers to every response.
+func (s *Server) nodeHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("X-Heureka-Node", s.cluster.ID())
+	h.Set("X-Heureka-Mode", s.cluster.Mode())
+	h.Set("X-Heureka-Leader", s.cluster.LeaderID())
+	c.Next()
+}
+
+func (s *Server) logRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	if s.log.IsDebug() {
+		s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path,
+			"status", c.Writer.Status(), "duration", time.Since(start))
+	}
+}
+
+// recoverPanics turns a handler panic into a 500 and a log line: no panic
+// reaches a client or takes the node down.
+func (s *Server) recoverPanics(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("handler panic", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", v)
+			if !c.Writer.Written() {
+				c.Header("Content-Type", "application/json")
+				c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": "internal error"})
+			}
+		}
+	}()
+	c.Next()
+}

@@ -1,0 +1,241 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// fakeCluster applies commands straight to a real FSM, without Raft, and
+// counts what reached "the log".
+type fakeCluster struct {
+	mu      sync.Mutex
+	fsm     *fsm.FSM
+	index   uint64
+	applied int
+	renews  int
+	applyFn func() error
+}
+
+func (f *fakeCluster) ID() string       { return "n1" }
+func (f *fakeCluster) LeaderID() string { return "n1" }
+func (f *fakeCluster) Mode() string     { return "ap" }
+func (f *fakeCluster) HasQuorum() bool  { return true }
+func (f *fakeCluster) Apply(_ context.Context, entry []byte) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.applyFn != nil {
+		if err := f.applyFn(); err != nil {
+			return 0, err
+		}
+	}
+	f.index++
+	f.applied++
+	_ = fsm.Stamp(entry, time.Now().UnixMilli())
+	res := f.fsm.Apply(&raft.Log{Index: f.index, Type: raft.LogCommand, Data: entry})
+	if err, ok := res.(error); ok {
+		return f.index, err
+	}
+	return f.index, nil
+}
+func (f *fakeCluster) Renew(_ context.Context, app, id string, _ int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var e *fsm.Entry
+	f.fsm.Read(func(r *fsm.Registry) { e = r.Get(app, id) })
+	if e == nil {
+		return fsm.ErrInstanceNotFound
+	}
+	f.renews++
+	return nil
+}
+func (f *fakeCluster) Status() cluster.Status                 { return cluster.Status{Node: "n1"} }
+func (f *fakeCluster) Members() ([]cluster.MemberInfo, error) { return nil, nil }
+func (f *fakeCluster) Join(context.Context, fsm.Member) error { return nil }
+func (f *fakeCluster) Remove(context.Context, string) error   { return cluster.ErrUnknownMember }
+func (f *fakeCluster) InternalHandler() http.Handler          { return http.NotFoundHandler() }
+
+func newTestServer(t *testing.T) (*httptest.Server, *fakeCluster) {
+	t.Helper()
+	f := fsm.New(0, nil)
+	fc := &fakeCluster{fsm: f}
+	s := New(DefaultConfig(), fc, f, nil)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return ts, fc
+}
+
+func do(t *testing.T, method, url, contentType, body string, hdr ...string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func instanceJSON(app, id string) string {
+	return fmt.Sprintf(`{"instance":{"instanceId":%q,"hostName":"h-%s","app":%q,"ipAddr":"10.0.0.1","status":"UP",
+		"port":{"$":8080,"@enabled":"true"},"securePort":{"$":443,"@enabled":"false"},
+		"dataCenterInfo":{"@class":"com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo","name":"MyOwn"},
+		"leaseInfo":{"renewalIntervalInSecs":30,"durationInSecs":90},"metadata":{"zone":"a"},
+		"vipAddress":"svc","lastDirtyTimestamp":"1700000000000"}}`, id, id, app)
+}
+
+func TestServer_RegisterReadRenewCancel(t *testing.T) {
+	ts, fc := newTestServer(t)
+	base := ts.URL + "/eureka"
+	if code, body, _ := do(t, "POST", base+"/apps/svc", "application/json", instanceJSON("svc", "i-1")); code != 204 {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	code, body, hdr := do(t, "GET", base+"/v2/apps/", "", "", "Accept", "application/json")
+	if code != 200 || !strings.Contains(body, `"instanceId":"i-1"`) || hdr.Get("Content-Type") != "application/json" {
+		t.Fatalf("get apps: %d %s %v", code, body, hdr)
+	}
+	if hdr.Get("X-Heureka-Node") != "n1" || hdr.Get("X-Heureka-Mode") != "ap" || hdr.Get("X-Heureka-Leader") != "n1" {
+		t.Fatalf("node headers missing: %v", hdr)
+	}
+	if code, body, _ := do(t, "GET", base+"/apps/SVC/i-1", "", ""); code != 200 || !strings.HasPrefix(body, "<instance>") {
+		t.Fatalf("get instance as XML: %d %s", code, body)
+	}
+	if code, body, _ := do(t, "PUT", base+"/apps/svc/i-1", "application/json", ""); code != 200 || body != "" || fc.renews != 1 {
+		t.Fatalf("renew: %d %q", code, body)
+	}
+	if code, body, _ := do(t, "DELETE", base+"/apps/svc/i-1", "", ""); code != 200 || body != "" {
+		t.Fatalf("cancel: %d %q", code, body)
+	}
+	if code, body, _ := do(t, "DELETE", base+"/apps/svc/i-1", "", ""); code != 404 || body != "" {
+		t.Fatalf("second cancel: %d %q", code, body)
+	}
+	if code, _, _ := do(t, "GET", base+"/apps/svc", "", ""); code != 404 {
+		t.Fatalf("empty app: %d", code)
+	}
+}
+
+func TestServer_BadInputIsRefusedAndNothingRecorded(t *testing.T) {
+	ts, fc := newTestServer(t)
+	base := ts.URL + "/eureka/apps"
+	cases := []struct {
+		name, method, path, ctype, body string
+		want                            int
+	}{
+		{"malformed json", "POST", "/svc", "application/json", `{"instance":{"hostName":`, 400},
+		{"truncated", "POST", "/svc", "application/json", instanceJSON("svc", "i-1")[:60], 400},
+		{"not json at all", "POST", "/svc", "application/json", `hello`, 400},
+		{"malformed xml", "POST", "/svc", "application/xml", `<instance><hostName>x</host`, 400},
+		{"empty body", "POST", "/svc", "application/json", ``, 400},
+		{"wrong type port", "POST", "/svc", "application/json", strings.Replace(instanceJSON("svc", "i-1"), `"$":8080`, `"$":"abc"`, 1), 400},
+		{"missing instance id", "POST", "/svc", "application/json", strings.NewReplacer(`"instanceId":"i-1",`, "", `"hostName":"h-i-1",`, "").Replace(instanceJSON("svc", "i-1")), 400},
+		{"app mismatch", "POST", "/other", "application/json", instanceJSON("svc", "i-1"), 400},
+		{"unknown status", "POST", "/svc", "application/json", strings.Replace(instanceJSON("svc", "i-1"), `"UP"`, `"SLEEPY"`, 1), 400},
+		{"renew unknown", "PUT", "/svc/i-9", "", ``, 404},
+		{"cancel unknown app", "DELETE", "/nope/i-1", "", ``, 404},
+		{"status unknown instance", "PUT", "/svc/i-9/status?value=UP", "", ``, 404},
+		{"status bad value", "PUT", "/svc/i-9/status?value=up", "", ``, 400},
+		{"status missing value", "PUT", "/svc/i-9/status", "", ``, 400},
+		{"bad lastDirtyTimestamp", "PUT", "/svc/i-9?lastDirtyTimestamp=abc", "", ``, 400},
+		{"unknown route", "GET", "/svc/i-1/bogus/x", "", ``, 404},
+	}
+	for _, tc := range cases {
+		before := fc.applied
+		code, body, _ := do(t, tc.method, base+tc.path, tc.ctype, tc.body)
+		if code != tc.want {
+			t.Errorf("%s: got %d %q, want %d", tc.name, code, body, tc.want)
+			continue
+		}
+		if code == 400 && !strings.Contains(body, `"error"`) {
+			t.Errorf("%s: 400 without a message: %q", tc.name, body)
+		}
+		if code == 404 && body != "" {
+			t.Errorf("%s: 404 must have an empty body, got %q", tc.name, body)
+		}
+		if code == 400 && fc.applied != before {
+			t.Errorf("%s: a refused request reached the log", tc.name)
+		}
+	}
+	var n int
+	fc.fsm.Read(func(r *fsm.Registry) { n = r.Count() })
+	if n != 0 {
+		t.Fatalf("registry holds %d instances after bad input", n)
+	}
+	// The node keeps serving.
+	if code, _, _ := do(t, "POST", base+"/svc", "application/json", instanceJSON("svc", "i-1")); code != 204 {
+		t.Fatalf("valid register after bad input: %d", code)
+	}
+}
+
+func TestServer_OversizedBodyIs413(t *testing.T) {
+	ts, fc := newTestServer(t)
+	big := `{"instance":{"hostName":"` + strings.Repeat("x", 2<<20) + `"}}`
+	code, body, _ := do(t, "POST", ts.URL+"/eureka/apps/svc", "application/json", big)
+	if code != http.StatusRequestEntityTooLarge || fc.applied != 0 {
+		t.Fatalf("got %d %q applied=%d", code, body, fc.applied)
+	}
+}
+
+func TestServer_ErrorMapping(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("x: %w", fsm.ErrInstanceNotFound), 404},
+		{fmt.Errorf("x: %w", cluster.ErrNoLeader), 503},
+		{fmt.Errorf("x: %w", cluster.ErrUnknownMember), 404},
+		{fmt.Errorf("x: %w", fsm.ErrBadCommand), 400},
+		{badRequestf("x"), 400},
+		{errBodyTooLarge, 413},
+		{errors.New("boom"), 500},
+	} {
+		if got := errorStatus(tc.err); got != tc.want {
+			t.Errorf("errorStatus(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestServer_NoLeaderIs503WithRetryAfter(t *testing.T) {
+	ts, fc := newTestServer(t)
+	fc.applyFn = func() error { return fmt.Errorf("apply: %w", cluster.ErrNoLeader) }
+	code, body, hdr := do(t, "POST", ts.URL+"/eureka/apps/svc", "application/json", instanceJSON("svc", "i-1"))
+	if code != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(body, "no leader") {
+		t.Fatalf("got %d %q %v", code, body, hdr)
+	}
+}
+
+func TestEurekaPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/eureka/apps":                    "apps",
+		"/eureka/apps/":                   "apps",
+		"/eureka/v2/apps/FOO":             "apps|FOO",
+		"/eureka/V1/apps/FOO/h%3Aapp%3A8": "apps|FOO|h:app:8",
+		"/eureka/instances/x/":            "instances|x",
+	} {
+		segs, err := eurekaPath(in)
+		if err != nil || strings.Join(segs, "|") != want {
+			t.Errorf("eurekaPath(%q) = %v %v, want %s", in, segs, err, want)
+		}
+	}
+}

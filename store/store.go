@@ -1,0 +1,169 @@
+// Package store owns heureka's data directory: the Raft log and stable store
+// (raft-boltdb), the file snapshot store, and the lock that keeps a second
+// process out. Nothing above it touches bolt directly.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+// ErrLocked is returned when another process holds the data directory.
+var ErrLocked = errors.New("data directory is in use by another process")
+
+// File names inside the data directory.
+const (
+	LockFile     = "LOCK"
+	LogFile      = "raft.db"
+	SnapshotDir  = "snapshots"
+	logCacheSize = 512
+)
+
+// Config says where and how to keep the data.
+type Config struct {
+	// Dir is the data directory; it is created if missing.
+	Dir string
+	// SnapshotRetain is how many snapshots to keep on disk.
+	SnapshotRetain int
+}
+
+// DefaultConfig returns the defaults for dir.
+func DefaultConfig(dir string) Config { return Config{Dir: dir, SnapshotRetain: 2} }
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	if c.Dir == "" {
+		return errors.New("data dir must not be empty")
+	}
+	if c.SnapshotRetain < 1 {
+		return errors.New("snapshot retain must be at least 1")
+	}
+	return nil
+}
+
+// Store is an open data directory.
+type Store struct {
+	dir  string
+	lock *os.File
+	bolt *raftboltdb.BoltStore
+	// Log is the Raft log store (bolt behind an in-memory cache of recent entries).
+	Log raft.LogStore
+	// Stable is the Raft stable store (current term, vote).
+	Stable raft.StableStore
+	// Snapshots is the file snapshot store.
+	Snapshots raft.SnapshotStore
+}
+
+// Open locks and opens the data directory.
+func Open(cfg Config, log hclog.Logger) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("store config: %w", err)
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: cfg.Dir, lock: lock}
+	s.bolt, err = raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(cfg.Dir, LogFile),
+		// Our own lock already excludes other processes; the timeout only
+		// guards against a stuck bolt lock.
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
+	})
+	if err != nil {
+		s.unlock()
+		return nil, fmt.Errorf("open log store: %w", err)
+	}
+	s.Log, err = raft.NewLogCache(logCacheSize, s.bolt)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("create log cache: %w", err)
+	}
+	s.Stable = s.bolt
+	s.Snapshots, err = raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, SnapshotDir), cfg.SnapshotRetain,
+		log.Named("snapshots"))
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	return s, nil
+}
+
+// Dir is the data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// HasState reports whether the directory already holds Raft state, in which
+// case bootstrap settings are ignored.
+func (s *Store) HasState() (bool, error) {
+	ok, err := raft.HasExistingState(s.Log, s.Stable, s.Snapshots)
+	if err != nil {
+		return false, fmt.Errorf("check existing state: %w", err)
+	}
+	return ok, nil
+}
+
+// LogSize is the size in bytes of the log file.
+func (s *Store) LogSize() int64 {
+	fi, err := os.Stat(filepath.Join(s.dir, LogFile))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// Close closes the log store and releases the lock.
+func (s *Store) Close() error {
+	var err error
+	if s.bolt != nil {
+		err = s.bolt.Close()
+		s.bolt = nil
+	}
+	s.unlock()
+	if err != nil {
+		return fmt.Errorf("close log store: %w", err)
+	}
+	return nil
+}
+
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		owner, _ := io.ReadAll(f)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s (held by pid %s)", ErrLocked, dir, string(owner))
+		}
+		return nil, fmt.Errorf("lock data dir %s: %w", dir, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(fmt.Sprint(os.Getpid())), 0)
+	return f, nil
+}
+
+func (s *Store) unlock() {
+	if s.lock != nil {
+		_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
+		s.lock.Close()
+		s.lock = nil
+	}
+}
