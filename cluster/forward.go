@@ -19,11 +19,11 @@ import (
 // the leader only stamps and appends, and a forwarded call is never
 // forwarded again (the leader answers not_leader instead).
 const (
-	InternalPrefix = "/internal/v1/"
-	pathApply      = InternalPrefix + "apply"
-	pathRenew      = InternalPrefix + "renew"
-	pathJoin       = InternalPrefix + "join"
-	pathRemove     = InternalPrefix + "remove"
+	InternalPrefix  = "/internal/v1/"
+	pathApply       = InternalPrefix + "apply"
+	pathRenew       = InternalPrefix + "renew"
+	pathJoin        = InternalPrefix + "join"
+	pathRemove      = InternalPrefix + "remove"
 	maxInternalBody = 8 << 20
 )
 

@@ -278,7 +278,9 @@ func optionalMillis(c *gin.Context, name string) (int64, error) {
 	return n, nil
 }
 
-func (s *Server) getApps(c *gin.Context) { s.serve(c, s.views.apps(eureka.ResponseFormat(c.GetHeader("Accept")))) }
+func (s *Server) getApps(c *gin.Context) {
+	s.serve(c, s.views.apps(eureka.ResponseFormat(c.GetHeader("Accept"))))
+}
 
 func (s *Server) getDelta(c *gin.Context) {
 	s.serve(c, s.views.delta(eureka.ResponseFormat(c.GetHeader("Accept"))))
