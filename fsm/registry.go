@@ -18,6 +18,9 @@ const DefaultDeltaRetentionMs = 3 * 60 * 1000
 type Application struct {
 	Name      string
 	Instances map[string]*Entry
+	// Version is the Raft index of the last content change to the
+	// application (renewals excluded), so encoded fragments can be reused.
+	Version uint64
 }
 
 // DeltaEntry is one instance in the recently-changed queue. The queue holds
@@ -57,10 +60,14 @@ func (c *Change) Empty() bool { return !c.All && len(c.Apps) == 0 }
 // applying the same commands always yields the same state. Registry is not
 // safe for concurrent use; FSM guards it.
 type Registry struct {
-	apps    map[string]*Application
-	delta   map[string]*DeltaEntry // key: app + "\x00" + id
-	members map[string]Member
-	mode    string
+	apps  map[string]*Application
+	delta map[string]*DeltaEntry // key: app + "\x00" + id
+	// deltaOrder lists delta keys in change order, possibly with superseded
+	// items (a newer Seq for the same key); it lets pruning stop at the
+	// first entry young enough instead of scanning the queue.
+	deltaOrder []deltaRef
+	members    map[string]Member
+	mode       string
 	// version is the Raft index of the last command that changed registry
 	// content; deltaSeq orders the delta queue.
 	version  uint64
@@ -82,6 +89,12 @@ func NewRegistry(retentionMs int64) *Registry {
 		members:     map[string]Member{},
 		retentionMs: retentionMs,
 	}
+}
+
+type deltaRef struct {
+	key string
+	seq uint64
+	ts  int64
 }
 
 func deltaKey(app, id string) string { return app + "\x00" + id }
@@ -133,6 +146,14 @@ func (r *Registry) AppEntries(app string) []*Entry {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// AppVersion returns the version of one application (0 if absent).
+func (r *Registry) AppVersion(app string) uint64 {
+	if a := r.apps[app]; a != nil {
+		return a.Version
+	}
+	return 0
 }
 
 // Get returns one entry, or nil.
@@ -258,19 +279,45 @@ func (r *Registry) remove(app, id string) *Entry {
 	return e
 }
 
-func (r *Registry) recordDelta(ts int64, app, id, action string, deleted *Entry) {
+// recordDelta appends to the delta queue; every content change calls it, so
+// it also advances the application's version.
+func (r *Registry) recordDelta(idx uint64, ts int64, app, id, action string, deleted *Entry) {
+	if a := r.apps[app]; a != nil {
+		a.Version = idx
+	}
 	r.deltaSeq++
-	r.delta[deltaKey(app, id)] = &DeltaEntry{App: app, ID: id, Ts: ts, Seq: r.deltaSeq, Action: action, Deleted: deleted}
+	k := deltaKey(app, id)
+	r.delta[k] = &DeltaEntry{App: app, ID: id, Ts: ts, Seq: r.deltaSeq, Action: action, Deleted: deleted}
+	r.deltaOrder = append(r.deltaOrder, deltaRef{key: k, seq: r.deltaSeq, ts: ts})
 }
 
 // pruneDelta drops queue entries older than the retention, measured on the
-// command's clock.
+// command's clock, from the front of the queue (amortised O(1) per change).
 func (r *Registry) pruneDelta(ts int64) {
 	cutoff := ts - r.retentionMs
-	for k, d := range r.delta {
-		if d.Ts < cutoff {
-			delete(r.delta, k)
+	n := 0
+	for n < len(r.deltaOrder) && r.deltaOrder[n].ts < cutoff {
+		ref := r.deltaOrder[n]
+		if d := r.delta[ref.key]; d != nil && d.Seq == ref.seq {
+			delete(r.delta, ref.key)
 		}
+		n++
+	}
+	if n > 0 {
+		r.deltaOrder = r.deltaOrder[n:]
+		// Compact when superseded items dominate, so the slice stays bounded.
+		if cap(r.deltaOrder) > 1024 && len(r.deltaOrder) < cap(r.deltaOrder)/4 {
+			r.deltaOrder = append([]deltaRef(nil), r.deltaOrder...)
+		}
+	}
+	if len(r.deltaOrder) > 2*len(r.delta)+1024 {
+		live := r.deltaOrder[:0:0]
+		for _, ref := range r.deltaOrder {
+			if d := r.delta[ref.key]; d != nil && d.Seq == ref.seq {
+				live = append(live, ref)
+			}
+		}
+		r.deltaOrder = live
 	}
 }
 
@@ -334,7 +381,7 @@ func (r *Registry) Register(idx uint64, ts int64, in *Instance, c *Change) {
 		e.ServiceUpTs = ts
 	}
 	r.put(e)
-	r.recordDelta(ts, app, id, ActionAdded, nil)
+	r.recordDelta(idx, ts, app, id, ActionAdded, nil)
 	r.version = idx
 	touched(c, record)
 }
@@ -351,7 +398,7 @@ func (r *Registry) Cancel(idx uint64, ts int64, app, id string, c *Change) error
 	gone.LastUpdatedTs = ts
 	gone.ActionType = ActionDeleted
 	gone.ModifyIndex = idx
-	r.recordDelta(ts, app, id, ActionDeleted, &gone)
+	r.recordDelta(idx, ts, app, id, ActionDeleted, &gone)
 	r.version = idx
 	touched(c, old.Instance)
 	return nil
@@ -400,7 +447,7 @@ func (r *Registry) SetOverride(idx uint64, ts int64, b *OverrideBody, c *Change)
 	}
 	r.put(&n)
 	if changed {
-		r.recordDelta(ts, b.App, b.ID, ActionModified, nil)
+		r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil)
 		r.version = idx
 		touched(c, n.Instance)
 	}
@@ -431,7 +478,7 @@ func (r *Registry) DeleteOverride(idx uint64, ts int64, b *OverrideBody, c *Chan
 	}
 	r.put(&n)
 	if had {
-		r.recordDelta(ts, b.App, b.ID, ActionModified, nil)
+		r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil)
 		r.version = idx
 		touched(c, n.Instance)
 	}
@@ -457,7 +504,7 @@ func (r *Registry) UpdateMetadata(idx uint64, ts int64, b *MetadataBody, c *Chan
 	n.LastUpdatedTs = ts
 	n.ModifyIndex = idx
 	r.put(&n)
-	r.recordDelta(ts, b.App, b.ID, ActionModified, nil)
+	r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil)
 	r.version = idx
 	touched(c, n.Instance)
 	return nil

@@ -32,11 +32,17 @@ type State struct {
 	Members   []Member     `codec:"m"`
 	Entries   []*Entry     `codec:"e"`
 	Delta     []DeltaEntry `codec:"d"`
+	// AppVersions is each application's content version.
+	AppVersions map[string]uint64 `codec:"av"`
 }
 
 func (r *Registry) export(lastIndex uint64) *State {
 	st := &State{Format: SnapshotFormat, LastIndex: lastIndex, Version: r.version, DeltaSeq: r.deltaSeq,
-		Mode: r.mode, Members: r.Members(), Entries: make([]*Entry, 0, r.count)}
+		Mode: r.mode, Members: r.Members(), Entries: make([]*Entry, 0, r.count),
+		AppVersions: make(map[string]uint64, len(r.apps))}
+	for name, a := range r.apps {
+		st.AppVersions[name] = a.Version
+	}
 	r.Each(func(e *Entry) { st.Entries = append(st.Entries, e) })
 	for _, d := range r.delta {
 		st.Delta = append(st.Delta, *d)
@@ -54,9 +60,16 @@ func importState(st *State, retentionMs int64) *Registry {
 	for _, e := range st.Entries {
 		r.put(e)
 	}
+	for name, v := range st.AppVersions {
+		if a := r.apps[name]; a != nil {
+			a.Version = v
+		}
+	}
 	for i := range st.Delta {
 		d := st.Delta[i]
-		r.delta[deltaKey(d.App, d.ID)] = &d
+		k := deltaKey(d.App, d.ID)
+		r.delta[k] = &d
+		r.deltaOrder = append(r.deltaOrder, deltaRef{key: k, seq: d.Seq, ts: d.Ts})
 	}
 	return r
 }

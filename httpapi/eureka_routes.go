@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
@@ -278,42 +279,43 @@ func optionalMillis(c *gin.Context, name string) (int64, error) {
 	return n, nil
 }
 
-func (s *Server) getApps(c *gin.Context) {
-	s.serve(c, s.views.apps(eureka.ResponseFormat(c.GetHeader("Accept"))))
-}
+func (s *Server) getApps(c *gin.Context) { s.serve(c, cache.EntityApps, "") }
 
-func (s *Server) getDelta(c *gin.Context) {
-	s.serve(c, s.views.delta(eureka.ResponseFormat(c.GetHeader("Accept"))))
-}
+func (s *Server) getDelta(c *gin.Context) { s.serve(c, cache.EntityDelta, "") }
 
-func (s *Server) getApp(c *gin.Context, app string) {
-	s.serve(c, s.views.app(eureka.ResponseFormat(c.GetHeader("Accept")), app))
-}
+func (s *Server) getApp(c *gin.Context, app string) { s.serve(c, cache.EntityApp, app) }
 
 func (s *Server) getVIP(c *gin.Context, secure bool, vip string) {
-	s.serve(c, s.views.vip(eureka.ResponseFormat(c.GetHeader("Accept")), secure, vip))
+	if secure {
+		s.serve(c, cache.EntitySVIP, vip)
+		return
+	}
+	s.serve(c, cache.EntityVIP, vip)
 }
 
 func (s *Server) getInstance(c *gin.Context, app, id string) {
-	s.serve(c, s.views.instance(eureka.ResponseFormat(c.GetHeader("Accept")), app, id))
+	s.serve(c, cache.EntityInstance, cache.InstanceName(app, id))
 }
 
 func (s *Server) getInstanceByID(c *gin.Context, id string) {
-	s.serve(c, s.views.instance(eureka.ResponseFormat(c.GetHeader("Accept")), "", id))
+	s.serve(c, cache.EntityInstance, cache.InstanceName("", id))
 }
 
-// serve writes a built response, gzipped when the client accepts it.
-func (s *Server) serve(c *gin.Context, r response) {
-	if r.err != nil {
-		s.fail(c, r.err)
+// serve answers a read from the response cache, gzipped when the client
+// accepts it.
+func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
+	f := eureka.ResponseFormat(c.GetHeader("Accept"))
+	v, err := s.cache.Get(cache.Key{Entity: ent, Name: name, Format: uint8(f)})
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	h := c.Writer.Header()
-	h.Set("Content-Type", r.format.ContentType())
+	h.Set("Content-Type", f.ContentType())
 	h.Add("Vary", "Accept, Accept-Encoding")
-	body := r.body
+	body := v.Plain
 	if strings.Contains(c.GetHeader("Accept-Encoding"), "gzip") {
-		body = r.gzipped()
+		body = v.Gzip()
 		h.Set("Content-Encoding", "gzip")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))

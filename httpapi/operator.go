@@ -6,12 +6,14 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 )
 
 func (s *Server) operatorRoutes(e *gin.Engine) {
 	v1 := e.Group("/v1")
-	v1.GET("/status", func(c *gin.Context) { c.JSON(http.StatusOK, s.cluster.Status()) })
+	v1.GET("/status", s.status)
 	v1.GET("/members", s.listMembers)
 	v1.POST("/members", s.joinMember)
 	v1.DELETE("/members/:id", s.removeMember)
@@ -51,4 +53,15 @@ func (s *Server) removeMember(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"removed": c.Param("id")})
+}
+
+// nodeStatus is GET /v1/status: the node's Raft and registry state plus the
+// response cache counters.
+type nodeStatus struct {
+	cluster.Status
+	Cache cache.Stats `json:"cache"`
+}
+
+func (s *Server) status(c *gin.Context) {
+	c.JSON(http.StatusOK, nodeStatus{Status: s.cluster.Status(), Cache: s.cache.Stats()})
 }

@@ -2,12 +2,14 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 )
@@ -37,11 +39,13 @@ type Config struct {
 	Now func() time.Time
 	// DeltaRetention is how far back GET /apps/delta reaches.
 	DeltaRetention time.Duration
+	// Cache configures the response cache.
+	Cache cache.Config
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{MaxBodyBytes: 1 << 20, DeltaRetention: 3 * time.Minute}
+	return Config{MaxBodyBytes: 1 << 20, DeltaRetention: 3 * time.Minute, Cache: cache.DefaultConfig()}
 }
 
 // Server holds the gin engine and what its handlers use.
@@ -50,12 +54,14 @@ type Server struct {
 	cluster Cluster
 	fsm     *fsm.FSM
 	views   *views
+	cache   *cache.Cache
 	log     hclog.Logger
 	engine  *gin.Engine
 }
 
-// New builds the HTTP handler for a node.
-func New(cfg Config, c Cluster, f *fsm.FSM, log hclog.Logger) *Server {
+// New builds the HTTP handler for a node and starts its response cache;
+// Close stops the cache.
+func New(cfg Config, c Cluster, f *fsm.FSM, log hclog.Logger) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -71,6 +77,14 @@ func New(cfg Config, c Cluster, f *fsm.FSM, log hclog.Logger) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: cfg, cluster: c, fsm: f, log: log.Named("http")}
 	s.views = newViews(f, cfg)
+	var err error
+	if s.cache, err = cache.New(cfg.Cache, s.views.build, log); err != nil {
+		return nil, fmt.Errorf("response cache: %w", err)
+	}
+	f.Observe(func(ch fsm.Change) {
+		s.views.forget(ch)
+		s.cache.Invalidate(ch)
+	})
 	e := gin.New()
 	// Eureka clients send writes to paths with and without trailing slashes;
 	// a redirect would turn a POST into a GET in some clients (spec §5.5).
@@ -83,8 +97,14 @@ func New(cfg Config, c Cluster, f *fsm.FSM, log hclog.Logger) *Server {
 	e.Any(cluster.InternalPrefix+"*path", gin.WrapH(c.InternalHandler()))
 	e.NoRoute(func(c *gin.Context) { s.fail(c, errNotFoundRoute) })
 	s.engine = e
-	return s
+	return s, nil
 }
+
+// Close stops the response cache's refresher.
+func (s *Server) Close() { s.cache.Close() }
+
+// CacheStats reports the response cache counters.
+func (s *Server) CacheStats() cache.Stats { return s.cache.Stats() }
 
 // Handler is the http.Handler to serve.
 func (s *Server) Handler() http.Handler { return s.engine }

@@ -71,9 +71,15 @@ func newTestServer(t *testing.T) (*httptest.Server, *fakeCluster) {
 	t.Helper()
 	f := fsm.New(0, nil)
 	fc := &fakeCluster{fsm: f}
-	s := New(DefaultConfig(), fc, f, nil)
+	cfg := DefaultConfig()
+	cfg.Cache.UseReadOnly = false // these tests read their own writes at once
+	s, err := New(cfg, fc, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
+	t.Cleanup(s.Close)
 	return ts, fc
 }
 

@@ -242,7 +242,17 @@ func serve(args []string) int {
 	hcfg := httpapi.DefaultConfig()
 	hcfg.MaxBodyBytes = c.maxBodyBytes
 	hcfg.DeltaRetention = c.deltaRetention
-	api := httpapi.New(hcfg, node, f, log)
+	hcfg.Cache.UpdateInterval = c.cacheUpdateInterval
+	hcfg.Cache.AutoExpiration = c.cacheAutoExpiration
+	hcfg.Cache.UseReadOnly = c.useReadOnlyCache
+	api, err := httpapi.New(hcfg, node, f, log)
+	if err != nil {
+		ln.Close()
+		node.Shutdown()
+		log.Error("start http api", "error", err)
+		return 1
+	}
+	defer api.Close()
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -1,0 +1,428 @@
+// Package cache is heureka's two-level response cache, after eureka-server's
+// ResponseCacheImpl: a readWrite level that builds finished response bytes
+// on demand (one build per key at a time, expiring after a while), and a
+// readOnly level, a plain concurrent map that readers try first and that a
+// timer refreshes from readWrite. Invalidation is driven by the FSM's change
+// notices and touches exactly the keys a change affects; renewals touch
+// nothing. The package knows nothing of HTTP or of the Eureka encoding: the
+// builder is injected.
+package cache
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// Entity is the kind of document a key names.
+type Entity uint8
+
+// Entities, one per cached Eureka read.
+const (
+	EntityApps     Entity = iota // every application (E7)
+	EntityDelta                  // the delta (E8)
+	EntityApp                    // one application (E9); Name is the upper-cased app
+	EntityVIP                    // one VIP (E12); Name is the VIP
+	EntitySVIP                   // one secure VIP (E13)
+	EntityInstance               // one instance: Name is "APP/id" (E10) or "/id" (E11)
+	numEntities
+)
+
+var entityNames = [numEntities]string{"apps", "delta", "app", "vip", "svip", "instance"}
+
+func (e Entity) String() string {
+	if e < numEntities {
+		return entityNames[e]
+	}
+	return fmt.Sprintf("entity(%d)", e)
+}
+
+// Key names one cached document. Format is opaque here (the codec's format
+// number); gzip is not part of the key: a Value holds both encodings.
+type Key struct {
+	Entity Entity
+	Name   string
+	Format uint8
+}
+
+// InstanceName is the Name of an EntityInstance key.
+func InstanceName(app, id string) string { return app + "/" + id }
+
+// Value is a finished document.
+type Value struct {
+	// Plain is the uncompressed body.
+	Plain []byte
+	// Version is the registry version the document was built from.
+	Version uint64
+	// BuiltAt is when the build finished.
+	BuiltAt time.Time
+
+	gzipOnce sync.Once
+	gzipped  []byte
+	onGzip   func(int)
+}
+
+// Gzip returns the gzip-compressed body, compressing it on first use only.
+func (v *Value) Gzip() []byte {
+	v.gzipOnce.Do(func() {
+		var buf bytes.Buffer
+		buf.Grow(len(v.Plain)/4 + 64)
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		_, _ = zw.Write(v.Plain)
+		_ = zw.Close()
+		v.gzipped = buf.Bytes()
+		if v.onGzip != nil {
+			v.onGzip(len(v.gzipped))
+		}
+	})
+	return v.gzipped
+}
+
+// Builder builds the document for a key from the current registry.
+type Builder func(Key) (body []byte, version uint64, err error)
+
+// Config tunes the cache.
+type Config struct {
+	// UpdateInterval is how often readOnly is refreshed from readWrite.
+	UpdateInterval time.Duration
+	// AutoExpiration is how long a readWrite entry lives after its build.
+	AutoExpiration time.Duration
+	// UseReadOnly sends reads to readOnly first; false reads readWrite only.
+	UseReadOnly bool
+	// Formats is how many formats keys can have (invalidation covers each).
+	Formats uint8
+	// MaxEntries bounds the number of keys held (VIP names come from clients).
+	MaxEntries int
+}
+
+// DefaultConfig returns eureka-server's defaults.
+func DefaultConfig() Config {
+	return Config{UpdateInterval: 30 * time.Second, AutoExpiration: 180 * time.Second, UseReadOnly: true,
+		Formats: 2, MaxEntries: 50000}
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	if c.UpdateInterval <= 0 || c.AutoExpiration <= 0 {
+		return errors.New("cache intervals must be positive")
+	}
+	if c.Formats == 0 || c.MaxEntries <= 0 {
+		return errors.New("cache formats and max entries must be positive")
+	}
+	return nil
+}
+
+// entry is one readWrite slot; ready closes when the build finishes.
+type entry struct {
+	ready chan struct{}
+	val   *Value
+	err   error
+}
+
+// Cache is the two-level response cache.
+type Cache struct {
+	cfg   Config
+	build Builder
+	log   hclog.Logger
+
+	mu sync.Mutex
+	rw map[Key]*entry
+	// instKeys indexes the instance keys per application for invalidation.
+	instKeys map[string]map[Key]struct{}
+	// dirty is set by invalidation and cleared by the refresher.
+	dirty bool
+
+	ro sync.Map // Key -> *Value
+
+	stats counters
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+type counters struct {
+	roHits, roMisses, rwHits, rwMisses atomic.Uint64
+	builds, buildErrors, buildNanos    atomic.Uint64
+	invalidations, refreshes           atomic.Uint64
+	bytes                              atomic.Int64
+}
+
+// New starts a cache; Close stops its refresher.
+func New(cfg Config, build Builder, log hclog.Logger) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{},
+		instKeys: map[string]map[Key]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go c.refreshLoop()
+	return c, nil
+}
+
+// Close stops the refresher.
+func (c *Cache) Close() {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.done
+}
+
+// Get returns the document for key: from readOnly if enabled and present,
+// else from readWrite, building it if needed. Concurrent misses on one key
+// wait for a single build.
+func (c *Cache) Get(key Key) (*Value, error) {
+	if c.cfg.UseReadOnly {
+		if v, ok := c.ro.Load(key); ok {
+			c.stats.roHits.Add(1)
+			return v.(*Value), nil
+		}
+		c.stats.roMisses.Add(1)
+	}
+	v, err := c.getRW(key, true)
+	if err != nil {
+		return nil, err
+	}
+	if c.cfg.UseReadOnly {
+		c.ro.Store(key, v)
+	}
+	return v, nil
+}
+
+// getRW returns the readWrite value for key, building it when it is absent
+// or expired. count says whether to count the access in the stats.
+func (c *Cache) getRW(key Key, count bool) (*Value, error) {
+	c.mu.Lock()
+	e := c.rw[key]
+	if e != nil {
+		select {
+		case <-e.ready:
+			if e.err == nil && time.Since(e.val.BuiltAt) < c.cfg.AutoExpiration {
+				c.mu.Unlock()
+				if count {
+					c.stats.rwHits.Add(1)
+				}
+				return e.val, nil
+			}
+			e = nil // expired or failed: build again
+		default:
+			// A build is under way: wait for it rather than build twice.
+			c.mu.Unlock()
+			if count {
+				c.stats.rwHits.Add(1)
+			}
+			<-e.ready
+			return e.val, e.err
+		}
+	}
+	if count {
+		c.stats.rwMisses.Add(1)
+	}
+	if old := c.rw[key]; old != nil && old.val != nil {
+		c.stats.bytes.Add(-valueBytes(old.val))
+	}
+	if len(c.rw) >= c.cfg.MaxEntries {
+		c.shedLocked()
+	}
+	e = &entry{ready: make(chan struct{})}
+	c.rw[key] = e
+	if key.Entity == EntityInstance {
+		app, _, _ := strings.Cut(key.Name, "/")
+		if c.instKeys[app] == nil {
+			c.instKeys[app] = map[Key]struct{}{}
+		}
+		c.instKeys[app][key] = struct{}{}
+	}
+	c.mu.Unlock()
+
+	start := time.Now()
+	body, version, err := c.build(key)
+	c.stats.builds.Add(1)
+	c.stats.buildNanos.Add(uint64(time.Since(start)))
+	if err != nil {
+		c.stats.buildErrors.Add(1)
+		e.err = err
+		c.mu.Lock()
+		if c.rw[key] == e {
+			delete(c.rw, key) // errors (404s) are not cached
+		}
+		c.mu.Unlock()
+	} else {
+		e.val = &Value{Plain: body, Version: version, BuiltAt: time.Now(), onGzip: c.countGzip}
+		c.stats.bytes.Add(int64(len(body)))
+	}
+	close(e.ready)
+	return e.val, e.err
+}
+
+func (c *Cache) countGzip(n int) { c.stats.bytes.Add(int64(n)) }
+
+func valueBytes(v *Value) int64 { return int64(len(v.Plain) + len(v.gzipped)) }
+
+// shedLocked drops readWrite entries for client-named keys (VIPs and
+// instances) when the cache is full, so hostile names cannot grow it
+// without bound. The registry-wide documents are never shed.
+func (c *Cache) shedLocked() {
+	for k, e := range c.rw {
+		if k.Entity == EntityVIP || k.Entity == EntitySVIP || k.Entity == EntityInstance {
+			c.dropLocked(k, e)
+			c.ro.Delete(k)
+			if len(c.rw) < c.cfg.MaxEntries*9/10 {
+				return
+			}
+		}
+	}
+}
+
+func (c *Cache) dropLocked(k Key, e *entry) {
+	delete(c.rw, k)
+	if e.val != nil {
+		c.stats.bytes.Add(-valueBytes(e.val))
+	}
+}
+
+// Invalidate drops the readWrite entries a registry change affects: the
+// applications it touched, the full registry, the delta, the VIPs and
+// secure VIPs (each one, not the comma-separated list), and the instance
+// keys of those applications. readOnly keeps serving the old documents until
+// the next refresh, as in Eureka. Changes without content (renewals,
+// membership) invalidate nothing.
+func (c *Cache) Invalidate(ch fsm.Change) {
+	if ch.Empty() {
+		return
+	}
+	c.stats.invalidations.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dirty = true
+	if ch.All {
+		for k, e := range c.rw {
+			c.dropLocked(k, e)
+		}
+		clear(c.instKeys)
+		return
+	}
+	drop := func(ent Entity, name string) {
+		for f := uint8(0); f < c.cfg.Formats; f++ {
+			k := Key{Entity: ent, Name: name, Format: f}
+			if e := c.rw[k]; e != nil {
+				c.dropLocked(k, e)
+			}
+		}
+	}
+	drop(EntityApps, "")
+	drop(EntityDelta, "")
+	for _, a := range ch.Apps {
+		drop(EntityApp, a)
+		for k := range c.instKeys[a] {
+			if e := c.rw[k]; e != nil {
+				c.dropLocked(k, e)
+			}
+		}
+		delete(c.instKeys, a)
+	}
+	// Lookups by id alone may resolve to any application.
+	for k := range c.instKeys[""] {
+		if e := c.rw[k]; e != nil {
+			c.dropLocked(k, e)
+		}
+	}
+	delete(c.instKeys, "")
+	for _, v := range ch.VIPs {
+		drop(EntityVIP, v)
+	}
+	for _, v := range ch.SVIPs {
+		drop(EntitySVIP, v)
+	}
+}
+
+// refreshLoop copies readWrite into readOnly every UpdateInterval. When
+// nothing was invalidated and nothing expired since the last pass, a pass
+// costs one lock and one comparison.
+func (c *Cache) refreshLoop() {
+	defer close(c.done)
+	if !c.cfg.UseReadOnly {
+		<-c.stop
+		return
+	}
+	t := time.NewTicker(c.cfg.UpdateInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			c.Refresh()
+		}
+	}
+}
+
+// Refresh brings readOnly up to date with readWrite now (the timer calls it;
+// tests may too). Documents that readWrite no longer holds are rebuilt here,
+// off the request path.
+func (c *Cache) Refresh() {
+	c.mu.Lock()
+	dirty := c.dirty
+	c.dirty = false
+	c.mu.Unlock()
+	expiredBefore := time.Now().Add(-c.cfg.AutoExpiration)
+	c.ro.Range(func(k, v any) bool {
+		key, old := k.(Key), v.(*Value)
+		if !dirty && old.BuiltAt.After(expiredBefore) {
+			return true
+		}
+		nv, err := c.getRW(key, false)
+		switch {
+		case err != nil:
+			c.ro.Delete(key) // e.g. the application is gone: readers get the 404 from readWrite
+		case nv != old:
+			c.ro.Store(key, nv)
+		}
+		return true
+	})
+	c.stats.refreshes.Add(1)
+}
+
+// Stats is a point-in-time copy of the cache counters.
+type Stats struct {
+	ReadOnlyHits    uint64  `json:"read_only_hits"`
+	ReadOnlyMisses  uint64  `json:"read_only_misses"`
+	ReadWriteHits   uint64  `json:"read_write_hits"`
+	ReadWriteMisses uint64  `json:"read_write_misses"`
+	Builds          uint64  `json:"builds"`
+	BuildErrors     uint64  `json:"build_errors"`
+	BuildSeconds    float64 `json:"build_seconds"`
+	Invalidations   uint64  `json:"invalidations"`
+	Refreshes       uint64  `json:"refreshes"`
+	ReadWriteKeys   int     `json:"read_write_entries"`
+	ReadOnlyKeys    int     `json:"read_only_entries"`
+	Bytes           int64   `json:"bytes"`
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	rwKeys := len(c.rw)
+	c.mu.Unlock()
+	roKeys := 0
+	c.ro.Range(func(any, any) bool { roKeys++; return true })
+	return Stats{
+		ReadOnlyHits: c.stats.roHits.Load(), ReadOnlyMisses: c.stats.roMisses.Load(),
+		ReadWriteHits: c.stats.rwHits.Load(), ReadWriteMisses: c.stats.rwMisses.Load(),
+		Builds: c.stats.builds.Load(), BuildErrors: c.stats.buildErrors.Load(),
+		BuildSeconds:  float64(c.stats.buildNanos.Load()) / 1e9,
+		Invalidations: c.stats.invalidations.Load(), Refreshes: c.stats.refreshes.Load(),
+		ReadWriteKeys: rwKeys, ReadOnlyKeys: roKeys, Bytes: c.stats.bytes.Load(),
+	}
+}

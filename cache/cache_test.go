@@ -1,0 +1,257 @@
+package cache
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// countingBuilder builds "<key>@<generation>" and counts builds per key.
+type countingBuilder struct {
+	mu     sync.Mutex
+	builds map[Key]int
+	gen    atomic.Uint64
+	delay  time.Duration
+	fail   map[string]bool
+}
+
+func newCountingBuilder() *countingBuilder {
+	return &countingBuilder{builds: map[Key]int{}, fail: map[string]bool{}}
+}
+
+func (b *countingBuilder) build(k Key) ([]byte, uint64, error) {
+	if b.delay > 0 {
+		time.Sleep(b.delay)
+	}
+	b.mu.Lock()
+	b.builds[k]++
+	fail := b.fail[k.Name]
+	b.mu.Unlock()
+	if fail {
+		return nil, 0, errors.New("no such thing")
+	}
+	g := b.gen.Load()
+	return []byte(fmt.Sprintf("%s/%s/%d@%d", k.Entity, k.Name, k.Format, g)), g, nil
+}
+
+func (b *countingBuilder) count(k Key) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.builds[k]
+}
+
+func newTestCache(t *testing.T, mutate func(*Config)) (*Cache, *countingBuilder) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.UpdateInterval = time.Hour // tests call Refresh themselves
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	b := newCountingBuilder()
+	c, err := New(cfg, b.build, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, b
+}
+
+func mustGet(t *testing.T, c *Cache, k Key) string {
+	t.Helper()
+	v, err := c.Get(k)
+	if err != nil {
+		t.Fatalf("get %v: %v", k, err)
+	}
+	return string(v.Plain)
+}
+
+var (
+	kApps  = Key{Entity: EntityApps}
+	kDelta = Key{Entity: EntityDelta}
+	kAppA  = Key{Entity: EntityApp, Name: "A"}
+	kAppB  = Key{Entity: EntityApp, Name: "B"}
+	kVIPx  = Key{Entity: EntityVIP, Name: "x"}
+	kVIPy  = Key{Entity: EntityVIP, Name: "y"}
+	kInstA = Key{Entity: EntityInstance, Name: InstanceName("A", "1")}
+	kInstB = Key{Entity: EntityInstance, Name: InstanceName("B", "1")}
+	kByID  = Key{Entity: EntityInstance, Name: InstanceName("", "1")}
+)
+
+func TestCache_SingleBuildUnderConcurrentMisses(t *testing.T) {
+	c, b := newTestCache(t, nil)
+	b.delay = 50 * time.Millisecond
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := c.Get(kApps); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if n := b.count(kApps); n != 1 {
+		t.Fatalf("%d builds for 100 concurrent misses, want 1", n)
+	}
+}
+
+func TestCache_ReadOnlyServesUntilRefresh(t *testing.T) {
+	c, b := newTestCache(t, nil)
+	if got := mustGet(t, c, kAppA); got != "app/A/0@0" {
+		t.Fatal(got)
+	}
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	if got := mustGet(t, c, kAppA); got != "app/A/0@0" {
+		t.Fatalf("readOnly must serve the old document until refresh, got %s", got)
+	}
+	c.Refresh()
+	if got := mustGet(t, c, kAppA); got != "app/A/0@1" {
+		t.Fatalf("after refresh: %s", got)
+	}
+	st := c.Stats()
+	if st.ReadOnlyHits != 2 || st.ReadOnlyMisses != 1 || st.Builds != 2 || st.Invalidations != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestCache_RefreshWithoutChangesBuildsNothing(t *testing.T) {
+	c, b := newTestCache(t, nil)
+	for _, k := range []Key{kApps, kDelta, kAppA, kVIPx} {
+		mustGet(t, c, k)
+	}
+	before := c.Stats().Builds
+	for i := 0; i < 100; i++ {
+		c.Refresh()
+	}
+	if c.Stats().Builds != before {
+		t.Fatalf("refresh without changes rebuilt: %d -> %d", before, c.Stats().Builds)
+	}
+	_ = b
+}
+
+func TestCache_PreciseInvalidation(t *testing.T) {
+	c, b := newTestCache(t, func(cfg *Config) { cfg.UseReadOnly = false })
+	all := []Key{kApps, kDelta, kAppA, kAppB, kVIPx, kVIPy, kInstA, kInstB, kByID,
+		{Entity: EntityApp, Name: "A", Format: 1}, {Entity: EntitySVIP, Name: "x"}}
+	for _, k := range all {
+		mustGet(t, c, k)
+	}
+	c.Invalidate(fsm.Change{Apps: []string{"A"}, VIPs: []string{"x"}})
+	for _, k := range all {
+		mustGet(t, c, k)
+	}
+	want := map[Key]int{kApps: 2, kDelta: 2, kAppA: 2, {Entity: EntityApp, Name: "A", Format: 1}: 2,
+		kVIPx: 2, kInstA: 2, kByID: 2, // touched
+		kAppB: 1, kVIPy: 1, kInstB: 1, {Entity: EntitySVIP, Name: "x"}: 1} // untouched
+	for k, n := range want {
+		if got := b.count(k); got != n {
+			t.Errorf("%v built %d times, want %d", k, got, n)
+		}
+	}
+}
+
+func TestCache_RenewalsInvalidateNothing(t *testing.T) {
+	c, b := newTestCache(t, nil)
+	mustGet(t, c, kApps)
+	c.Invalidate(fsm.Change{Index: 9, Type: fsm.CmdRenewBatch})
+	c.Invalidate(fsm.Change{Index: 10, Type: fsm.CmdSetMember})
+	c.Refresh()
+	mustGet(t, c, kApps)
+	if b.count(kApps) != 1 || c.Stats().Invalidations != 0 {
+		t.Fatalf("renewal invalidated: builds %d stats %+v", b.count(kApps), c.Stats())
+	}
+}
+
+func TestCache_RestoreInvalidatesEverything(t *testing.T) {
+	c, b := newTestCache(t, func(cfg *Config) { cfg.UseReadOnly = false })
+	mustGet(t, c, kVIPy)
+	mustGet(t, c, kInstB)
+	c.Invalidate(fsm.Change{All: true})
+	mustGet(t, c, kVIPy)
+	mustGet(t, c, kInstB)
+	if b.count(kVIPy) != 2 || b.count(kInstB) != 2 {
+		t.Fatal("restore must drop every key")
+	}
+}
+
+func TestCache_Expiry(t *testing.T) {
+	c, b := newTestCache(t, func(cfg *Config) { cfg.AutoExpiration = 30 * time.Millisecond })
+	mustGet(t, c, kApps)
+	time.Sleep(40 * time.Millisecond)
+	c.Refresh() // the readOnly copy is older than the expiry: rebuilt
+	if b.count(kApps) != 2 {
+		t.Fatalf("expired entry was not rebuilt: %d builds", b.count(kApps))
+	}
+}
+
+func TestCache_WithoutReadOnly(t *testing.T) {
+	c, b := newTestCache(t, func(cfg *Config) { cfg.UseReadOnly = false })
+	mustGet(t, c, kAppA)
+	b.gen.Store(7)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	if got := mustGet(t, c, kAppA); got != "app/A/0@7" {
+		t.Fatalf("readWrite-only reads must see an invalidation at once, got %s", got)
+	}
+	if st := c.Stats(); st.ReadOnlyHits+st.ReadOnlyMisses != 0 || st.ReadOnlyKeys != 0 {
+		t.Fatalf("readOnly used: %+v", st)
+	}
+}
+
+func TestCache_ErrorsAreNotCached(t *testing.T) {
+	c, b := newTestCache(t, nil)
+	b.fail["GONE"] = true
+	k := Key{Entity: EntityApp, Name: "GONE"}
+	for i := 0; i < 3; i++ {
+		if _, err := c.Get(k); err == nil {
+			t.Fatal("want error")
+		}
+	}
+	if b.count(k) != 3 || c.Stats().ReadOnlyKeys != 0 {
+		t.Fatalf("errors must not be cached: %d builds", b.count(k))
+	}
+}
+
+func TestCache_GzipBuiltOnceAndValid(t *testing.T) {
+	c, _ := newTestCache(t, nil)
+	v, _ := c.Get(kApps)
+	z1, z2 := v.Gzip(), v.Gzip()
+	if &z1[0] != &z2[0] {
+		t.Fatal("gzip built twice")
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(z1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := io.ReadAll(zr)
+	if !bytes.Equal(plain, v.Plain) {
+		t.Fatal("gzip does not round-trip")
+	}
+}
+
+func TestCache_BoundedEntries(t *testing.T) {
+	c, _ := newTestCache(t, func(cfg *Config) { cfg.MaxEntries = 100 })
+	mustGet(t, c, kApps)
+	for i := 0; i < 1000; i++ {
+		mustGet(t, c, Key{Entity: EntityVIP, Name: fmt.Sprint("vip-", i)})
+	}
+	st := c.Stats()
+	if st.ReadWriteKeys > 100 {
+		t.Fatalf("cache grew to %d keys", st.ReadWriteKeys)
+	}
+	if c.rw[kApps] == nil {
+		t.Fatal("registry-wide document was shed")
+	}
+}

@@ -1,0 +1,139 @@
+package httpapi
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/httpapi/eureka"
+)
+
+// benchRegistry fills an FSM with n instances over apps applications, each
+// carrying about 1 KB of metadata.
+func benchRegistry(tb testing.TB, n, apps int) (*fsm.FSM, *uint64) {
+	tb.Helper()
+	f := fsm.New(0, nil)
+	var idx uint64
+	pad := strings.Repeat("x", 90)
+	for i := 0; i < n; i++ {
+		app := fmt.Sprintf("APP-%03d", i%apps)
+		md := make(map[string]string, 10)
+		for k := 0; k < 10; k++ {
+			md[fmt.Sprintf("key.%d", k)] = pad
+		}
+		in := &fsm.Instance{InstanceID: fmt.Sprintf("10.0.%d.%d:%s:8080", i/250, i%250, strings.ToLower(app)),
+			HostName: fmt.Sprintf("host-%d", i), App: app, IPAddr: "10.0.0.1", Status: fsm.StatusUp,
+			OverriddenStatus: fsm.StatusUnknown, Port: 8080, PortEnabled: true, SecurePort: 443, CountryID: 1,
+			DataCenterInfo: fsm.DataCenterInfo{Name: "MyOwn"}, Metadata: md, VIPAddress: strings.ToLower(app),
+			HomePageURL: "http://host:8080/", StatusPageURL: "http://host:8080/info", HealthCheckURL: "http://host:8080/health",
+			LastDirtyTimestamp: 1700000000000}
+		applyCmd(tb, f, &idx, fsm.CmdRegister, &fsm.RegisterBody{Instance: in})
+	}
+	return f, &idx
+}
+
+func applyCmd(tb testing.TB, f *fsm.FSM, idx *uint64, t fsm.CmdType, body any) {
+	e, err := fsm.Encode(t, body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_ = fsm.Stamp(e, time.Now().UnixMilli())
+	*idx++
+	if res := f.Apply(&raft.Log{Index: *idx, Type: raft.LogCommand, Data: e}); res != nil {
+		tb.Fatal(res)
+	}
+}
+
+// BenchmarkBuildAllApps measures a full build of GET /eureka/apps (JSON) for
+// 10,000 instances in 500 applications, every fragment encoded from scratch.
+func BenchmarkBuildAllApps(b *testing.B) {
+	f, _ := benchRegistry(b, 10000, 500)
+	v := newViews(f, DefaultConfig())
+	b.ReportAllocs()
+	b.ResetTimer()
+	var size int
+	for i := 0; i < b.N; i++ {
+		v.forget(fsm.Change{All: true})
+		body, _, err := v.build(cache.Key{Entity: cache.EntityApps, Format: uint8(eureka.JSON)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(body)
+	}
+	b.ReportMetric(float64(size)/1e6, "MB/doc")
+}
+
+// BenchmarkRebuildAllAppsAfterOneAppChange measures the same document after
+// one application changed: only that fragment is re-encoded.
+func BenchmarkRebuildAllAppsAfterOneAppChange(b *testing.B) {
+	f, idx := benchRegistry(b, 10000, 500)
+	v := newViews(f, DefaultConfig())
+	key := cache.Key{Entity: cache.EntityApps, Format: uint8(eureka.JSON)}
+	if _, _, err := v.build(key); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		applyCmd(b, f, idx, fsm.CmdMetadata, &fsm.MetadataBody{App: "APP-007", ID: "10.0.0.7:app-007:8080",
+			Metadata: map[string]string{"n": fmt.Sprint(i)}})
+		b.StartTimer()
+		if _, _, err := v.build(key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadOnlyHit measures a cached read of the full registry.
+func BenchmarkReadOnlyHit(b *testing.B) {
+	f, _ := benchRegistry(b, 10000, 500)
+	v := newViews(f, DefaultConfig())
+	c, err := cache.New(cache.DefaultConfig(), v.build, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	key := cache.Key{Entity: cache.EntityApps, Format: uint8(eureka.JSON)}
+	if _, err := c.Get(key); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Get(key); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func TestViews_FragmentsMatchFullBuild(t *testing.T) {
+	f, idx := benchRegistry(t, 300, 7)
+	v := newViews(f, DefaultConfig())
+	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
+		key := cache.Key{Entity: cache.EntityApps, Format: uint8(format)}
+		if _, _, err := v.build(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applyCmd(t, f, idx, fsm.CmdMetadata, &fsm.MetadataBody{App: "APP-003", ID: "10.0.0.3:app-003:8080", Metadata: map[string]string{"z": "1"}})
+	applyCmd(t, f, idx, fsm.CmdCancel, &fsm.KeyBody{App: "APP-004", ID: "10.0.0.4:app-004:8080"})
+	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
+		key := cache.Key{Entity: cache.EntityApps, Format: uint8(format)}
+		incremental, _, _ := v.build(key)
+		fresh, _, _ := newViews(f, DefaultConfig()).build(key)
+		if string(incremental) != string(fresh) {
+			t.Fatalf("%s: incremental build differs from a fresh one", format)
+		}
+		if !strings.Contains(string(incremental), "z") {
+			t.Fatal("change not visible")
+		}
+	}
+}
