@@ -45,6 +45,8 @@ type Config struct {
 	// RenewBatchInterval is how long the leader gathers renewals into one
 	// log entry; 0 writes one entry per renewal.
 	RenewBatchInterval time.Duration
+	// Lease holds eviction and self-preservation settings.
+	Lease LeaseConfig
 }
 
 // DefaultConfig returns production defaults (hashicorp/raft's timings).
@@ -60,6 +62,7 @@ func DefaultConfig() Config {
 		TrailingLogs:       10240,
 		ApplyTimeout:       10 * time.Second,
 		RenewBatchInterval: time.Second,
+		Lease:              DefaultLeaseConfig(),
 	}
 }
 
@@ -99,6 +102,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SnapshotThreshold == 0 || c.SnapshotInterval <= 0 {
 		return errors.New("snapshot threshold and interval must be positive")
+	}
+	if c.Lease.EvictionInterval <= 0 || c.Lease.RenewalRateWindow < time.Second {
+		return errors.New("eviction interval must be positive and the renewal rate window at least 1s")
+	}
+	if p := c.Lease.RenewalPercentThreshold; p <= 0 || p > 1 {
+		return fmt.Errorf("renewal percent threshold %v: must be in (0, 1]", p)
 	}
 	if c.RenewBatchInterval < 0 {
 		return errors.New("renew batch interval must not be negative")

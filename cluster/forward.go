@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"syscall"
+	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
 )
@@ -21,7 +22,8 @@ import (
 const (
 	InternalPrefix  = "/internal/v1/"
 	pathApply       = InternalPrefix + "apply"
-	pathRenew       = InternalPrefix + "renew"
+	pathRenewBatch  = InternalPrefix + "renew-batch"
+	pathLeaseStatus = InternalPrefix + "lease-status"
 	pathJoin        = InternalPrefix + "join"
 	pathRemove      = InternalPrefix + "remove"
 	maxInternalBody = 8 << 20
@@ -112,6 +114,40 @@ func (n *Node) post(ctx context.Context, addr, path, contentType string, body []
 	return rep, nil
 }
 
+// postJSON sends an internal call whose success answer is a JSON value
+// decoded into out; an error answer is an internalReply.
+func (n *Node) postJSON(ctx context.Context, addr, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build forward request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Heureka-Forwarded-By", n.cfg.NodeID)
+	resp, err := n.client.Do(req)
+	if err != nil {
+		if isDialError(err) {
+			return fmt.Errorf("forward to %s: %v: %w", addr, err, errUnreachable)
+		}
+		return fmt.Errorf("forward to %s: %v: %w", addr, err, ErrNoLeader)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalBody))
+	if err != nil {
+		return fmt.Errorf("read forward reply from %s: %v: %w", addr, err, ErrNoLeader)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var rep internalReply
+		if json.Unmarshal(data, &rep) == nil && rep.Code != "" {
+			return codeError(rep.Code, rep.Message)
+		}
+		return fmt.Errorf("forward to %s: status %d: %w", addr, resp.StatusCode, ErrNoLeader)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("forward to %s: unreadable reply: %v: %w", addr, err, ErrNoLeader)
+	}
+	return nil
+}
+
 func isDialError(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
@@ -162,13 +198,26 @@ func (n *Node) InternalHandler() http.Handler {
 		idx, err := n.applyLocal(entry)
 		writeInternal(w, internalReply{Index: idx}, err)
 	})
-	mux.HandleFunc("POST "+pathRenew, func(w http.ResponseWriter, r *http.Request) {
-		var req renewRequest
-		if err := decodeJSON(r, &req); err != nil {
+	mux.HandleFunc("POST "+pathRenewBatch, func(w http.ResponseWriter, r *http.Request) {
+		var reqs []renewRequest
+		if err := decodeJSON(r, &reqs); err != nil {
 			writeInternal(w, internalReply{}, err)
 			return
 		}
-		writeInternal(w, internalReply{}, n.renewLocal(req))
+		results, err := n.renewBatchLocal(reqs)
+		if err != nil {
+			writeInternal(w, internalReply{}, err)
+			return
+		}
+		writeJSON(w, results)
+	})
+	mux.HandleFunc("GET "+pathLeaseStatus, func(w http.ResponseWriter, r *http.Request) {
+		if !n.IsLeader() {
+			writeInternal(w, internalReply{}, ErrNotLeader)
+			return
+		}
+		st, _ := n.leases.evaluate(time.Now())
+		writeJSON(w, st)
 	})
 	mux.HandleFunc("POST "+pathJoin, func(w http.ResponseWriter, r *http.Request) {
 		var m fsm.Member
@@ -194,6 +243,11 @@ func decodeJSON(r *http.Request, v any) error {
 		return fmt.Errorf("decode body: %v: %w", err, fsm.ErrBadCommand)
 	}
 	return nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func writeInternal(w http.ResponseWriter, rep internalReply, err error) {

@@ -37,8 +37,10 @@ type Node struct {
 	log    hclog.Logger
 	client *http.Client
 
-	applied appliedWaiter
-	renew   *renewBatcher
+	applied   appliedWaiter
+	renew     *renewBatcher
+	forwarder *renewForwarder
+	leases    *leaseKeeper
 
 	stopCh chan struct{}
 	wg     sync.WaitGroup
@@ -69,6 +71,8 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	n.applied.idx = f.AppliedIndex()
 	f.Observe(func(c fsm.Change) { n.applied.advance(c.Index) })
 	n.renew = newRenewBatcher(n)
+	n.forwarder = newRenewForwarder(n)
+	n.leases = newLeaseKeeper(n)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -111,9 +115,12 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 			return nil, err
 		}
 	}
-	n.wg.Add(2)
+	n.wg.Add(2 + renewForwardWorkers)
 	go n.leaderLoop()
 	go n.registerSelf()
+	for i := 0; i < renewForwardWorkers; i++ {
+		go func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) }()
+	}
 	return n, nil
 }
 
@@ -304,8 +311,8 @@ func (n *Node) leaderLoop() {
 	}
 }
 
-// leaderWork runs while this node leads: it writes the bootstrap mode once
-// and flushes renewal batches.
+// leaderWork runs while this node leads: it writes the bootstrap mode once,
+// flushes renewal batches and evicts expired leases.
 func (n *Node) leaderWork(stop <-chan struct{}) {
 	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
 		n.log.Warn("barrier after election failed", "error", err)
@@ -317,7 +324,11 @@ func (n *Node) leaderWork(stop <-chan struct{}) {
 			}
 		}
 	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); n.leases.run(stop) }()
 	n.renew.run(stop)
+	wg.Wait()
 }
 
 func (n *Node) storedMode() string {

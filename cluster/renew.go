@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -33,9 +34,12 @@ func (n *Node) Renew(ctx context.Context, app, id string, lastDirty int64) error
 				return err
 			}
 		}
-		err := n.forwardJSON(ctx, pathRenew, req)
-		if !errors.Is(err, ErrNotLeader) {
+		err := n.forwarder.renew(ctx, req)
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, errUnreachable) {
 			return err
+		}
+		if err := sleepCtx(ctx, n.stopCh); err != nil {
+			return fmt.Errorf("renew %s/%s: %w", app, id, ErrNoLeader)
 		}
 	}
 }
@@ -52,9 +56,11 @@ func (n *Node) renewLocal(req renewRequest) error {
 	if fsm.RenewStatus(e) == fsm.StatusUnknown {
 		return fmt.Errorf("renew %s/%s: status UNKNOWN, register again: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
 	}
-	if err := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: time.Now().UnixMilli()}); err != nil {
+	now := time.Now()
+	if err := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: now.UnixMilli()}); err != nil {
 		return err
 	}
+	n.leases.rate.add(now, 1)
 	if req.LastDirtyTimestamp > e.Instance.LastDirtyTimestamp {
 		// The client changed since it last registered; renewing is not
 		// enough, it must register again (spec §4.4 step 5).
@@ -83,6 +89,18 @@ func (b *renewBatcher) add(rn fsm.Renewal) error {
 	b.pending[rn.App+"\x00"+rn.ID] = rn
 	b.mu.Unlock()
 	return nil
+}
+
+// pendingTimes returns the renewal time of every instance renewed since the
+// last flush, so eviction sees renewals the log does not hold yet.
+func (b *renewBatcher) pendingTimes() map[string]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]int64, len(b.pending))
+	for k, rn := range b.pending {
+		out[k] = rn.Ts
+	}
+	return out
 }
 
 func (b *renewBatcher) take() []fsm.Renewal {
@@ -142,4 +160,128 @@ func sleepCtx(ctx context.Context, stop <-chan struct{}) error {
 	case <-time.After(25 * time.Millisecond):
 		return nil
 	}
+}
+
+// renewForwarder carries a follower's renewals to the leader in batches:
+// each of a few workers takes whatever is queued when it is free and sends
+// it as one request, so batches grow with load while a lone heartbeat
+// travels at once. A batch waits at most one leader round trip.
+type renewForwarder struct {
+	n  *Node
+	ch chan renewCall
+}
+
+type renewCall struct {
+	req  renewRequest
+	done chan error
+}
+
+const (
+	renewForwardWorkers = 4
+	maxRenewBatch       = 2000
+)
+
+func newRenewForwarder(n *Node) *renewForwarder {
+	return &renewForwarder{n: n, ch: make(chan renewCall, maxRenewBatch)}
+}
+
+func (f *renewForwarder) renew(ctx context.Context, req renewRequest) error {
+	call := renewCall{req: req, done: make(chan error, 1)}
+	select {
+	case f.ch <- call:
+	case <-ctx.Done():
+		return fmt.Errorf("renew: %w", ErrNoLeader)
+	}
+	select {
+	case err := <-call.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("renew: %w", ErrNoLeader)
+	}
+}
+
+func (f *renewForwarder) run(stop <-chan struct{}) {
+	var batch []renewCall
+	for {
+		select {
+		case <-stop:
+			return
+		case c := <-f.ch:
+			batch = append(batch[:0], c)
+		}
+	drain:
+		for len(batch) < maxRenewBatch {
+			select {
+			case c := <-f.ch:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		errs := f.send(batch)
+		for i, c := range batch {
+			c.done <- errs[i]
+		}
+	}
+}
+
+type renewResult struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// send posts one batch to the leader and returns one error per renewal.
+func (f *renewForwarder) send(batch []renewCall) []error {
+	errs := make([]error, len(batch))
+	fill := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	addr := f.n.leaderHTTP()
+	if addr == "" {
+		return fill(fmt.Errorf("renew: %w", errUnreachable))
+	}
+	if addr == f.n.cfg.HTTPAdvertise {
+		return fill(ErrNotLeader)
+	}
+	reqs := make([]renewRequest, len(batch))
+	for i, c := range batch {
+		reqs[i] = c.req
+	}
+	body, err := json.Marshal(reqs)
+	if err != nil {
+		return fill(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
+	defer cancel()
+	var results []renewResult
+	if err := f.n.postJSON(ctx, addr, pathRenewBatch, body, &results); err != nil {
+		return fill(err)
+	}
+	if len(results) != len(batch) {
+		return fill(fmt.Errorf("renew batch: leader answered %d results for %d renewals", len(results), len(batch)))
+	}
+	for i, r := range results {
+		if r.Code != "" {
+			errs[i] = codeError(r.Code, r.Message)
+		}
+	}
+	return errs
+}
+
+// renewBatchLocal answers a follower's batch on the leader.
+func (n *Node) renewBatchLocal(reqs []renewRequest) ([]renewResult, error) {
+	if !n.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	out := make([]renewResult, len(reqs))
+	for i, r := range reqs {
+		if err := n.renewLocal(r); err != nil {
+			out[i].Code, _ = errorCode(err)
+			out[i].Message = err.Error()
+		}
+	}
+	return out, nil
 }

@@ -60,8 +60,14 @@ func (s *Server) removeMember(c *gin.Context) {
 type nodeStatus struct {
 	cluster.Status
 	Cache cache.Stats `json:"cache"`
+	// Leases comes from the leader; it is absent while there is none.
+	Leases *cluster.LeaseStatus `json:"leases,omitempty"`
 }
 
 func (s *Server) status(c *gin.Context) {
-	c.JSON(http.StatusOK, nodeStatus{Status: s.cluster.Status(), Cache: s.cache.Stats()})
+	st := nodeStatus{Status: s.cluster.Status(), Cache: s.cache.Stats()}
+	if ls, err := s.cluster.LeaseStatus(c.Request.Context()); err == nil {
+		st.Leases = &ls
+	}
+	c.JSON(http.StatusOK, st)
 }

@@ -24,6 +24,7 @@ type Cluster interface {
 	Apply(ctx context.Context, entry []byte) (uint64, error)
 	Renew(ctx context.Context, app, id string, lastDirty int64) error
 	Status() cluster.Status
+	LeaseStatus(ctx context.Context) (cluster.LeaseStatus, error)
 	Members() ([]cluster.MemberInfo, error)
 	Join(ctx context.Context, m fsm.Member) error
 	Remove(ctx context.Context, id string) error

@@ -61,6 +61,9 @@ func (f *fakeCluster) Renew(_ context.Context, app, id string, _ int64) error {
 	f.renews++
 	return nil
 }
+func (f *fakeCluster) LeaseStatus(context.Context) (cluster.LeaseStatus, error) {
+	return cluster.LeaseStatus{}, cluster.ErrNoLeader
+}
 func (f *fakeCluster) Status() cluster.Status                 { return cluster.Status{Node: "n1"} }
 func (f *fakeCluster) Members() ([]cluster.MemberInfo, error) { return nil, nil }
 func (f *fakeCluster) Join(context.Context, fsm.Member) error { return nil }

@@ -11,6 +11,7 @@ const usage = `heureka: a Eureka-compatible service registry on Raft
 
 Usage:
   heureka serve [flags]    run a node (heureka serve --help lists the flags)
+  heureka limit-server     serve fixed bytes (a benchmark yardstick)
 `
 
 func main() {
@@ -25,6 +26,8 @@ func run(args []string) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:])
+	case "limit-server":
+		return limitServer(args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0

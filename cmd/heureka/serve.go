@@ -45,6 +45,7 @@ type serveConfig struct {
 	selfPreservation    bool
 	deltaRetention      time.Duration
 	renewBatchInterval  time.Duration
+	renewalRateWindow   time.Duration
 	maxBodyBytes        int64
 
 	heartbeatTimeout   time.Duration
@@ -83,6 +84,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.BoolVar(&c.selfPreservation, "enable-self-preservation", true, "stop evicting when renewals drop below the threshold")
 	fs.DurationVar(&c.deltaRetention, "delta-retention", 3*time.Minute, "how long changes stay in the delta queue")
 	fs.DurationVar(&c.renewBatchInterval, "renew-batch-interval", def.RenewBatchInterval, "renewals gathered into one log entry per interval; 0 = one entry per renewal")
+	fs.DurationVar(&c.renewalRateWindow, "renewal-rate-window", time.Minute, "window renewals are counted over for self-preservation (scaled to per minute)")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted")
 	fs.DurationVar(&c.heartbeatTimeout, "raft-heartbeat-timeout", def.HeartbeatTimeout, "Raft heartbeat timeout")
 	fs.DurationVar(&c.electionTimeout, "raft-election-timeout", def.ElectionTimeout, "Raft election timeout")
@@ -194,6 +196,8 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	cc.SnapshotInterval = c.snapshotInterval
 	cc.TrailingLogs = c.trailingLogs
 	cc.RenewBatchInterval = c.renewBatchInterval
+	cc.Lease = cluster.LeaseConfig{EvictionInterval: c.evictionInterval, RenewalPercentThreshold: c.renewalThreshold,
+		SelfPreservation: c.selfPreservation, RenewalRateWindow: c.renewalRateWindow}
 	if err := cc.Validate(); err != nil {
 		return cc, err
 	}
