@@ -116,7 +116,7 @@ func routeError(pathKnown bool) error {
 // appName upper-cases an application name the way Eureka does (ASCII only,
 // locale-independent).
 func appName(s string) string {
-	return strings.ToUpper(s)
+	return eureka.NormalizeAppName(s)
 }
 
 // readBody reads a request body within the size limit, un-gzipping it when

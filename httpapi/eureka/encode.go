@@ -1,0 +1,345 @@
+package eureka
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// Data-center class names. Both Java decoders resolve the data-center type
+// from @class and have no default, so output always carries one of the two
+// canonical names (spec §3.4).
+const (
+	classAmazonInfo  = "com.netflix.appinfo.AmazonInfo"
+	classDefaultInfo = "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo"
+	classEmptyMap    = "java.util.Collections$EmptyMap"
+	amazon           = "Amazon"
+)
+
+// dataCenterClass is the canonical @class for a data-center name.
+func dataCenterClass(name string) string {
+	if name == amazon {
+		return classAmazonInfo
+	}
+	return classDefaultInfo
+}
+
+// The encoders below write one format-neutral sequence of fields and let
+// small helpers render each field in JSON or XML. In JSON a member is
+// preceded by a comma unless it is the first in its object, which the
+// helpers detect from the previous byte, so optional fields need no
+// bookkeeping.
+
+// AppendInstance appends the bare instance object of e, {...} in JSON and
+// <instance>...</instance> in XML, with the fields of spec §3.2 in Eureka's
+// order. e.Instance must not be nil. The lease times come from e:
+// lastRenewalTimestamp is e.LastRenewalTs (heureka reports the real last
+// renewal, spec §6.4).
+func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
+	in := e.Instance
+	if f == XML {
+		dst = append(dst, "<instance>"...)
+	} else {
+		dst = append(dst, '{')
+	}
+	if in.InstanceID != "" {
+		dst = str(dst, f, "instanceId", in.InstanceID)
+	}
+	dst = str(dst, f, "hostName", in.HostName)
+	dst = str(dst, f, "app", in.App)
+	dst = str(dst, f, "ipAddr", in.IPAddr)
+	if s := in.Sid; s != "" && s != "na" && s != "unknown" {
+		dst = str(dst, f, "sid", s)
+	}
+	dst = str(dst, f, "status", orUnknown(in.Status))
+	// The XML element is spelt with a lower-case s; fargo's XML decoder is
+	// case-sensitive (spec §3.2, §3.8).
+	if f == JSON {
+		dst = str(dst, f, "overriddenStatus", orUnknown(in.OverriddenStatus))
+	} else {
+		dst = str(dst, f, "overriddenstatus", orUnknown(in.OverriddenStatus))
+	}
+	dst = port(dst, f, "port", in.Port, in.PortEnabled)
+	dst = port(dst, f, "securePort", in.SecurePort, in.SecurePortEnabled)
+	dst = num(dst, f, "countryId", int64(in.CountryID))
+	if dc := &in.DataCenterInfo; dc.Name != "" || dc.Class != "" || dc.Metadata != nil {
+		dst = dataCenter(dst, f, dc)
+	}
+	dst = open(dst, f, "leaseInfo")
+	dst = num(dst, f, "renewalIntervalInSecs", int64(orDefault(in.RenewalIntervalSecs, fsm.DefaultRenewalIntervalSecs)))
+	dst = num(dst, f, "durationInSecs", int64(orDefault(in.DurationSecs, fsm.DefaultDurationSecs)))
+	dst = num(dst, f, "registrationTimestamp", e.RegistrationTs)
+	dst = num(dst, f, "lastRenewalTimestamp", e.LastRenewalTs)
+	dst = num(dst, f, "evictionTimestamp", e.EvictionTs)
+	dst = num(dst, f, "serviceUpTimestamp", e.ServiceUpTs)
+	dst = closeObj(dst, f, "leaseInfo")
+	dst = metadata(dst, f, in.Metadata)
+	// Eureka's "auto" fields: strings, written only when set (spec §3.2).
+	dst = optStr(dst, f, "appGroupName", in.AppGroupName)
+	dst = optStr(dst, f, "homePageUrl", in.HomePageURL)
+	dst = optStr(dst, f, "statusPageUrl", in.StatusPageURL)
+	dst = optStr(dst, f, "healthCheckUrl", in.HealthCheckURL)
+	dst = optStr(dst, f, "secureHealthCheckUrl", in.SecureHealthCheckURL)
+	dst = optStr(dst, f, "vipAddress", in.VIPAddress)
+	dst = optStr(dst, f, "secureVipAddress", in.SecureVIPAddress)
+	dst = str(dst, f, "isCoordinatingDiscoveryServer", strconv.FormatBool(in.IsCoordinatingDiscoveryServer))
+	dst = numStr(dst, f, "lastUpdatedTimestamp", e.LastUpdatedTs)
+	dst = numStr(dst, f, "lastDirtyTimestamp", in.LastDirtyTimestamp)
+	dst = optStr(dst, f, "actionType", e.ActionType)
+	dst = optStr(dst, f, "asgName", in.ASGName)
+	return closeObj(dst, f, "instance")
+}
+
+// AppendInstanceDoc appends e as a root document: {"instance":{...}} in JSON,
+// <instance>...</instance> in XML (E10, E11, spec §3.1).
+func AppendInstanceDoc(dst []byte, f Format, e *fsm.Entry) []byte {
+	if f == XML {
+		return AppendInstance(dst, f, e)
+	}
+	dst = append(dst, `{"instance":`...)
+	dst = AppendInstance(dst, f, e)
+	return append(dst, '}')
+}
+
+// AppendApplication appends one application as a fragment that
+// AppendApplicationDoc or AppendApplications can embed unchanged:
+// {"name":"X","instance":[...]} in JSON (instance is always an array),
+// <application><name>X</name><instance>...</instance>...</application> in XML.
+// Callers never pass zero entries: Eureka never lists an application without
+// instances and js-client crashes on one (spec §3.1).
+func AppendApplication(dst []byte, f Format, name string, entries []*fsm.Entry) []byte {
+	if f == XML {
+		dst = append(dst, "<application><name>"...)
+		dst = appendXMLText(dst, name)
+		dst = append(dst, "</name>"...)
+		for _, e := range entries {
+			dst = AppendInstance(dst, f, e)
+		}
+		return append(dst, "</application>"...)
+	}
+	dst = append(dst, `{"name":`...)
+	dst = appendJSONString(dst, name)
+	dst = append(dst, `,"instance":[`...)
+	for i, e := range entries {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendInstance(dst, f, e)
+	}
+	return append(dst, "]}"...)
+}
+
+// AppendApplicationDoc wraps a fragment from AppendApplication as a root
+// document (E9): {"application":<fragment>} in JSON; in XML the fragment is
+// already the root.
+func AppendApplicationDoc(dst []byte, f Format, fragment []byte) []byte {
+	if f == XML {
+		return append(dst, fragment...)
+	}
+	dst = append(dst, `{"application":`...)
+	dst = append(dst, fragment...)
+	return append(dst, '}')
+}
+
+// AppendApplications appends an applications document (E7, E8, E12, E13,
+// spec §3.7) built from AppendApplication fragments in the given format:
+//
+//	{"applications":{"versions__delta":"1","apps__hashcode":"UP_3_","application":[frag,frag]}}
+//	<applications><versions__delta>1</versions__delta><apps__hashcode>UP_3_</apps__hashcode>fragfrag</applications>
+//
+// versions__delta is a string in JSON; with no fragments "application" is [].
+func AppendApplications(dst []byte, f Format, versionsDelta, hashCode string, fragments [][]byte) []byte {
+	if f == XML {
+		dst = append(dst, "<applications><versions__delta>"...)
+		dst = appendXMLText(dst, versionsDelta)
+		dst = append(dst, "</versions__delta><apps__hashcode>"...)
+		dst = appendXMLText(dst, hashCode)
+		dst = append(dst, "</apps__hashcode>"...)
+		for _, frag := range fragments {
+			dst = append(dst, frag...)
+		}
+		return append(dst, "</applications>"...)
+	}
+	dst = append(dst, `{"applications":{"versions__delta":`...)
+	dst = appendJSONString(dst, versionsDelta)
+	dst = append(dst, `,"apps__hashcode":`...)
+	dst = appendJSONString(dst, hashCode)
+	dst = append(dst, `,"application":[`...)
+	for i, frag := range fragments {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, frag...)
+	}
+	return append(dst, "]}}"...)
+}
+
+// dataCenter writes dataCenterInfo with its canonical class; metadata only for
+// Amazon, since Spring maps every other name to a class without it (spec §3.4).
+func dataCenter(dst []byte, f Format, dc *fsm.DataCenterInfo) []byte {
+	class := dataCenterClass(dc.Name)
+	if f == XML {
+		dst = append(dst, `<dataCenterInfo class="`...)
+		dst = append(dst, class...) // a constant: needs no escaping
+		dst = append(dst, `">`...)
+	} else {
+		dst = key(dst, "dataCenterInfo")
+		dst = append(dst, `{"@class":"`...)
+		dst = append(dst, class...)
+		dst = append(dst, '"')
+	}
+	dst = optStr(dst, f, "name", dc.Name)
+	if dc.Name == amazon {
+		dst = metadata(dst, f, dc.Metadata)
+	}
+	return closeObj(dst, f, "dataCenterInfo")
+}
+
+// metadata writes a string map with its keys sorted, so that equal registries
+// encode to equal bytes. An empty map is Eureka's EmptyMap marker (spec §3.6).
+func metadata(dst []byte, f Format, m map[string]string) []byte {
+	if len(m) == 0 {
+		if f == XML {
+			return append(dst, `<metadata class="`+classEmptyMap+`"/>`...)
+		}
+		dst = key(dst, "metadata")
+		return append(dst, `{"@class":"`+classEmptyMap+`"}`...)
+	}
+	var buf [32]string
+	keys := buf[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = open(dst, f, "metadata")
+	for _, k := range keys {
+		if f == JSON {
+			dst = str(dst, f, k, m[k])
+		} else if xmlNameOK(k) {
+			dst = append(dst, '<')
+			dst = appendXMLName(dst, k)
+			dst = append(dst, '>')
+			dst = appendXMLText(dst, m[k])
+			dst = append(dst, '<', '/')
+			dst = appendXMLName(dst, k)
+			dst = append(dst, '>')
+		}
+	}
+	return closeObj(dst, f, "metadata")
+}
+
+// port writes a port object: {"$":8080,"@enabled":"true"} with a numeric $
+// and a string @enabled (fargo rejects a JSON boolean), or
+// <port enabled="true">8080</port> (spec §3.3).
+func port(dst []byte, f Format, name string, n int32, enabled bool) []byte {
+	if f == XML {
+		dst = append(dst, '<')
+		dst = append(dst, name...)
+		dst = append(dst, ` enabled="`...)
+		dst = strconv.AppendBool(dst, enabled)
+		dst = append(dst, '"', '>')
+		dst = strconv.AppendInt(dst, int64(n), 10)
+		return closeTag(dst, name)
+	}
+	dst = key(dst, name)
+	dst = append(dst, `{"$":`...)
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	dst = append(dst, `,"@enabled":"`...)
+	dst = strconv.AppendBool(dst, enabled)
+	return append(dst, '"', '}')
+}
+
+// key writes a JSON member name, preceded by a comma unless it opens its object.
+func key(dst []byte, name string) []byte {
+	if n := len(dst); n > 0 && dst[n-1] != '{' {
+		dst = append(dst, ',')
+	}
+	dst = appendJSONString(dst, name)
+	return append(dst, ':')
+}
+
+// open starts an object-valued member (JSON) or a parent element (XML).
+func open(dst []byte, f Format, name string) []byte {
+	if f == XML {
+		dst = append(dst, '<')
+		dst = append(dst, name...)
+		return append(dst, '>')
+	}
+	dst = key(dst, name)
+	return append(dst, '{')
+}
+
+// closeObj ends what open started.
+func closeObj(dst []byte, f Format, name string) []byte {
+	if f == XML {
+		return closeTag(dst, name)
+	}
+	return append(dst, '}')
+}
+
+func closeTag(dst []byte, name string) []byte {
+	dst = append(dst, '<', '/')
+	dst = append(dst, name...)
+	return append(dst, '>')
+}
+
+// str writes a string field. Names passed here are constants or, in JSON,
+// metadata keys (escaped by key); XML metadata keys go through appendXMLName.
+func str(dst []byte, f Format, name, v string) []byte {
+	if f == XML {
+		dst = append(dst, '<')
+		dst = append(dst, name...)
+		dst = append(dst, '>')
+		dst = appendXMLText(dst, v)
+		return closeTag(dst, name)
+	}
+	dst = key(dst, name)
+	return appendJSONString(dst, v)
+}
+
+func optStr(dst []byte, f Format, name, v string) []byte {
+	if v == "" {
+		return dst
+	}
+	return str(dst, f, name, v)
+}
+
+// num writes a field that is a JSON number (port numbers, countryId, leaseInfo).
+func num(dst []byte, f Format, name string, v int64) []byte {
+	if f == XML {
+		dst = append(dst, '<')
+		dst = append(dst, name...)
+		dst = append(dst, '>')
+		dst = strconv.AppendInt(dst, v, 10)
+		return closeTag(dst, name)
+	}
+	dst = key(dst, name)
+	return strconv.AppendInt(dst, v, 10)
+}
+
+// numStr writes a number that Eureka emits as a JSON string (the timestamps
+// among the auto fields, spec §3.1).
+func numStr(dst []byte, f Format, name string, v int64) []byte {
+	if f == XML {
+		return num(dst, f, name, v)
+	}
+	dst = key(dst, name)
+	dst = append(dst, '"')
+	dst = strconv.AppendInt(dst, v, 10)
+	return append(dst, '"')
+}
+
+func orUnknown(status string) string {
+	if status == "" {
+		return fsm.StatusUnknown
+	}
+	return status
+}
+
+func orDefault(v, def int32) int32 {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,89 @@
+package eureka
+
+import "strings"
+
+// Format is a wire format of the Eureka REST API.
+type Format uint8
+
+// The two formats Eureka speaks. XML is the zero value because it is
+// Eureka's default whenever a client does not ask for JSON (spec §1.2).
+const (
+	XML Format = iota
+	JSON
+)
+
+// ContentType is the media type to send with a document in format f.
+func (f Format) ContentType() string {
+	if f == JSON {
+		return "application/json"
+	}
+	return "application/xml"
+}
+
+// String returns "json" or "xml" (handy in cache keys and test names).
+func (f Format) String() string {
+	if f == JSON {
+		return "json"
+	}
+	return "xml"
+}
+
+// ResponseFormat picks the response format from an Accept header: JSON iff
+// the header contains "json" in any case, XML otherwise, including when the
+// header is missing or "*/*" (spec §1.2). Java, Spring and js-client ask for
+// JSON; fargo and browsers get XML.
+func ResponseFormat(accept string) Format {
+	if containsFold(accept, "json") {
+		return JSON
+	}
+	return XML
+}
+
+// RequestFormat picks the decoder for a request body. A Content-Type whose
+// subtype is json (or ends in +json) selects JSON and xml (or +xml) selects
+// XML. A missing or generic type (*/*, text/plain, octet-stream, ...) is
+// resolved by sniffing the first non-blank byte of the body: '{' is JSON,
+// anything else XML, Eureka's default (spec §1.2).
+func RequestFormat(contentType string, body []byte) Format {
+	mt, _, _ := strings.Cut(contentType, ";")
+	_, sub, _ := strings.Cut(strings.TrimSpace(mt), "/")
+	switch {
+	case strings.EqualFold(sub, "json") || hasSuffixFold(sub, "+json"):
+		return JSON
+	case strings.EqualFold(sub, "xml") || hasSuffixFold(sub, "+xml"):
+		return XML
+	}
+	body = trimBOM(body)
+	for _, b := range body {
+		if b != ' ' && b != '\t' && b != '\r' && b != '\n' {
+			if b == '{' {
+				return JSON
+			}
+			break
+		}
+	}
+	return XML
+}
+
+// containsFold reports whether sub (lower-case ASCII) occurs in s, ignoring
+// ASCII case, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasSuffixFold(s, suffix string) bool {
+	return len(s) >= len(suffix) && strings.EqualFold(s[len(s)-len(suffix):], suffix)
+}
+
+// trimBOM drops a leading UTF-8 byte order mark, which some clients send.
+func trimBOM(b []byte) []byte {
+	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
+		return b[3:]
+	}
+	return b
+}

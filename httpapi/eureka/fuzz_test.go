@@ -1,0 +1,138 @@
+package eureka
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// The fuzz targets check that decoding never panics, that every failure is a
+// *BadRequestError, that the JSON parser accepts exactly what encoding/json
+// accepts, and that an instance which decodes and validates survives
+// encode → DecodeEntry unchanged (up to the documented normalisations) in
+// both formats. Seeds: testdata/fuzz/<FuzzName>/ plus the f.Add calls.
+
+func FuzzDecodeInstanceJSON(f *testing.F) {
+	for _, c := range clientBodies {
+		if c.format == JSON {
+			f.Add([]byte(c.body))
+		}
+	}
+	f.Add(AppendInstanceDoc(nil, JSON, oddEntry()))
+	f.Add(AppendInstanceDoc(nil, JSON, payments()))
+	f.Add([]byte(`{"hostName":"h","app":"a","ipAddr":"i","dataCenterInfo":{"name":"Amazon","metadata":{"instance-id":"x"}},"port":"1","securePort":2}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		n, perr := parseJSON(body)
+		if valid := json.Valid(trimBOM(body)); valid != (perr == nil) {
+			t.Fatalf("parser disagrees with encoding/json (valid=%v): %v", valid, perr)
+		}
+		if perr == nil {
+			d := json.NewDecoder(bytes.NewReader(trimBOM(body)))
+			d.UseNumber()
+			var want any
+			if err := d.Decode(&want); err != nil {
+				t.Fatal(err)
+			}
+			if got := toAny(&n); !reflect.DeepEqual(got, want) {
+				t.Fatalf("parse tree differs from encoding/json\n got: %#v\nwant: %#v", got, want)
+			}
+		}
+		checkDecode(t, body, JSON)
+	})
+}
+
+// toAny converts a parsed JSON tree to what encoding/json (with UseNumber)
+// decodes into an any.
+func toAny(n *node) any {
+	switch n.kind {
+	case kBool:
+		return n.text == "true"
+	case kNum:
+		return json.Number(n.text)
+	case kStr:
+		return n.text
+	case kObj:
+		m := map[string]any{}
+		for i := range n.fields {
+			m[n.fields[i].name] = toAny(&n.fields[i].val)
+		}
+		return m
+	case kArr:
+		a := []any{}
+		for i := range n.items {
+			a = append(a, toAny(&n.items[i]))
+		}
+		return a
+	}
+	return nil
+}
+
+func FuzzDecodeInstanceXML(f *testing.F) {
+	for _, c := range clientBodies {
+		if c.format == XML {
+			f.Add([]byte(c.body))
+		}
+	}
+	f.Add(AppendInstanceDoc(nil, XML, oddEntry()))
+	f.Add(AppendInstanceDoc(nil, XML, payments()))
+	f.Add([]byte(`<instance><hostName>h</hostName><app>a</app><ipAddr>i</ipAddr><dataCenterInfo><name>MyOwn</name></dataCenterInfo><metadata><a__b>1</a__b></metadata></instance>`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkDecode(t, body, XML)
+	})
+}
+
+func checkDecode(t *testing.T, body []byte, f Format) {
+	in, err := DecodeInstance(body, f, now)
+	if err != nil {
+		var br *BadRequestError
+		if !errors.As(err, &br) {
+			t.Fatalf("error %v is %T, want *BadRequestError", err, err)
+		}
+		return
+	}
+	if ValidateInstance(in, in.App) != nil {
+		return
+	}
+	e := &fsm.Entry{App: in.App, ID: in.ID(), Instance: in, RegistrationTs: 1, LastRenewalTs: 2,
+		ServiceUpTs: 3, LastUpdatedTs: 4, ActionType: fsm.ActionAdded}
+	// Both formats, whichever the body came in: the encoders must cope with
+	// any string the other decoder lets through.
+	for _, out := range formats {
+		doc := AppendInstanceDoc(nil, out, e)
+		if out == JSON && !json.Valid(doc) {
+			t.Fatalf("invalid JSON output: %s", doc)
+		}
+		if out == XML {
+			if err := xmlWellFormed(doc); err != nil {
+				t.Fatalf("invalid XML output: %v\n%s", err, doc)
+			}
+		}
+		got, err := DecodeEntry(doc, out)
+		if err != nil {
+			t.Fatalf("decoding our own %v output: %v\n%s", out, err, doc)
+		}
+		if want := wireEntry(e, out); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%v round trip differs\n got: %s\nwant: %s\n doc: %s", out, show(got), show(want), doc)
+		}
+	}
+}
+
+// TestParseJSONAgreesWithEncodingJSON pins the JSON grammar corner cases the
+// fuzzer checks at random.
+func TestParseJSONAgreesWithEncodingJSON(t *testing.T) {
+	for _, s := range []string{
+		``, ` `, `-`, `-0`, `01`, `1.`, `.5`, `1e`, `1E+2`, `-1.5e-3`, `"\u12"`, `"\u0041"`, `"\ud800"`,
+		`"\ud800\u"`, `"\ud800\uZZZZ"`, `"\ud83d\ude00"`, `[1,]`, `[,1]`, `{,}`, `{"a":1,}`, `{"a" 1}`, `{1:2}`,
+		`nul`, `truex`, `true false`, `[[]]`, `{"a":{"b":[null,true,false,"x",1]}}`, "\"\t\"", "\"\x7f\"",
+		"\"\xff\"", `"\/\b\f\n\r\t\"\\"`, `"\a"`, `{"a":1}}`, `[`, `]`,
+	} {
+		_, err := parseJSON([]byte(s))
+		if valid := json.Valid([]byte(s)); valid != (err == nil) {
+			t.Errorf("%q: encoding/json valid=%v, parseJSON error %v", s, valid, err)
+		}
+	}
+}

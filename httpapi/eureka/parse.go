@@ -1,0 +1,502 @@
+package eureka
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Both formats are parsed into one small tree, shaped the way Eureka's JSON
+// already maps XML (Jettison/Badgerfish style): an XML attribute becomes a
+// member named "@attr", a child element a member named after it, and an
+// element without child elements a string. One decoder (decode.go) then
+// reads both formats; only a few rules differ (spec §3.2, §3.3, §3.6).
+
+type kind uint8
+
+const (
+	kNull kind = iota
+	kBool
+	kNum
+	kStr
+	kObj
+	kArr
+)
+
+// node is one parsed value.
+type node struct {
+	kind kind
+	// text is the literal of a scalar: a string's content, a number as
+	// written, "true"/"false"; for XML the element's character data.
+	text string
+	// fields are an object's members in document order (duplicates kept;
+	// readers let the last one win). An XML element carries its attributes
+	// here as "@name" members, also when it is a kStr.
+	fields []field
+	// items are an array's elements (JSON only).
+	items []node
+}
+
+type field struct {
+	name string
+	val  node
+}
+
+// get returns the last member called name, or nil.
+func (n *node) get(name string) *node {
+	for i := len(n.fields) - 1; i >= 0; i-- {
+		if n.fields[i].name == name {
+			return &n.fields[i].val
+		}
+	}
+	return nil
+}
+
+// describe names a node's type for error messages.
+func (n *node) describe() string {
+	switch n.kind {
+	case kNull:
+		return "null"
+	case kBool:
+		return "a boolean"
+	case kNum:
+		return "a number"
+	case kStr:
+		return "a string"
+	case kObj:
+		return "an object"
+	}
+	return "an array"
+}
+
+// maxDepth bounds nesting. Eureka documents are at most six levels deep;
+// the bound keeps hostile input from exhausting the stack.
+const maxDepth = 64
+
+// --- JSON ----------------------------------------------------------------
+
+// parseJSON parses one JSON value (RFC 8259, after an optional UTF-8 BOM).
+// Strings are decoded as encoding/json does: invalid UTF-8 and unpaired
+// surrogates become U+FFFD.
+func parseJSON(body []byte) (node, error) {
+	p := jsonParser{s: string(trimBOM(body))}
+	p.space()
+	n, err := p.value(0)
+	if err != nil {
+		return node{}, err
+	}
+	p.space()
+	if p.i < len(p.s) {
+		return node{}, p.errorf("unexpected %s after the document", p.peekDesc())
+	}
+	return n, nil
+}
+
+type jsonParser struct {
+	s string
+	i int
+}
+
+func (p *jsonParser) errorf(format string, args ...any) error {
+	return &BadRequestError{Msg: fmt.Sprintf("malformed JSON at offset %d: %s", p.i, fmt.Sprintf(format, args...))}
+}
+
+func (p *jsonParser) peekDesc() string {
+	if p.i >= len(p.s) {
+		return "end of input"
+	}
+	r, _ := utf8.DecodeRuneInString(p.s[p.i:])
+	return fmt.Sprintf("character %q", r)
+}
+
+func (p *jsonParser) space() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) value(depth int) (node, error) {
+	if p.i >= len(p.s) {
+		return node{}, p.errorf("unexpected end of input")
+	}
+	switch c := p.s[p.i]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		s, err := p.str()
+		return node{kind: kStr, text: s}, err
+	case c == 't':
+		return p.literal("true", kBool)
+	case c == 'f':
+		return p.literal("false", kBool)
+	case c == 'n':
+		return p.literal("null", kNull)
+	case c == '-' || '0' <= c && c <= '9':
+		return p.number()
+	}
+	return node{}, p.errorf("unexpected %s, expected a value", p.peekDesc())
+}
+
+func (p *jsonParser) literal(lit string, k kind) (node, error) {
+	if !strings.HasPrefix(p.s[p.i:], lit) {
+		return node{}, p.errorf("invalid literal, expected %s", lit)
+	}
+	p.i += len(lit)
+	return node{kind: k, text: lit}, nil
+}
+
+func (p *jsonParser) object(depth int) (node, error) {
+	if depth >= maxDepth {
+		return node{}, p.errorf("nesting deeper than %d", maxDepth)
+	}
+	p.i++ // '{'
+	n := node{kind: kObj}
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == '}' {
+		p.i++
+		return n, nil
+	}
+	for {
+		if p.i >= len(p.s) || p.s[p.i] != '"' {
+			return node{}, p.errorf("unexpected %s, expected a member name", p.peekDesc())
+		}
+		name, err := p.str()
+		if err != nil {
+			return node{}, err
+		}
+		p.space()
+		if p.i >= len(p.s) || p.s[p.i] != ':' {
+			return node{}, p.errorf("unexpected %s, expected ':'", p.peekDesc())
+		}
+		p.i++
+		p.space()
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return node{}, err
+		}
+		n.fields = append(n.fields, field{name: name, val: v})
+		p.space()
+		if p.i < len(p.s) {
+			switch p.s[p.i] {
+			case ',':
+				p.i++
+				p.space()
+				continue
+			case '}':
+				p.i++
+				return n, nil
+			}
+		}
+		return node{}, p.errorf("unexpected %s, expected ',' or '}'", p.peekDesc())
+	}
+}
+
+func (p *jsonParser) array(depth int) (node, error) {
+	if depth >= maxDepth {
+		return node{}, p.errorf("nesting deeper than %d", maxDepth)
+	}
+	p.i++ // '['
+	n := node{kind: kArr}
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == ']' {
+		p.i++
+		return n, nil
+	}
+	for {
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return node{}, err
+		}
+		n.items = append(n.items, v)
+		p.space()
+		if p.i < len(p.s) {
+			switch p.s[p.i] {
+			case ',':
+				p.i++
+				p.space()
+				continue
+			case ']':
+				p.i++
+				return n, nil
+			}
+		}
+		return node{}, p.errorf("unexpected %s, expected ',' or ']'", p.peekDesc())
+	}
+}
+
+// number scans -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? and keeps its text.
+func (p *jsonParser) number() (node, error) {
+	start := p.i
+	if p.s[p.i] == '-' {
+		p.i++
+	}
+	switch {
+	case p.i < len(p.s) && p.s[p.i] == '0':
+		p.i++
+	case p.digits() == 0:
+		return node{}, p.errorf("invalid number")
+	}
+	if p.i < len(p.s) && p.s[p.i] == '.' {
+		p.i++
+		if p.digits() == 0 {
+			return node{}, p.errorf("invalid number")
+		}
+	}
+	if p.i < len(p.s) && (p.s[p.i] == 'e' || p.s[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.s) && (p.s[p.i] == '+' || p.s[p.i] == '-') {
+			p.i++
+		}
+		if p.digits() == 0 {
+			return node{}, p.errorf("invalid number")
+		}
+	}
+	return node{kind: kNum, text: p.s[start:p.i]}, nil
+}
+
+func (p *jsonParser) digits() int {
+	start := p.i
+	for p.i < len(p.s) && '0' <= p.s[p.i] && p.s[p.i] <= '9' {
+		p.i++
+	}
+	return p.i - start
+}
+
+// str reads a string starting at its opening quote. A string without
+// escapes or invalid UTF-8 is returned as a substring of the input.
+func (p *jsonParser) str() (string, error) {
+	p.i++ // '"'
+	start := p.i
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return p.s[start : p.i-1], nil
+		case c == '\\' || c < 0x20:
+			return p.strSlow(start)
+		case c < utf8.RuneSelf:
+			p.i++
+		default:
+			r, size := utf8.DecodeRuneInString(p.s[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				return p.strSlow(start)
+			}
+			p.i += size
+		}
+	}
+	return "", p.errorf("unterminated string")
+}
+
+// strSlow decodes a string with escapes, from its first content byte.
+func (p *jsonParser) strSlow(start int) (string, error) {
+	p.i = start
+	var b []byte
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return string(b), nil
+		case c < 0x20:
+			return "", p.errorf("control character %#x in string", c)
+		case c == '\\':
+			if p.i+1 >= len(p.s) {
+				return "", p.errorf("unterminated string")
+			}
+			p.i += 2
+			switch e := p.s[p.i-1]; e {
+			case '"', '\\', '/':
+				b = append(b, e)
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				r, ok := p.hex4()
+				if !ok {
+					return "", p.errorf("invalid \\u escape")
+				}
+				if utf16.IsSurrogate(r) {
+					// A valid pair makes one rune. A lone surrogate becomes
+					// U+FFFD and what follows it is read on its own (so an
+					// invalid escape there is reported then).
+					r2 := rune(-1)
+					if strings.HasPrefix(p.s[p.i:], `\u`) {
+						save := p.i
+						p.i += 2
+						r2, _ = p.hex4()
+						p.i = save
+					}
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						r = d
+						p.i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				b = utf8.AppendRune(b, r)
+			default:
+				return "", p.errorf("invalid escape \\%c", e)
+			}
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			p.i++
+		default:
+			r, size := utf8.DecodeRuneInString(p.s[p.i:])
+			b = utf8.AppendRune(b, r) // RuneError for invalid UTF-8
+			p.i += size
+		}
+	}
+	return "", p.errorf("unterminated string")
+}
+
+func (p *jsonParser) hex4() (rune, bool) {
+	if p.i+4 > len(p.s) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(p.s[p.i : p.i+4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	p.i += 4
+	return r, true
+}
+
+// --- XML -----------------------------------------------------------------
+
+// parseXML parses a document with encoding/xml and returns the root
+// element's local name and tree. Namespaces play no part in Eureka
+// documents: elements are matched by local name. A UTF-8 BOM, comments, processing
+// instructions and directives are skipped; a DTD is never expanded.
+func parseXML(body []byte) (string, node, error) {
+	d := xml.NewDecoder(bytes.NewReader(trimBOM(body)))
+	d.CharsetReader = charsetReader
+	var root string
+	var n node
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			if root == "" {
+				return "", node{}, &BadRequestError{Msg: "malformed XML: no root element"}
+			}
+			return root, n, nil
+		}
+		if err != nil {
+			return "", node{}, xmlError(err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			if root != "" {
+				return "", node{}, &BadRequestError{Msg: "malformed XML: more than one root element"}
+			}
+			root = t.Name.Local
+			if n, err = xmlElement(d, t, 0); err != nil {
+				return "", node{}, err
+			}
+		case xml.CharData:
+			if len(bytes.TrimSpace(t)) > 0 {
+				return "", node{}, &BadRequestError{Msg: "malformed XML: text outside the root element"}
+			}
+		}
+	}
+}
+
+// xmlElement reads the content of start up to its end tag (encoding/xml
+// checks that the tags match).
+func xmlElement(d *xml.Decoder, start xml.StartElement, depth int) (node, error) {
+	if depth >= maxDepth {
+		return node{}, &BadRequestError{Msg: fmt.Sprintf("malformed XML: nesting deeper than %d", maxDepth)}
+	}
+	n := node{kind: kStr}
+	for _, a := range start.Attr {
+		if a.Name.Space == "xmlns" || a.Name.Space == "" && a.Name.Local == "xmlns" {
+			continue
+		}
+		n.fields = append(n.fields, field{name: "@" + a.Name.Local, val: node{kind: kStr, text: a.Value}})
+	}
+	var text []byte
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return node{}, xmlError(err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			c, err := xmlElement(d, t, depth+1)
+			if err != nil {
+				return node{}, err
+			}
+			n.kind = kObj
+			n.fields = append(n.fields, field{name: t.Name.Local, val: c})
+		case xml.CharData:
+			if n.kind == kStr {
+				text = append(text, t...)
+			}
+		case xml.EndElement:
+			if n.kind == kStr {
+				n.text = string(text)
+			}
+			return n, nil
+		}
+	}
+}
+
+func xmlError(err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	var se *xml.SyntaxError
+	if errors.As(err, &se) {
+		return &BadRequestError{Msg: fmt.Sprintf("malformed XML at line %d: %s", se.Line, se.Msg)}
+	}
+	return &BadRequestError{Msg: "malformed XML: " + err.Error()}
+}
+
+// charsetReader lets encoding/xml read documents declared as ISO-8859-1 (or
+// US-ASCII, a subset), the one charset besides UTF-8 Eureka accepts
+// (spec §1.2).
+func charsetReader(label string, r io.Reader) (io.Reader, error) {
+	switch strings.ToLower(label) {
+	case "iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii":
+	default:
+		return nil, fmt.Errorf("unsupported charset %q", label)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(b)+len(b)/8)
+	for _, c := range b {
+		out = utf8.AppendRune(out, rune(c))
+	}
+	return bytes.NewReader(out), nil
+}
