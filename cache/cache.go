@@ -13,6 +13,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,10 +58,14 @@ type Key struct {
 // InstanceName is the Name of an EntityInstance key.
 func InstanceName(app, id string) string { return app + "/" + id }
 
-// Value is a finished document.
+// Value is a finished document. Its body is the concatenation of
+// Segments: documents share the encoded fragments of unchanged
+// applications instead of each holding a copy.
 type Value struct {
-	// Plain is the uncompressed body.
-	Plain []byte
+	// Segments make up the uncompressed body; they are never modified.
+	Segments [][]byte
+	// Len is the body's length.
+	Len int
 	// Version is the registry version the document was built from.
 	Version uint64
 	// BuiltAt is when the build finished.
@@ -71,13 +76,48 @@ type Value struct {
 	onGzip   func(int)
 }
 
+// NewValue makes a value of segments.
+func NewValue(segments [][]byte, version uint64) *Value {
+	v := &Value{Segments: segments, Version: version, BuiltAt: time.Now()}
+	for _, s := range segments {
+		v.Len += len(s)
+	}
+	return v
+}
+
+// WriteTo writes the uncompressed body.
+func (v *Value) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for _, s := range v.Segments {
+		m, err := w.Write(s)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Bytes returns the uncompressed body as one slice (a copy when the value
+// has several segments).
+func (v *Value) Bytes() []byte {
+	if len(v.Segments) == 1 {
+		return v.Segments[0]
+	}
+	out := make([]byte, 0, v.Len)
+	for _, s := range v.Segments {
+		out = append(out, s...)
+	}
+	return out
+}
+
 // Gzip returns the gzip-compressed body, compressing it on first use only.
 func (v *Value) Gzip() []byte {
 	v.gzipOnce.Do(func() {
 		var buf bytes.Buffer
-		buf.Grow(len(v.Plain)/4 + 64)
+		buf.Grow(v.Len/4 + 64)
 		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-		_, _ = zw.Write(v.Plain)
+		_, _ = v.WriteTo(zw)
 		_ = zw.Close()
 		v.gzipped = buf.Bytes()
 		if v.onGzip != nil {
@@ -87,8 +127,9 @@ func (v *Value) Gzip() []byte {
 	return v.gzipped
 }
 
-// Builder builds the document for a key from the current registry.
-type Builder func(Key) (body []byte, version uint64, err error)
+// Builder builds the document for a key from the current registry, as
+// segments whose concatenation is the body.
+type Builder func(Key) (segments [][]byte, version uint64, err error)
 
 // Config tunes the cache.
 type Config struct {
@@ -247,7 +288,7 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 	c.mu.Unlock()
 
 	start := time.Now()
-	body, version, err := c.build(key)
+	segments, version, err := c.build(key)
 	c.stats.builds.Add(1)
 	c.stats.buildNanos.Add(uint64(time.Since(start)))
 	if err != nil {
@@ -259,8 +300,9 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 		}
 		c.mu.Unlock()
 	} else {
-		e.val = &Value{Plain: body, Version: version, BuiltAt: time.Now(), onGzip: c.countGzip}
-		c.stats.bytes.Add(int64(len(body)))
+		e.val = NewValue(segments, version)
+		e.val.onGzip = c.countGzip
+		c.stats.bytes.Add(int64(e.val.Len))
 	}
 	close(e.ready)
 	return e.val, e.err
@@ -268,7 +310,9 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 
 func (c *Cache) countGzip(n int) { c.stats.bytes.Add(int64(n)) }
 
-func valueBytes(v *Value) int64 { return int64(len(v.Plain) + len(v.gzipped)) }
+// valueBytes is a value's logical size: segments shared with other
+// documents are counted in each.
+func valueBytes(v *Value) int64 { return int64(v.Len + len(v.gzipped)) }
 
 // shedLocked drops readWrite entries for client-named keys (VIPs and
 // instances) when the cache is full, so hostile names cannot grow it
@@ -407,7 +451,9 @@ type Stats struct {
 	Refreshes       uint64  `json:"refreshes"`
 	ReadWriteKeys   int     `json:"read_write_entries"`
 	ReadOnlyKeys    int     `json:"read_only_entries"`
-	Bytes           int64   `json:"bytes"`
+	// Bytes is the logical size of the documents held, plain and gzipped;
+	// fragments shared by several documents count in each.
+	Bytes int64 `json:"bytes"`
 }
 
 // Stats returns the counters.

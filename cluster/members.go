@@ -33,7 +33,10 @@ func (n *Node) Members() ([]MemberInfo, error) {
 	var out []MemberInfo
 	n.fsm.Read(func(r *fsm.Registry) {
 		for _, s := range f.Configuration().Servers {
-			m, _ := r.Member(string(s.ID))
+			m, ok := r.Member(string(s.ID))
+			if !ok {
+				m = n.initialMember(string(s.ID))
+			}
 			out = append(out, MemberInfo{ID: string(s.ID), RaftAddr: string(s.Address), HTTPAddr: m.HTTPAddr,
 				Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader})
 		}
@@ -184,4 +187,15 @@ func (n *Node) askToJoin(body []byte) error {
 		return fmt.Errorf("join answered %s", resp.Status)
 	}
 	return nil
+}
+
+// initialMember returns the --initial-cluster entry for id, if any: the
+// addresses a node has before its own record reaches the log.
+func (n *Node) initialMember(id string) fsm.Member {
+	for _, m := range n.cfg.InitialCluster {
+		if m.ID == id {
+			return m
+		}
+	}
+	return fsm.Member{}
 }

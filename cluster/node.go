@@ -184,12 +184,7 @@ func (n *Node) leaderHTTP() string {
 	if ok && m.HTTPAddr != "" {
 		return m.HTTPAddr
 	}
-	for _, m := range n.cfg.InitialCluster {
-		if m.ID == id {
-			return m.HTTPAddr
-		}
-	}
-	return ""
+	return n.initialMember(id).HTTPAddr
 }
 
 // Apply writes an encoded command through Raft and returns the FSM's
@@ -234,6 +229,13 @@ func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
 func (n *Node) applyLocal(entry []byte) (uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return 0, ErrNotLeader
+	}
+	if app, id, ok := fsm.InstanceKey(entry); ok {
+		var e *fsm.Entry
+		n.fsm.Read(func(r *fsm.Registry) { e = r.Get(app, id) })
+		if e == nil {
+			return 0, fmt.Errorf("%s %s/%s: %w", fsm.TypeOf(entry), app, id, fsm.ErrInstanceNotFound)
+		}
 	}
 	buf := append([]byte(nil), entry...)
 	if err := fsm.Stamp(buf, time.Now().UnixMilli()); err != nil {

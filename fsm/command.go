@@ -220,3 +220,28 @@ func Decode(entry []byte) (Command, error) {
 	c.Body = body
 	return c, nil
 }
+
+// InstanceKey returns the instance a command acts on, for commands that
+// require it to exist (cancel, status override set and delete, metadata).
+// The leader checks it before appending, so a write for an unknown instance
+// answers 404 without reaching the log.
+func InstanceKey(entry []byte) (app, id string, ok bool) {
+	switch TypeOf(entry) &^ CmdIgnoreUnknown {
+	case CmdCancel, CmdSetOverride, CmdDeleteOverride, CmdMetadata:
+	default:
+		return "", "", false
+	}
+	cmd, err := Decode(entry)
+	if err != nil {
+		return "", "", false
+	}
+	switch b := cmd.Body.(type) {
+	case *KeyBody:
+		return b.App, b.ID, true
+	case *OverrideBody:
+		return b.App, b.ID, true
+	case *MetadataBody:
+		return b.App, b.ID, true
+	}
+	return "", "", false
+}

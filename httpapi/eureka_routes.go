@@ -313,14 +313,15 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	h := c.Writer.Header()
 	h.Set("Content-Type", f.ContentType())
 	h.Add("Vary", "Accept, Accept-Encoding")
-	body := v.Plain
 	if strings.Contains(c.GetHeader("Accept-Encoding"), "gzip") {
-		body = v.Gzip()
+		body := v.Gzip()
 		h.Set("Content-Encoding", "gzip")
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	c.Status(http.StatusOK)
-	if c.Request.Method != http.MethodHead {
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		c.Status(http.StatusOK)
 		_, _ = c.Writer.Write(body)
+		return
 	}
+	h.Set("Content-Length", strconv.Itoa(v.Len))
+	c.Status(http.StatusOK)
+	_, _ = v.WriteTo(c.Writer)
 }

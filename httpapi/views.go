@@ -50,7 +50,7 @@ func (v *views) forget(ch fsm.Change) {
 }
 
 // build is the cache.Builder.
-func (v *views) build(k cache.Key) ([]byte, uint64, error) {
+func (v *views) build(k cache.Key) ([][]byte, uint64, error) {
 	f := eureka.Format(k.Format)
 	switch k.Entity {
 	case cache.EntityApps:
@@ -68,81 +68,92 @@ func (v *views) build(k cache.Key) ([]byte, uint64, error) {
 	return nil, 0, fmt.Errorf("no builder for %s", k.Entity)
 }
 
-// group is one application's entries inside a collection document.
-type group struct {
+// part is one application inside a document: either a whole application
+// (whole, version set; entries nil when its cached fragment is current) or
+// a filtered subset that is encoded on its own.
+type part struct {
 	name    string
+	version uint64
+	whole   bool
 	entries []*fsm.Entry
 }
 
-func appendGroups(f eureka.Format, versionsDelta, hash string, groups []group) []byte {
-	frags := make([][]byte, 0, len(groups))
-	for _, g := range groups {
-		frags = append(frags, eureka.AppendApplication(nil, f, g.name, g.entries))
+// wholeApp describes application name for a document; call it inside
+// fsm.Read with v.mu held.
+func (v *views) wholeApp(r *fsm.Registry, f eureka.Format, name string) part {
+	p := part{name: name, version: r.AppVersion(name), whole: true}
+	if fr, ok := v.frags[fragKey{name, f}]; !ok || fr.version != p.version {
+		p.entries = r.AppEntries(name)
 	}
-	return eureka.AppendApplications(make([]byte, 0, docSize(frags)), f, versionsDelta, hash, frags)
+	return p
+}
+
+// fragmentLocked returns the encoded application of p, from the fragment
+// store when current, else encoding it (and storing it when whole). v.mu
+// must be held.
+func (v *views) fragmentLocked(f eureka.Format, p part) []byte {
+	if !p.whole {
+		return eureka.AppendApplication(nil, f, p.name, p.entries)
+	}
+	k := fragKey{p.name, f}
+	if fr, ok := v.frags[k]; ok && fr.version == p.version {
+		return fr.body
+	}
+	body := eureka.AppendApplication(nil, f, p.name, p.entries)
+	v.frags[k] = fragment{version: p.version, body: body}
+	return body
+}
+
+// collection assembles an applications document from parts as segments.
+// v.mu must be held.
+func (v *views) collectionLocked(f eureka.Format, versionsDelta, hash string, parts []part) [][]byte {
+	prefix, sep, suffix := eureka.ApplicationsParts(f, versionsDelta, hash)
+	segs := make([][]byte, 0, 2*len(parts)+2)
+	segs = append(segs, prefix)
+	for i, p := range parts {
+		if i > 0 && len(sep) > 0 {
+			segs = append(segs, sep)
+		}
+		segs = append(segs, v.fragmentLocked(f, p))
+	}
+	return append(segs, suffix)
 }
 
 // apps is E7: every application, versions__delta 1, the registry's hash.
 // The fragment lock is held for the whole build (lock order: fragments,
-// then FSM); the FSM lock only while collecting entries.
-func (v *views) apps(f eureka.Format) ([]byte, uint64, error) {
-	type part struct {
-		key     fragKey
-		version uint64
-		entries []*fsm.Entry // nil when the cached fragment is current
-	}
+// then FSM); the FSM lock only while collecting entries, which are
+// immutable and encoded afterwards.
+func (v *views) apps(f eureka.Format) ([][]byte, uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var parts []part
 	var hash string
 	var version uint64
 	v.fsm.Read(func(r *fsm.Registry) {
-		names := r.AppNames()
-		parts = make([]part, len(names))
-		for i, name := range names {
-			p := part{key: fragKey{name, f}, version: r.AppVersion(name)}
-			if fr, ok := v.frags[p.key]; !ok || fr.version != p.version {
-				p.entries = r.AppEntries(name)
-			}
-			parts[i] = p
+		for _, name := range r.AppNames() {
+			parts = append(parts, v.wholeApp(r, f, name))
 		}
 		hash, version = r.HashCode(), r.Version()
 	})
-	// Encode outside the FSM lock: entries are immutable.
-	frags := make([][]byte, len(parts))
-	fresh := make(map[fragKey]fragment, len(parts))
-	for i, p := range parts {
-		fr, ok := v.frags[p.key]
-		if !ok || p.entries != nil {
-			fr = fragment{version: p.version, body: eureka.AppendApplication(nil, f, p.key.app, p.entries)}
-		}
-		frags[i], fresh[p.key] = fr.body, fr
+	segs := v.collectionLocked(f, "1", hash, parts)
+	// Drop this format's fragments of applications that are gone.
+	live := make(map[string]bool, len(parts))
+	for _, p := range parts {
+		live[p.name] = true
 	}
-	// Keep the other format's fragments; this format's vanished apps go.
-	for k, fr := range v.frags {
-		if k.format != f {
-			fresh[k] = fr
+	for k := range v.frags {
+		if k.format == f && !live[k.app] {
+			delete(v.frags, k)
 		}
 	}
-	v.frags = fresh
-	return eureka.AppendApplications(make([]byte, 0, docSize(frags)), f, "1", hash, frags), version, nil
-}
-
-// docSize is the capacity that holds a collection of fragments without
-// regrowing (fragments plus separators and the wrapper).
-func docSize(frags [][]byte) int {
-	n := 256
-	for _, fr := range frags {
-		n += len(fr) + 1
-	}
-	return n
+	return segs, version, nil
 }
 
 // delta is E8: the recently changed instances grouped per application in
 // order of first appearance, with the hash of the full registry taken from
 // the same view (spec §4.11).
-func (v *views) delta(f eureka.Format) ([]byte, uint64, error) {
-	var groups []group
+func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
+	var parts []part
 	var hash string
 	var version uint64
 	since := v.cfg.Now().Add(-v.cfg.DeltaRetention).UnixMilli()
@@ -151,61 +162,76 @@ func (v *views) delta(f eureka.Format) ([]byte, uint64, error) {
 		for _, d := range r.Delta(since) {
 			i, ok := index[d.Entry.App]
 			if !ok {
-				i = len(groups)
+				i = len(parts)
 				index[d.Entry.App] = i
-				groups = append(groups, group{name: d.Entry.App})
+				parts = append(parts, part{name: d.Entry.App})
 			}
-			groups[i].entries = append(groups[i].entries, d.Entry)
+			parts[i].entries = append(parts[i].entries, d.Entry)
 		}
-		hash = r.HashCode()
-		version = r.Version()
+		hash, version = r.HashCode(), r.Version()
 	})
-	return appendGroups(f, strconv.FormatUint(version, 10), hash, groups), version, nil
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.collectionLocked(f, strconv.FormatUint(version, 10), hash, parts), version, nil
 }
 
-// app is E9.
-func (v *views) app(f eureka.Format, name string) ([]byte, uint64, error) {
-	var entries []*fsm.Entry
+// app is E9, sharing the fragment the full registry uses.
+func (v *views) app(f eureka.Format, name string) ([][]byte, uint64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var p part
 	var version uint64
-	v.fsm.Read(func(r *fsm.Registry) { entries, version = r.AppEntries(name), r.Version() })
-	if len(entries) == 0 {
+	found := false
+	v.fsm.Read(func(r *fsm.Registry) {
+		if found = len(r.AppEntries(name)) > 0; found {
+			p, version = v.wholeApp(r, f, name), r.Version()
+		}
+	})
+	if !found {
+		delete(v.frags, fragKey{name, f})
 		return nil, 0, fmt.Errorf("application %s: %w", name, errNoApp)
 	}
-	frag := eureka.AppendApplication(nil, f, name, entries)
-	return eureka.AppendApplicationDoc(nil, f, frag), version, nil
+	prefix, suffix := eureka.ApplicationDocParts(f)
+	return [][]byte{prefix, v.fragmentLocked(f, p), suffix}, version, nil
 }
 
 // vip is E12/E13: instances whose (secure) VIP list contains vip exactly;
-// versions__delta is -1 and the hash covers only what is returned.
-func (v *views) vip(f eureka.Format, secure bool, vip string) ([]byte, uint64, error) {
-	var groups []group
+// versions__delta is -1 and the hash covers only what is returned. An
+// application whose every instance matches reuses its fragment.
+func (v *views) vip(f eureka.Format, secure bool, vip string) ([][]byte, uint64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var parts []part
 	var version uint64
 	counts := map[string]int{}
 	v.fsm.Read(func(r *fsm.Registry) {
 		version = r.Version()
 		for _, name := range r.AppNames() {
-			var g group
-			for _, e := range r.AppEntries(name) {
+			all := r.AppEntries(name)
+			var match []*fsm.Entry
+			for _, e := range all {
 				list := e.Instance.VIPAddress
 				if secure {
 					list = e.Instance.SecureVIPAddress
 				}
 				if slices.Contains(fsm.VIPs(list), vip) {
-					g.entries = append(g.entries, e)
+					match = append(match, e)
 					counts[e.Instance.Status]++
 				}
 			}
-			if len(g.entries) > 0 {
-				g.name = name
-				groups = append(groups, g)
+			switch {
+			case len(match) == len(all):
+				parts = append(parts, v.wholeApp(r, f, name))
+			case len(match) > 0:
+				parts = append(parts, part{name: name, entries: match})
 			}
 		}
 	})
-	return appendGroups(f, "-1", fsm.HashCode(counts), groups), version, nil
+	return v.collectionLocked(f, "-1", fsm.HashCode(counts), parts), version, nil
 }
 
 // instance is E10 (app given) and E11 (app empty: search every application).
-func (v *views) instance(f eureka.Format, app, id string) ([]byte, uint64, error) {
+func (v *views) instance(f eureka.Format, app, id string) ([][]byte, uint64, error) {
 	var e *fsm.Entry
 	var version uint64
 	v.fsm.Read(func(r *fsm.Registry) {
@@ -219,5 +245,5 @@ func (v *views) instance(f eureka.Format, app, id string) ([]byte, uint64, error
 	if e == nil {
 		return nil, 0, fmt.Errorf("instance %s/%s: %w", app, id, fsm.ErrInstanceNotFound)
 	}
-	return eureka.AppendInstanceDoc(nil, f, e), version, nil
+	return [][]byte{eureka.AppendInstanceDoc(nil, f, e)}, version, nil
 }

@@ -59,11 +59,11 @@ func BenchmarkBuildAllApps(b *testing.B) {
 	var size int
 	for i := 0; i < b.N; i++ {
 		v.forget(fsm.Change{All: true})
-		body, _, err := v.build(cache.Key{Entity: cache.EntityApps, Format: uint8(eureka.JSON)})
+		segs, _, err := v.build(cache.Key{Entity: cache.EntityApps, Format: uint8(eureka.JSON)})
 		if err != nil {
 			b.Fatal(err)
 		}
-		size = len(body)
+		size = cache.NewValue(segs, 0).Len
 	}
 	b.ReportMetric(float64(size)/1e6, "MB/doc")
 }
@@ -125,10 +125,21 @@ func TestViews_FragmentsMatchFullBuild(t *testing.T) {
 	}
 	applyCmd(t, f, idx, fsm.CmdMetadata, &fsm.MetadataBody{App: "APP-003", ID: "10.0.0.3:app-003:8080", Metadata: map[string]string{"z": "1"}})
 	applyCmd(t, f, idx, fsm.CmdCancel, &fsm.KeyBody{App: "APP-004", ID: "10.0.0.4:app-004:8080"})
+	// The E9 document shares the fragment and must match a fresh build too.
+	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
+		key := cache.Key{Entity: cache.EntityApp, Name: "APP-003", Format: uint8(format)}
+		segs, _, _ := v.build(key)
+		fresh, _, _ := newViews(f, DefaultConfig()).build(key)
+		if string(cache.NewValue(segs, 0).Bytes()) != string(cache.NewValue(fresh, 0).Bytes()) || len(segs) != 3 {
+			t.Fatalf("%s: application document differs from a fresh build", format)
+		}
+	}
 	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
 		key := cache.Key{Entity: cache.EntityApps, Format: uint8(format)}
-		incremental, _, _ := v.build(key)
-		fresh, _, _ := newViews(f, DefaultConfig()).build(key)
+		segs, _, _ := v.build(key)
+		incremental := cache.NewValue(segs, 0).Bytes()
+		segs, _, _ = newViews(f, DefaultConfig()).build(key)
+		fresh := cache.NewValue(segs, 0).Bytes()
 		if string(incremental) != string(fresh) {
 			t.Fatalf("%s: incremental build differs from a fresh one", format)
 		}

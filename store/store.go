@@ -25,7 +25,7 @@ var ErrLocked = errors.New("data directory is in use by another process")
 const (
 	LockFile     = "LOCK"
 	LogFile      = "raft.db"
-	SnapshotDir  = "snapshots"
+	SnapshotDir  = "snapshots" // created by raft's file snapshot store
 	logCacheSize = 512
 )
 
@@ -96,7 +96,9 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("create log cache: %w", err)
 	}
 	s.Stable = s.bolt
-	s.Snapshots, err = raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, SnapshotDir), cfg.SnapshotRetain,
+	// The file snapshot store adds its own "snapshots" folder under the
+	// directory it is given.
+	s.Snapshots, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain,
 		log.Named("snapshots"))
 	if err != nil {
 		s.Close()

@@ -134,12 +134,20 @@ func AppendApplication(dst []byte, f Format, name string, entries []*fsm.Entry) 
 // document (E9): {"application":<fragment>} in JSON; in XML the fragment is
 // already the root.
 func AppendApplicationDoc(dst []byte, f Format, fragment []byte) []byte {
-	if f == XML {
-		return append(dst, fragment...)
-	}
-	dst = append(dst, `{"application":`...)
+	prefix, suffix := ApplicationDocParts(f)
+	dst = append(dst, prefix...)
 	dst = append(dst, fragment...)
-	return append(dst, '}')
+	return append(dst, suffix...)
+}
+
+// ApplicationDocParts returns what AppendApplicationDoc writes before and
+// after the fragment, so a document can be sent as segments that share the
+// fragment's bytes instead of copying them.
+func ApplicationDocParts(f Format) (prefix, suffix []byte) {
+	if f == XML {
+		return nil, nil
+	}
+	return []byte(`{"application":`), []byte{'}'}
 }
 
 // AppendApplications appends an applications document (E7, E8, E12, E13,
@@ -150,29 +158,34 @@ func AppendApplicationDoc(dst []byte, f Format, fragment []byte) []byte {
 //
 // versions__delta is a string in JSON; with no fragments "application" is [].
 func AppendApplications(dst []byte, f Format, versionsDelta, hashCode string, fragments [][]byte) []byte {
-	if f == XML {
-		dst = append(dst, "<applications><versions__delta>"...)
-		dst = appendXMLText(dst, versionsDelta)
-		dst = append(dst, "</versions__delta><apps__hashcode>"...)
-		dst = appendXMLText(dst, hashCode)
-		dst = append(dst, "</apps__hashcode>"...)
-		for _, frag := range fragments {
-			dst = append(dst, frag...)
-		}
-		return append(dst, "</applications>"...)
-	}
-	dst = append(dst, `{"applications":{"versions__delta":`...)
-	dst = appendJSONString(dst, versionsDelta)
-	dst = append(dst, `,"apps__hashcode":`...)
-	dst = appendJSONString(dst, hashCode)
-	dst = append(dst, `,"application":[`...)
+	prefix, sep, suffix := ApplicationsParts(f, versionsDelta, hashCode)
+	dst = append(dst, prefix...)
 	for i, frag := range fragments {
 		if i > 0 {
-			dst = append(dst, ',')
+			dst = append(dst, sep...)
 		}
 		dst = append(dst, frag...)
 	}
-	return append(dst, "]}}"...)
+	return append(dst, suffix...)
+}
+
+// ApplicationsParts returns what AppendApplications writes before the
+// fragments, between two of them, and after them (see ApplicationDocParts).
+func ApplicationsParts(f Format, versionsDelta, hashCode string) (prefix, sep, suffix []byte) {
+	if f == XML {
+		prefix = append(prefix, "<applications><versions__delta>"...)
+		prefix = appendXMLText(prefix, versionsDelta)
+		prefix = append(prefix, "</versions__delta><apps__hashcode>"...)
+		prefix = appendXMLText(prefix, hashCode)
+		prefix = append(prefix, "</apps__hashcode>"...)
+		return prefix, nil, []byte("</applications>")
+	}
+	prefix = append(prefix, `{"applications":{"versions__delta":`...)
+	prefix = appendJSONString(prefix, versionsDelta)
+	prefix = append(prefix, `,"apps__hashcode":`...)
+	prefix = appendJSONString(prefix, hashCode)
+	prefix = append(prefix, `,"application":[`...)
+	return prefix, []byte{','}, []byte("]}}")
 }
 
 // dataCenter writes dataCenterInfo with its canonical class; metadata only for

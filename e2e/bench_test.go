@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heureka-registry/heureka/bench"
+)
+
+// benchInstance is a registration with about 1 KB of metadata.
+func benchInstance(i, apps int) (app, id string, extra map[string]any) {
+	app = fmt.Sprintf("BENCH-%03d", i%apps)
+	id = fmt.Sprintf("10.1.%d.%d:%s:8080", i/250, i%250, strings.ToLower(app))
+	md := map[string]any{}
+	for k := 0; k < 10; k++ {
+		md[fmt.Sprintf("meta.key.%d", k)] = strings.Repeat("v", 90)
+	}
+	return app, id, map[string]any{"metadata": md}
+}
+
+func registerBench(b *testing.B, nodes []*Node, n, apps int) {
+	b.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	next := make(chan int)
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := range next {
+				app, id, extra := benchInstance(i, apps)
+				if err := TryRegisterJSON(nodes[w%len(nodes)].BaseURL(), app, id, extra); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}(w)
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// startLimitServer runs `heureka limit-server` serving body, and returns its URL.
+func startLimitServer(b *testing.B, body []byte, contentType string) string {
+	b.Helper()
+	f := filepath.Join(b.TempDir(), "body")
+	if err := os.WriteFile(f, body, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(Binary(b), "limit-server", "--addr", "127.0.0.1:0", "--body-file", f, "--content-type", contentType)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	return "http://" + strings.TrimSpace(addr)
+}
+
+func rssMB(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+type cacheCounters struct {
+	ROHits   uint64 `json:"read_only_hits"`
+	ROMisses uint64 `json:"read_only_misses"`
+	Builds   uint64 `json:"builds"`
+}
+
+func nodeCache(b *testing.B, nd *Node) cacheCounters {
+	st := nd.Status(b)
+	var c cacheCounters
+	if err := json.Unmarshal(st.Raw["cache"], &c); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkCachedReads is issue 4's load benchmark (run it with
+// `go test ./e2e -run XXX -bench CachedReads -benchtime 1x -v`): a 3-node
+// cluster holding 10,000 instances (500 apps, ~1 KB metadata each); cached
+// GET /eureka/apps/delta and GET /eureka/apps/{app} on a follower against a
+// trivial server returning the same bytes; the readOnly hit ratio while all
+// 10,000 instances renew within 5 s; and each node's RSS with every variant
+// warm (JSON and XML, plain and gzip).
+func BenchmarkCachedReads(b *testing.B) {
+	const n, apps = 10000, 500
+	conc, dur := 32, 5*time.Second
+	c := StartCluster(b, 3, Options{})
+	leader := c.WaitLeader(b, 10*time.Second)
+	follower := c.Followers(leader)[0]
+	start := time.Now()
+	registerBench(b, c.Nodes, n, apps)
+	b.Logf("registered %d instances in %s", n, time.Since(start).Round(time.Millisecond))
+	WaitFor(b, 60*time.Second, func() bool {
+		st, err := follower.TryStatus()
+		return err == nil && st.Instances == n
+	}, "follower holds every instance")
+
+	client := bench.NewClient(conc)
+	hdr := http.Header{"Accept": {"application/json"}}
+	type target struct{ name, path string }
+	targets := []target{{"delta", "/eureka/apps/delta"}, {"app", "/eureka/apps/BENCH-042"}}
+	var rows []string
+	for _, tg := range targets {
+		body, _, err := bench.Fetch(client, follower.URL(tg.path), hdr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		limitURL := startLimitServer(b, body, "application/json")
+		h := bench.Run(context.Background(), client, bench.LoadConfig{Concurrency: conc, Duration: dur},
+			bench.Request{URL: follower.URL(tg.path), Header: hdr})
+		l := bench.Run(context.Background(), client, bench.LoadConfig{Concurrency: conc, Duration: dur},
+			bench.Request{URL: limitURL + tg.path, Header: hdr})
+		if h.Errors > 0 || l.Errors > 0 {
+			b.Fatalf("errors: heureka %d (%s), limit %d (%s)", h.Errors, h.FirstError, l.Errors, l.FirstError)
+		}
+		rows = append(rows, fmt.Sprintf("| GET %s (%d KB) | %.0f | %s | %.0f | %s | %.2f |", tg.path, len(body)/1024,
+			h.PerSec, h.P99.Round(10*time.Microsecond), l.PerSec, l.P99.Round(10*time.Microsecond), h.PerSec/l.PerSec))
+		b.ReportMetric(h.PerSec/l.PerSec, tg.name+"-ratio")
+	}
+
+	// Renewal storm: every instance renews within 5 s while readers read.
+	before := nodeCache(b, follower)
+	ctx, cancel := context.WithCancel(context.Background())
+	var readers sync.WaitGroup
+	readers.Add(1)
+	go func() {
+		defer readers.Done()
+		bench.Run(ctx, client, bench.LoadConfig{Concurrency: 8, Duration: 6 * time.Second},
+			bench.Request{URL: follower.URL("/eureka/apps/delta"), Header: hdr})
+	}()
+	renewStart := time.Now()
+	renew := bench.Run(context.Background(), client, bench.LoadConfig{Concurrency: 64, Duration: 5 * time.Second, MaxRequests: n},
+		bench.Request{Method: http.MethodPut, Next: func(w, i int) string {
+			k := (i*64 + w) % n
+			app, id, _ := benchInstance(k, apps)
+			return c.Nodes[k%3].URL("/eureka/apps/" + app + "/" + id)
+		}})
+	renewTook := time.Since(renewStart)
+	readers.Wait()
+	cancel()
+	after := nodeCache(b, follower)
+	hits, misses := after.ROHits-before.ROHits, after.ROMisses-before.ROMisses
+	ratio := float64(hits) / float64(max(hits+misses, 1))
+	b.ReportMetric(ratio*100, "ro-hit-%")
+
+	// Memory with every variant warm.
+	for _, nd := range c.Nodes {
+		for _, accept := range []string{"application/json", "application/xml"} {
+			for _, enc := range []string{"", "gzip"} {
+				h := http.Header{"Accept": {accept}}
+				if enc != "" {
+					h.Set("Accept-Encoding", enc)
+				}
+				for _, p := range []string{"/eureka/apps", "/eureka/apps/delta"} {
+					if _, _, err := bench.Fetch(client, nd.URL(p), h); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for a := 0; a < apps; a++ {
+					if _, _, err := bench.Fetch(client, nd.URL(fmt.Sprintf("/eureka/apps/BENCH-%03d", a)), h); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	var rss []string
+	for _, nd := range c.Nodes {
+		rss = append(rss, fmt.Sprintf("%s %.0f MB", nd.ID, rssMB(nd.PID())))
+	}
+	b.Logf("\n| read (follower, JSON, %d clients, %s) | heureka req/s | heureka p99 | limit req/s | limit p99 | ratio |\n|---|---|---|---|---|---|\n%s\n\nrenewal storm: %d renewals (%d errors) in %s (%.0f/s, p99 %s); readOnly hits %d, misses %d: hit ratio %.4f%%\nRSS with all variants warm: %s",
+		conc, dur, strings.Join(rows, "\n"), renew.Requests, renew.Errors, renewTook.Round(time.Millisecond),
+		renew.PerSec, renew.P99.Round(time.Millisecond), hits, misses, ratio*100, strings.Join(rss, ", "))
+}

@@ -1,0 +1,383 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Node              string `json:"node"`
+	State             string `json:"state"` // Leader, Follower, Candidate or Shutdown
+	Leader            string `json:"leader"`
+	LeaderHTTPAddr    string `json:"leader_http_addr"`
+	Term              uint64 `json:"term"`
+	CommitIndex       uint64 `json:"commit_index"`
+	AppliedIndex      uint64 `json:"applied_index"`
+	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
+	// FirstLogIndex and LastLogIndex are the bounds of the Raft log on disk,
+	// if the server reports them (0 otherwise; see Has).
+	FirstLogIndex   uint64 `json:"first_log_index"`
+	LastLogIndex    uint64 `json:"last_log_index"`
+	Mode            string `json:"mode"`
+	Quorum          bool   `json:"quorum"`
+	Instances       int    `json:"instances"`
+	RegistryVersion uint64 `json:"registry_version"`
+
+	// Raw holds every top-level field of the response, including those not
+	// decoded above.
+	Raw map[string]json.RawMessage `json:"-"`
+}
+
+// Has reports whether the server sent the top-level field.
+func (s Status) Has(field string) bool {
+	_, ok := s.Raw[field]
+	return ok
+}
+
+// Members is the body of GET /v1/members.
+type Members struct {
+	Members []Member `json:"members"`
+}
+
+// Member is one entry of Members.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+// httpClient is used for every request the harness makes. It never uses a
+// proxy and gives up after 15 s.
+var httpClient = &http.Client{
+	Timeout: 15 * time.Second,
+	Transport: &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     30 * time.Second,
+	},
+}
+
+// statusClient is used for status polls: a paused or dying node must not
+// hold a polling loop up for long.
+var statusClient = &http.Client{
+	Timeout:   2 * time.Second,
+	Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
+}
+
+// TryStatus fetches GET /v1/status without failing the test.
+func (nd *Node) TryStatus() (Status, error) {
+	resp, err := statusClient.Get(nd.URL("/v1/status"))
+	if err != nil {
+		return Status{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Status{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return Status{}, fmt.Errorf("GET /v1/status: %d %s", resp.StatusCode, body)
+	}
+	var st Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return Status{}, fmt.Errorf("GET /v1/status: %v in %s", err, body)
+	}
+	if err := json.Unmarshal(body, &st.Raw); err != nil {
+		return Status{}, fmt.Errorf("GET /v1/status: %v in %s", err, body)
+	}
+	return st, nil
+}
+
+// Status fetches GET /v1/status, failing the test on any error.
+func (nd *Node) Status(t testing.TB) Status {
+	t.Helper()
+	st, err := nd.TryStatus()
+	if err != nil {
+		t.Fatalf("%s: %v", nd.ID, err)
+	}
+	return st
+}
+
+// Members fetches GET /v1/members, failing the test on any error.
+func (nd *Node) Members(t testing.TB) Members {
+	t.Helper()
+	code, body, _ := Do(t, "GET", nd.URL("/v1/members"), nil)
+	if code != http.StatusOK {
+		t.Fatalf("%s: GET /v1/members: %d %s", nd.ID, code, body)
+	}
+	var m Members
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("%s: GET /v1/members: %v in %s", nd.ID, err, body)
+	}
+	return m
+}
+
+// Do sends one request and returns the status code, body and headers,
+// failing the test on a transport error. headers are name/value pairs. Unless
+// given, Accept is application/json and, when body is non-nil, Content-Type is
+// application/json.
+func Do(t testing.TB, method, url string, body []byte, headers ...string) (int, []byte, http.Header) {
+	t.Helper()
+	code, respBody, hdr, err := TryDo(method, url, body, headers...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return code, respBody, hdr
+}
+
+// TryDo is Do without the test: it reports transport errors instead. It is
+// safe to call from any goroutine.
+func TryDo(method, url string, body []byte, headers ...string) (int, []byte, http.Header, error) {
+	if len(headers)%2 != 0 {
+		return 0, nil, nil, fmt.Errorf("headers must be name/value pairs, got %d strings", len(headers))
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	respBody, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, resp.Header, err
+	}
+	return resp.StatusCode, respBody, resp.Header, nil
+}
+
+// ---------------------------------------------------------------------------
+// Eureka register bodies
+
+// InstanceMap returns an instance as the Netflix Java client's codec writes it
+// (spec §3.10 shape: timestamps and isCoordinatingDiscoveryServer as strings,
+// port objects with a numeric "$" and a string "@enabled", a MyOwn
+// dataCenterInfo, the empty-metadata marker). Keys in extra replace the
+// defaults; a nil value removes the key.
+func InstanceMap(app, instanceID string, extra map[string]any) map[string]any {
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	host := "host-" + strings.NewReplacer(":", "-", "/", "-").Replace(instanceID) + ".e2e.test"
+	base := "http://" + host + ":8080"
+	m := map[string]any{
+		"instanceId":       instanceID,
+		"hostName":         host,
+		"app":              strings.ToUpper(app),
+		"ipAddr":           "10.0.0.1",
+		"status":           "UP",
+		"overriddenStatus": "UNKNOWN",
+		"port":             map[string]any{"$": 8080, "@enabled": "true"},
+		"securePort":       map[string]any{"$": 8443, "@enabled": "false"},
+		"countryId":        1,
+		"dataCenterInfo": map[string]any{
+			"@class": "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo",
+			"name":   "MyOwn",
+		},
+		"leaseInfo": map[string]any{
+			"renewalIntervalInSecs": 30,
+			"durationInSecs":        90,
+			"registrationTimestamp": 0,
+			"lastRenewalTimestamp":  0,
+			"evictionTimestamp":     0,
+			"serviceUpTimestamp":    0,
+		},
+		"metadata":                      map[string]any{"@class": "java.util.Collections$EmptyMap"},
+		"homePageUrl":                   base + "/",
+		"statusPageUrl":                 base + "/actuator/info",
+		"healthCheckUrl":                base + "/actuator/health",
+		"vipAddress":                    strings.ToLower(app),
+		"secureVipAddress":              strings.ToLower(app),
+		"isCoordinatingDiscoveryServer": "false",
+		"lastUpdatedTimestamp":          now,
+		"lastDirtyTimestamp":            now,
+	}
+	for k, v := range extra {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// RegisterBody is InstanceMap wrapped as {"instance": {...}} and encoded.
+func RegisterBody(app, instanceID string, extra map[string]any) []byte {
+	b, err := json.Marshal(map[string]any{"instance": InstanceMap(app, instanceID, extra)})
+	if err != nil {
+		panic(err) // only maps of JSON values go in
+	}
+	return b
+}
+
+// RegisterJSON POSTs RegisterBody(app, instanceID, extra) to
+// <nodeURL>/eureka/apps/<app> and fails the test unless the answer is 204.
+// nodeURL is a node's BaseURL.
+func RegisterJSON(t testing.TB, nodeURL, app, instanceID string, extra map[string]any) {
+	t.Helper()
+	if err := TryRegisterJSON(nodeURL, app, instanceID, extra); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TryRegisterJSON is RegisterJSON returning an error; safe from any goroutine.
+func TryRegisterJSON(nodeURL, app, instanceID string, extra map[string]any) error {
+	url := nodeURL + "/eureka/apps/" + app
+	code, body, _, err := TryDo("POST", url, RegisterBody(app, instanceID, extra))
+	if err != nil {
+		return fmt.Errorf("register %s/%s: POST %s: %v", app, instanceID, url, err)
+	}
+	if code != http.StatusNoContent {
+		return fmt.Errorf("register %s/%s: POST %s: got %d %q, want 204", app, instanceID, url, code, body)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Reading the registry
+
+// AppInstance is one instance from GET /eureka/apps (JSON).
+type AppInstance struct {
+	App                string // application name as listed
+	ID                 string // instanceId, else Amazon instance-id, else hostName
+	Status             string
+	LastDirtyTimestamp string
+	Raw                json.RawMessage // the instance object exactly as sent
+}
+
+// Key is "APP/id".
+func (a AppInstance) Key() string { return a.App + "/" + a.ID }
+
+// Apps is a decoded GET /eureka/apps answer.
+type Apps struct {
+	VersionsDelta string
+	HashCode      string
+	Instances     []AppInstance // sorted by Key
+}
+
+// ByKey indexes the instances by Key.
+func (a Apps) ByKey() map[string]AppInstance {
+	m := make(map[string]AppInstance, len(a.Instances))
+	for _, in := range a.Instances {
+		m[in.Key()] = in
+	}
+	return m
+}
+
+// TryGetApps fetches and decodes GET <nodeURL>/eureka/apps as JSON.
+func TryGetApps(nodeURL string) (Apps, error) {
+	code, body, _, err := TryDo("GET", nodeURL+"/eureka/apps", nil)
+	if err != nil {
+		return Apps{}, err
+	}
+	if code != http.StatusOK {
+		return Apps{}, fmt.Errorf("GET /eureka/apps: %d %q", code, body)
+	}
+	return ParseApps(body)
+}
+
+// GetApps is TryGetApps failing the test on error.
+func GetApps(t testing.TB, nodeURL string) Apps {
+	t.Helper()
+	a, err := TryGetApps(nodeURL)
+	if err != nil {
+		t.Fatalf("%s: %v", nodeURL, err)
+	}
+	return a
+}
+
+// ParseApps decodes a JSON {"applications": {...}} document.
+func ParseApps(body []byte) (Apps, error) {
+	var doc struct {
+		Applications *struct {
+			VersionsDelta flexString `json:"versions__delta"`
+			HashCode      string     `json:"apps__hashcode"`
+			Application   []struct {
+				Name     string            `json:"name"`
+				Instance []json.RawMessage `json:"instance"`
+			} `json:"application"`
+		} `json:"applications"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return Apps{}, fmt.Errorf("decode applications: %v", err)
+	}
+	if doc.Applications == nil {
+		return Apps{}, fmt.Errorf("no \"applications\" root in %.200q", body)
+	}
+	out := Apps{VersionsDelta: string(doc.Applications.VersionsDelta), HashCode: doc.Applications.HashCode}
+	for _, app := range doc.Applications.Application {
+		for _, raw := range app.Instance {
+			in, err := parseInstance(raw)
+			if err != nil {
+				return Apps{}, fmt.Errorf("application %s: %v", app.Name, err)
+			}
+			in.App = app.Name
+			out.Instances = append(out.Instances, in)
+		}
+	}
+	sort.Slice(out.Instances, func(i, j int) bool { return out.Instances[i].Key() < out.Instances[j].Key() })
+	return out, nil
+}
+
+func parseInstance(raw json.RawMessage) (AppInstance, error) {
+	var in struct {
+		InstanceID         string     `json:"instanceId"`
+		HostName           string     `json:"hostName"`
+		Status             string     `json:"status"`
+		LastDirtyTimestamp flexString `json:"lastDirtyTimestamp"`
+		DataCenterInfo     struct {
+			Name     string            `json:"name"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"dataCenterInfo"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return AppInstance{}, fmt.Errorf("decode instance %.200s: %v", raw, err)
+	}
+	id := in.InstanceID
+	if id == "" && in.DataCenterInfo.Name == "Amazon" {
+		id = in.DataCenterInfo.Metadata["instance-id"]
+	}
+	if id == "" {
+		id = in.HostName
+	}
+	return AppInstance{ID: id, Status: in.Status, LastDirtyTimestamp: string(in.LastDirtyTimestamp), Raw: raw}, nil
+}
+
+// flexString decodes a JSON string or number into its text.
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*f = flexString(s)
+		return nil
+	}
+	*f = flexString(bytes.TrimSpace(b))
+	return nil
+}
