@@ -119,7 +119,7 @@ func (v *Value) Gzip() []byte {
 		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 		_, _ = v.WriteTo(zw)
 		_ = zw.Close()
-		v.gzipped = buf.Bytes()
+		v.gzipped = bytes.Clone(buf.Bytes()) // exact size: it lives as long as the value
 		if v.onGzip != nil {
 			v.onGzip(len(v.gzipped))
 		}

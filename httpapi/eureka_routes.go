@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -301,6 +303,8 @@ func (s *Server) getInstanceByID(c *gin.Context, id string) {
 	s.serve(c, cache.EntityInstance, cache.InstanceName("", id))
 }
 
+var segmentWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
+
 // serve answers a read from the response cache, gzipped when the client
 // accepts it.
 func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
@@ -323,5 +327,16 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	}
 	h.Set("Content-Length", strconv.Itoa(v.Len))
 	c.Status(http.StatusOK)
-	_, _ = v.WriteTo(c.Writer)
+	if len(v.Segments) == 1 {
+		_, _ = c.Writer.Write(v.Segments[0])
+		return
+	}
+	// Many small segments would each be a write through the connection's
+	// small buffer; gather them in a larger one first.
+	bw := segmentWriters.Get().(*bufio.Writer)
+	bw.Reset(c.Writer)
+	_, _ = v.WriteTo(bw)
+	_ = bw.Flush()
+	bw.Reset(nil)
+	segmentWriters.Put(bw)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"runtime"
 
 	"github.com/gin-gonic/gin"
 
@@ -62,10 +63,25 @@ type nodeStatus struct {
 	Cache cache.Stats `json:"cache"`
 	// Leases comes from the leader; it is absent while there is none.
 	Leases *cluster.LeaseStatus `json:"leases,omitempty"`
+	Memory memoryStatus         `json:"memory"`
+}
+
+// memoryStatus is the Go runtime's view of the process memory.
+type memoryStatus struct {
+	HeapAllocBytes uint64 `json:"heap_alloc_bytes"`
+	HeapInuseBytes uint64 `json:"heap_inuse_bytes"`
+	SysBytes       uint64 `json:"sys_bytes"`
+	NumGC          uint32 `json:"num_gc"`
+}
+
+func readMemory() memoryStatus {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return memoryStatus{HeapAllocBytes: m.HeapAlloc, HeapInuseBytes: m.HeapInuse, SysBytes: m.Sys, NumGC: m.NumGC}
 }
 
 func (s *Server) status(c *gin.Context) {
-	st := nodeStatus{Status: s.cluster.Status(), Cache: s.cache.Stats()}
+	st := nodeStatus{Status: s.cluster.Status(), Cache: s.cache.Stats(), Memory: readMemory()}
 	if ls, err := s.cluster.LeaseStatus(c.Request.Context()); err == nil {
 		st.Leases = &ls
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -23,6 +24,8 @@ type views struct {
 
 	mu    sync.Mutex
 	frags map[fragKey]fragment
+	// scratch is the encoding buffer reused for stored fragments (v.mu).
+	scratch []byte
 }
 
 type fragKey struct {
@@ -99,7 +102,9 @@ func (v *views) fragmentLocked(f eureka.Format, p part) []byte {
 	if fr, ok := v.frags[k]; ok && fr.version == p.version {
 		return fr.body
 	}
-	body := eureka.AppendApplication(nil, f, p.name, p.entries)
+	// Stored fragments live until their application changes: keep them
+	// at their exact size rather than with append's spare capacity.
+	body := bytes.Clone(eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries))
 	v.frags[k] = fragment{version: p.version, body: body}
 	return body
 }
