@@ -73,6 +73,9 @@ type Registry struct {
 	version  uint64
 	deltaSeq uint64
 	count    int
+	// statusCounts counts instances per effective status, kept as entries
+	// change so the reconcile hash costs nothing to compute.
+	statusCounts map[string]int
 	// retentionMs bounds the delta queue's age.
 	retentionMs int64
 }
@@ -86,8 +89,9 @@ func NewRegistry(retentionMs int64) *Registry {
 	return &Registry{
 		apps:        map[string]*Application{},
 		delta:       map[string]*DeltaEntry{},
-		members:     map[string]Member{},
-		retentionMs: retentionMs,
+		members:      map[string]Member{},
+		statusCounts: map[string]int{},
+		retentionMs:  retentionMs,
 	}
 }
 
@@ -183,19 +187,19 @@ func (r *Registry) Each(fn func(*Entry)) {
 	}
 }
 
-// StatusCounts counts instances per effective status.
+// StatusCounts counts instances per effective status (a copy).
 func (r *Registry) StatusCounts() map[string]int {
-	counts := map[string]int{}
-	for _, a := range r.apps {
-		for _, e := range a.Instances {
-			counts[e.Instance.Status]++
+	counts := make(map[string]int, len(r.statusCounts))
+	for s, n := range r.statusCounts {
+		if n > 0 {
+			counts[s] = n
 		}
 	}
 	return counts
 }
 
 // HashCode is Eureka's reconcile hash over the whole registry.
-func (r *Registry) HashCode() string { return HashCode(r.StatusCounts()) }
+func (r *Registry) HashCode() string { return HashCode(r.statusCounts) }
 
 // HashCode formats status counts the way Eureka clients compute
 // apps__hashcode: "<STATUS>_<count>_" per status, statuses sorted.
@@ -256,9 +260,12 @@ func (r *Registry) put(e *Entry) {
 		a = &Application{Name: e.App, Instances: map[string]*Entry{}}
 		r.apps[e.App] = a
 	}
-	if _, ok := a.Instances[e.ID]; !ok {
+	if old, ok := a.Instances[e.ID]; ok {
+		r.statusCounts[old.Instance.Status]--
+	} else {
 		r.count++
 	}
+	r.statusCounts[e.Instance.Status]++
 	a.Instances[e.ID] = e
 }
 
@@ -273,6 +280,7 @@ func (r *Registry) remove(app, id string) *Entry {
 	}
 	delete(a.Instances, id)
 	r.count--
+	r.statusCounts[e.Instance.Status]--
 	if len(a.Instances) == 0 {
 		delete(r.apps, app)
 	}

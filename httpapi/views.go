@@ -104,7 +104,8 @@ func (v *views) fragmentLocked(f eureka.Format, p part) []byte {
 	}
 	// Stored fragments live until their application changes: keep them
 	// at their exact size rather than with append's spare capacity.
-	body := bytes.Clone(eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries))
+	v.scratch = eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries)
+	body := bytes.Clone(v.scratch)
 	v.frags[k] = fragment{version: p.version, body: body}
 	return body
 }
