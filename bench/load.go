@@ -34,6 +34,9 @@ type LoadConfig struct {
 	Concurrency int
 	Duration    time.Duration
 	MaxRequests int64
+	// Rate, if positive, paces the run to that many requests per second
+	// overall (an open-loop schedule the workers follow).
+	Rate float64
 }
 
 // Result summarises a run.
@@ -88,7 +91,7 @@ func Run(ctx context.Context, client *http.Client, cfg LoadConfig, req Request) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	var sent, errs, bytes atomic.Int64
+	var sent, errs, bytes, ticket atomic.Int64
 	var firstErr atomic.Value
 	lat := make([][]time.Duration, cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -101,6 +104,16 @@ func Run(ctx context.Context, client *http.Client, cfg LoadConfig, req Request) 
 			for i := 0; ctx.Err() == nil; i++ {
 				if cfg.MaxRequests > 0 && sent.Add(1) > cfg.MaxRequests {
 					break
+				}
+				if cfg.Rate > 0 {
+					due := start.Add(time.Duration(float64(ticket.Add(1)-1) / cfg.Rate * float64(time.Second)))
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Until(due)):
+					}
+					if ctx.Err() != nil {
+						break
+					}
 				}
 				url := req.URL
 				if req.Next != nil {

@@ -114,38 +114,35 @@ func (n *Node) post(ctx context.Context, addr, path, contentType string, body []
 	return rep, nil
 }
 
-// postJSON sends an internal call whose success answer is a JSON value
-// decoded into out; an error answer is an internalReply.
-func (n *Node) postJSON(ctx context.Context, addr, path string, body []byte, out any) error {
+// postRaw sends an internal call whose success answer is raw bytes; an
+// error answer is an internalReply.
+func (n *Node) postRaw(ctx context.Context, addr, path string, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("build forward request: %w", err)
+		return nil, fmt.Errorf("build forward request: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set("X-Heureka-Forwarded-By", n.cfg.NodeID)
 	resp, err := n.client.Do(req)
 	if err != nil {
 		if isDialError(err) {
-			return fmt.Errorf("forward to %s: %v: %w", addr, err, errUnreachable)
+			return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, errUnreachable)
 		}
-		return fmt.Errorf("forward to %s: %v: %w", addr, err, ErrNoLeader)
+		return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, ErrNoLeader)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalBody))
 	if err != nil {
-		return fmt.Errorf("read forward reply from %s: %v: %w", addr, err, ErrNoLeader)
+		return nil, fmt.Errorf("read forward reply from %s: %v: %w", addr, err, ErrNoLeader)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var rep internalReply
 		if json.Unmarshal(data, &rep) == nil && rep.Code != "" {
-			return codeError(rep.Code, rep.Message)
+			return nil, codeError(rep.Code, rep.Message)
 		}
-		return fmt.Errorf("forward to %s: status %d: %w", addr, resp.StatusCode, ErrNoLeader)
+		return nil, fmt.Errorf("forward to %s: status %d: %w", addr, resp.StatusCode, ErrNoLeader)
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("forward to %s: unreadable reply: %v: %w", addr, err, ErrNoLeader)
-	}
-	return nil
+	return data, nil
 }
 
 func isDialError(err error) bool {
@@ -199,8 +196,13 @@ func (n *Node) InternalHandler() http.Handler {
 		writeInternal(w, internalReply{Index: idx}, err)
 	})
 	mux.HandleFunc("POST "+pathRenewBatch, func(w http.ResponseWriter, r *http.Request) {
-		var reqs []renewRequest
-		if err := decodeJSON(r, &reqs); err != nil {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxInternalBody))
+		if err != nil {
+			writeInternal(w, internalReply{}, fmt.Errorf("read body: %w", fsm.ErrBadCommand))
+			return
+		}
+		reqs, err := decodeRenewBatch(body)
+		if err != nil {
 			writeInternal(w, internalReply{}, err)
 			return
 		}
@@ -209,7 +211,8 @@ func (n *Node) InternalHandler() http.Handler {
 			writeInternal(w, internalReply{}, err)
 			return
 		}
-		writeJSON(w, results)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(results)
 	})
 	mux.HandleFunc("GET "+pathLeaseStatus, func(w http.ResponseWriter, r *http.Request) {
 		if !n.IsLeader() {

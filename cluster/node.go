@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -36,6 +37,9 @@ type Node struct {
 	store  *store.Store
 	log    hclog.Logger
 	client *http.Client
+
+	// mode caches the FSM's mode: every response header carries it.
+	mode atomic.Pointer[string]
 
 	applied   appliedWaiter
 	renew     *renewBatcher
@@ -69,7 +73,13 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	}
 	n.applied.ch = make(chan struct{})
 	n.applied.idx = f.AppliedIndex()
-	f.Observe(func(c fsm.Change) { n.applied.advance(c.Index) })
+	n.refreshMode()
+	f.Observe(func(c fsm.Change) {
+		if c.All || c.Type&^fsm.CmdIgnoreUnknown == fsm.CmdSetMode {
+			n.refreshMode()
+		}
+		n.applied.advance(c.Index)
+	})
 	n.renew = newRenewBatcher(n)
 	n.forwarder = newRenewForwarder(n)
 	n.leases = newLeaseKeeper(n)
@@ -159,14 +169,16 @@ func (n *Node) LeaderID() string {
 	return string(id)
 }
 
-// Mode is the cluster-wide consistency mode.
-func (n *Node) Mode() string {
-	mode := ""
-	n.fsm.Read(func(r *fsm.Registry) { mode = r.Mode() })
+// Mode is the cluster-wide consistency mode (the bootstrap setting until
+// the log says otherwise).
+func (n *Node) Mode() string { return *n.mode.Load() }
+
+func (n *Node) refreshMode() {
+	mode := n.storedMode()
 	if mode == "" {
-		return n.cfg.Mode
+		mode = n.cfg.Mode
 	}
-	return mode
+	n.mode.Store(&mode)
 }
 
 // leaderHTTP returns the leader's HTTP address, or "" when there is no leader.

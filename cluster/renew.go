@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -25,6 +25,11 @@ type renewRequest struct {
 // renewal batch.
 func (n *Node) Renew(ctx context.Context, app, id string, lastDirty int64) error {
 	req := renewRequest{App: app, ID: id, LastDirtyTimestamp: lastDirty}
+	if n.IsLeader() { // the common case on the leader: no context, no timer
+		if err := n.renewLocal(req); !errors.Is(err, ErrNotLeader) {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	for {
@@ -225,9 +230,85 @@ func (f *renewForwarder) run(stop <-chan struct{}) {
 	}
 }
 
-type renewResult struct {
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
+// Renew batches travel between nodes in a compact binary form, since
+// heartbeats are most of a registry's traffic: each renewal is a uvarint
+// length and the app name, the same for the id, and a varint
+// lastDirtyTimestamp; the answer is one result byte per renewal.
+const (
+	renewOK byte = iota
+	renewNotFound
+	renewNotLeader
+	renewFailed
+)
+
+func encodeRenewBatch(reqs []renewRequest) []byte {
+	n := 0
+	for _, r := range reqs {
+		n += len(r.App) + len(r.ID) + 3*binary.MaxVarintLen64
+	}
+	buf := make([]byte, 0, n)
+	for _, r := range reqs {
+		buf = binary.AppendUvarint(buf, uint64(len(r.App)))
+		buf = append(buf, r.App...)
+		buf = binary.AppendUvarint(buf, uint64(len(r.ID)))
+		buf = append(buf, r.ID...)
+		buf = binary.AppendVarint(buf, r.LastDirtyTimestamp)
+	}
+	return buf
+}
+
+func decodeRenewBatch(buf []byte) ([]renewRequest, error) {
+	var out []renewRequest
+	str := func() (string, bool) {
+		l, k := binary.Uvarint(buf)
+		if k <= 0 || uint64(len(buf)-k) < l {
+			return "", false
+		}
+		s := string(buf[k : k+int(l)])
+		buf = buf[k+int(l):]
+		return s, true
+	}
+	for len(buf) > 0 {
+		var r renewRequest
+		var ok bool
+		if r.App, ok = str(); !ok {
+			return nil, fmt.Errorf("renew batch: bad app: %w", fsm.ErrBadCommand)
+		}
+		if r.ID, ok = str(); !ok {
+			return nil, fmt.Errorf("renew batch: bad id: %w", fsm.ErrBadCommand)
+		}
+		ldt, k := binary.Varint(buf)
+		if k <= 0 {
+			return nil, fmt.Errorf("renew batch: bad timestamp: %w", fsm.ErrBadCommand)
+		}
+		r.LastDirtyTimestamp, buf = ldt, buf[k:]
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func renewResultByte(err error) byte {
+	switch {
+	case err == nil:
+		return renewOK
+	case errors.Is(err, fsm.ErrInstanceNotFound):
+		return renewNotFound
+	case errors.Is(err, ErrNotLeader):
+		return renewNotLeader
+	}
+	return renewFailed
+}
+
+func renewResultError(b byte) error {
+	switch b {
+	case renewOK:
+		return nil
+	case renewNotFound:
+		return fmt.Errorf("renew: %w", fsm.ErrInstanceNotFound)
+	case renewNotLeader:
+		return ErrNotLeader
+	}
+	return fmt.Errorf("renew: leader failed: %w", ErrNoLeader)
 }
 
 // send posts one batch to the leader and returns one error per renewal.
@@ -250,38 +331,29 @@ func (f *renewForwarder) send(batch []renewCall) []error {
 	for i, c := range batch {
 		reqs[i] = c.req
 	}
-	body, err := json.Marshal(reqs)
+	ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
+	defer cancel()
+	results, err := f.n.postRaw(ctx, addr, pathRenewBatch, encodeRenewBatch(reqs))
 	if err != nil {
 		return fill(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
-	defer cancel()
-	var results []renewResult
-	if err := f.n.postJSON(ctx, addr, pathRenewBatch, body, &results); err != nil {
-		return fill(err)
-	}
 	if len(results) != len(batch) {
-		return fill(fmt.Errorf("renew batch: leader answered %d results for %d renewals", len(results), len(batch)))
+		return fill(fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(batch), ErrNoLeader))
 	}
-	for i, r := range results {
-		if r.Code != "" {
-			errs[i] = codeError(r.Code, r.Message)
-		}
+	for i, b := range results {
+		errs[i] = renewResultError(b)
 	}
 	return errs
 }
 
 // renewBatchLocal answers a follower's batch on the leader.
-func (n *Node) renewBatchLocal(reqs []renewRequest) ([]renewResult, error) {
+func (n *Node) renewBatchLocal(reqs []renewRequest) ([]byte, error) {
 	if !n.IsLeader() {
 		return nil, ErrNotLeader
 	}
-	out := make([]renewResult, len(reqs))
+	out := make([]byte, len(reqs))
 	for i, r := range reqs {
-		if err := n.renewLocal(r); err != nil {
-			out[i].Code, _ = errorCode(err)
-			out[i].Message = err.Error()
-		}
+		out[i] = renewResultByte(n.renewLocal(r))
 	}
 	return out, nil
 }

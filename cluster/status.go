@@ -28,6 +28,10 @@ type Status struct {
 	Applications      int    `json:"applications"`
 	RegistryVersion   uint64 `json:"registry_version"`
 	LogBytes          int64  `json:"log_bytes"`
+	// AppliedEntries and AppliedBytes count the commands this node applied
+	// since it started, and their encoded size.
+	AppliedEntries uint64 `json:"applied_entries"`
+	AppliedBytes   uint64 `json:"applied_bytes"`
 }
 
 // Status reports the node's Raft and registry state.
@@ -48,6 +52,7 @@ func (n *Node) Status() Status {
 		Quorum:            n.HasQuorum(),
 		LogBytes:          n.store.LogSize(),
 	}
+	st.AppliedEntries, st.AppliedBytes = n.fsm.AppliedVolume()
 	if first, err := n.store.Log.FirstIndex(); err == nil {
 		st.FirstLogIndex = first
 	}

@@ -235,3 +235,99 @@ func BenchmarkCachedReads(b *testing.B) {
 		conc, dur, strings.Join(rows, "\n"), renew.Requests, renew.Errors, renewTook.Round(time.Millisecond),
 		renew.PerSec, renew.P99.Round(time.Millisecond), hits, misses, ratio*100, strings.Join(rss, ", "))
 }
+
+// cpuSeconds is a process's user+system CPU time from /proc.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are the
+	// 14th and 15th fields overall, in clock ticks (100 per second on Linux).
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var ut, st float64
+	fmt.Sscanf(fields[11], "%f", &ut)
+	fmt.Sscanf(fields[12], "%f", &st)
+	return (ut + st) / 100
+}
+
+func clusterCPU(c *Cluster) float64 {
+	var sum float64
+	for _, nd := range c.Nodes {
+		sum += cpuSeconds(nd.PID())
+	}
+	return sum
+}
+
+// BenchmarkRenewals is issue 5's benchmark (run it with
+// `go test ./e2e -run XXX -bench Renewals -benchtime 1x -v`): for
+// --renew-batch-interval 1s and 0, a 3-node cluster with 10,000 instances;
+// renewals/s sustained by 64 concurrent clients spread over all nodes with
+// their p99; server CPU-seconds per 1,000 renewals; and the log volume per
+// hour at 10,000 instances renewing at Eureka's default 30 s (333/s).
+func BenchmarkRenewals(b *testing.B) {
+	const n = 10000
+	var rows []string
+	for _, batch := range []string{"1s", "0s"} {
+		c := StartCluster(b, 3, Options{ExtraArgs: []string{"--renew-batch-interval", batch}})
+		leader := c.WaitLeader(b, 10*time.Second)
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for w := 0; w < 64; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := range next {
+					if err := TryRegisterJSON(c.Nodes[w%3].BaseURL(), fmt.Sprintf("RENEW-%02d", i%50), fmt.Sprint("r-", i), nil); err != nil {
+						b.Error(err)
+					}
+				}
+			}(w)
+		}
+		for i := 0; i < n; i++ {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		client := bench.NewClient(64)
+		url := func(w, i int) string {
+			k := (i*64 + w) % n
+			return c.Nodes[k%3].URL(fmt.Sprintf("/eureka/apps/RENEW-%02d/r-%d", k%50, k))
+		}
+		cpu0 := clusterCPU(c)
+		max := bench.Run(context.Background(), client, bench.LoadConfig{Concurrency: 64, Duration: 10 * time.Second},
+			bench.Request{Method: http.MethodPut, Next: url})
+		cpu := clusterCPU(c) - cpu0
+		if max.Errors > 0 {
+			b.Fatalf("batch %s: %d errors, first: %s", batch, max.Errors, max.FirstError)
+		}
+		// Paced at Eureka's default load for 10,000 instances, after the
+		// last batch of the saturation run reached the log.
+		time.Sleep(2 * time.Second)
+		_, bytes0 := leaderVolume(b, leader)
+		paced := bench.Run(context.Background(), client, bench.LoadConfig{Concurrency: 16, Duration: 10 * time.Second, Rate: n / 30.0},
+			bench.Request{Method: http.MethodPut, Next: url})
+		entries1, bytes1 := leaderVolume(b, leader)
+		perHour := float64(bytes1-bytes0) / paced.Elapsed.Seconds() * 3600
+		rows = append(rows, fmt.Sprintf("| %s | %.0f | %s | %.3f | %.1f MB (%d entries in the 10 s paced run, %.0f renewals/s) |",
+			batch, max.PerSec, max.P99.Round(100*time.Microsecond), cpu/float64(max.Requests)*1000, perHour/1e6,
+			entries1, paced.PerSec))
+		b.ReportMetric(max.PerSec, "renew/s-batch-"+batch)
+		for _, nd := range c.Nodes {
+			nd.Stop()
+		}
+	}
+	b.Logf("\n| --renew-batch-interval | renewals/s (64 clients) | p99 | CPU-s per 1,000 renewals (3 nodes) | log bytes per hour at 10,000 instances |\n|---|---|---|---|---|\n%s", strings.Join(rows, "\n"))
+}
+
+func leaderVolume(b *testing.B, nd *Node) (entries, bytes uint64) {
+	st := nd.Status(b)
+	var v struct {
+		Entries uint64 `json:"applied_entries"`
+		Bytes   uint64 `json:"applied_bytes"`
+	}
+	_ = json.Unmarshal(st.Raw["applied_entries"], &v.Entries)
+	_ = json.Unmarshal(st.Raw["applied_bytes"], &v.Bytes)
+	return v.Entries, v.Bytes
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -20,6 +21,11 @@ type FSM struct {
 	lastIndex   uint64
 	// generation increases on every restore, so readers can tell a swapped state.
 	generation uint64
+
+	// appliedBytes and appliedEntries count command entries applied (for
+	// log-volume measurements).
+	appliedBytes   atomic.Uint64
+	appliedEntries atomic.Uint64
 
 	obsMu     sync.RWMutex
 	observers []func(Change)
@@ -73,6 +79,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	f.appliedBytes.Add(uint64(len(l.Data)))
+	f.appliedEntries.Add(1)
 	cmd, err := Decode(l.Data)
 	if err != nil {
 		if errors.Is(err, ErrBadCommand) && cmd.Type&CmdIgnoreUnknown != 0 {
@@ -156,6 +164,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.log.Info("restored snapshot", "last_index", st.LastIndex, "instances", reg.count)
 	f.publish(Change{Index: st.LastIndex, All: true})
 	return nil
+}
+
+// AppliedVolume returns how many command entries, and bytes of them, this
+// FSM applied since it started (replays after a restart included).
+func (f *FSM) AppliedVolume() (entries, bytes uint64) {
+	return f.appliedEntries.Load(), f.appliedBytes.Load()
 }
 
 // Generation counts restores; it changes whenever the whole state was replaced.

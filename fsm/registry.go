@@ -87,8 +87,8 @@ func NewRegistry(retentionMs int64) *Registry {
 		retentionMs = DefaultDeltaRetentionMs
 	}
 	return &Registry{
-		apps:        map[string]*Application{},
-		delta:       map[string]*DeltaEntry{},
+		apps:         map[string]*Application{},
+		delta:        map[string]*DeltaEntry{},
 		members:      map[string]Member{},
 		statusCounts: map[string]int{},
 		retentionMs:  retentionMs,

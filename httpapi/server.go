@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	_ "net/http/pprof" // registers on http.DefaultServeMux, served only with Config.Pprof
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -42,6 +43,8 @@ type Config struct {
 	DeltaRetention time.Duration
 	// Cache configures the response cache.
 	Cache cache.Config
+	// Pprof serves Go's profiler under /debug/pprof (off by default).
+	Pprof bool
 }
 
 // DefaultConfig returns the defaults.
@@ -96,6 +99,9 @@ func New(cfg Config, c Cluster, f *fsm.FSM, log hclog.Logger) (*Server, error) {
 	e.Any("/eureka/*path", s.eureka)
 	s.operatorRoutes(e)
 	e.Any(cluster.InternalPrefix+"*path", gin.WrapH(c.InternalHandler()))
+	if cfg.Pprof {
+		e.Any("/debug/pprof/*path", gin.WrapH(http.DefaultServeMux))
+	}
 	e.NoRoute(func(c *gin.Context) { s.fail(c, errNotFoundRoute) })
 	s.engine = e
 	return s, nil
@@ -120,12 +126,14 @@ func (s *Server) nodeHeaders(c *gin.Context) {
 }
 
 func (s *Server) logRequests(c *gin.Context) {
+	if !s.log.IsDebug() {
+		c.Next()
+		return
+	}
 	start := time.Now()
 	c.Next()
-	if s.log.IsDebug() {
-		s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path,
-			"status", c.Writer.Status(), "duration", time.Since(start))
-	}
+	s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path,
+		"status", c.Writer.Status(), "duration", time.Since(start))
 }
 
 // recoverPanics turns a handler panic into a 500 and a log line: no panic

@@ -36,6 +36,7 @@ type serveConfig struct {
 	mode           string
 	logLevel       string
 	logJSON        bool
+	pprof          bool
 
 	cacheUpdateInterval time.Duration
 	cacheAutoExpiration time.Duration
@@ -76,6 +77,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.mode, "mode", cluster.ModeAP, "consistency mode at bootstrap: ap or cp")
 	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log as JSON lines")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof")
 	fs.DurationVar(&c.cacheUpdateInterval, "response-cache-update-interval", 30*time.Second, "readOnly cache refresh interval")
 	fs.DurationVar(&c.cacheAutoExpiration, "response-cache-auto-expiration", 180*time.Second, "readWrite cache expiry")
 	fs.BoolVar(&c.useReadOnlyCache, "use-read-only-response-cache", true, "serve reads from the readOnly level first")
@@ -249,6 +251,7 @@ func serve(args []string) int {
 	hcfg.Cache.UpdateInterval = c.cacheUpdateInterval
 	hcfg.Cache.AutoExpiration = c.cacheAutoExpiration
 	hcfg.Cache.UseReadOnly = c.useReadOnlyCache
+	hcfg.Pprof = c.pprof
 	api, err := httpapi.New(hcfg, node, f, log)
 	if err != nil {
 		ln.Close()
