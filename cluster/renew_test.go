@@ -1,0 +1,50 @@
+package cluster
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+func TestRenewBatchEncoding_RoundTrip(t *testing.T) {
+	in := []renewRequest{{App: "A", ID: "h:a:1"}, {App: "ÄPP", ID: "", LastDirtyTimestamp: 1718000000123}, {App: "B", ID: "x", LastDirtyTimestamp: -1}}
+	out, err := decodeRenewBatch(encodeRenewBatch(in))
+	if err != nil || !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip: %v %+v", err, out)
+	}
+	if out, err := decodeRenewBatch(nil); err != nil || len(out) != 0 {
+		t.Fatalf("empty batch: %v %v", out, err)
+	}
+}
+
+func FuzzDecodeRenewBatch(f *testing.F) {
+	f.Add(encodeRenewBatch([]renewRequest{{App: "A", ID: "1", LastDirtyTimestamp: 5}}))
+	f.Add([]byte{0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		reqs, err := decodeRenewBatch(data)
+		if err != nil {
+			if !errors.Is(err, fsm.ErrBadCommand) {
+				t.Fatalf("error not marked bad command: %v", err)
+			}
+			return
+		}
+		again, err := decodeRenewBatch(encodeRenewBatch(reqs))
+		if err != nil || len(again) != len(reqs) {
+			t.Fatalf("re-encoding failed: %v", err)
+		}
+	})
+}
+
+func TestRenewResultBytes(t *testing.T) {
+	for _, err := range []error{nil, fsm.ErrInstanceNotFound, ErrNotLeader} {
+		back := renewResultError(renewResultByte(err))
+		if (err == nil) != (back == nil) || (err != nil && !errors.Is(back, err)) {
+			t.Fatalf("%v -> %v", err, back)
+		}
+	}
+	if back := renewResultError(renewResultByte(errors.New("disk on fire"))); !errors.Is(back, ErrNoLeader) {
+		t.Fatalf("other errors must read as no leader (retryable): %v", back)
+	}
+}
