@@ -10,7 +10,7 @@ build:
 # deps installs the external tools the test suite drives (real Eureka
 # clients, a real browser); each is added here by the issue that needs it.
 deps:
-	@true
+	npm ci --prefix e2e/jsclient --no-audit --no-fund --loglevel=error
 
 test: deps
 	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./...

@@ -223,8 +223,13 @@ func (c *Cache) Close() {
 // Get returns the document for key: from readOnly if enabled and present,
 // else from readWrite, building it if needed. Concurrent misses on one key
 // wait for a single build.
+//
+// Instance documents skip readOnly: clients read them to learn whether they
+// are registered (fargo skips registering on a 200), so they must reflect a
+// cancel at once; readWrite's precise invalidation gives exactly that.
 func (c *Cache) Get(key Key) (*Value, error) {
-	if c.cfg.UseReadOnly {
+	useRO := c.cfg.UseReadOnly && key.Entity != EntityInstance
+	if useRO {
 		if v, ok := c.ro.Load(key); ok {
 			c.stats.roHits.Add(1)
 			return v.(*Value), nil
@@ -235,8 +240,15 @@ func (c *Cache) Get(key Key) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.cfg.UseReadOnly {
-		c.ro.Store(key, v)
+	if useRO {
+		// Publish to readOnly only if no invalidation came while building:
+		// a refresh that ran meanwhile did not see this key, so a stale
+		// value stored now would outlive the change.
+		c.mu.Lock()
+		if e := c.rw[key]; e != nil && e.val == v {
+			c.ro.Store(key, v)
+		}
+		c.mu.Unlock()
 	}
 	return v, nil
 }

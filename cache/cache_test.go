@@ -256,3 +256,38 @@ func TestCache_BoundedEntries(t *testing.T) {
 		t.Fatal("registry-wide document was shed")
 	}
 }
+
+func TestCache_InstanceDocumentsSkipReadOnly(t *testing.T) {
+	c, b := newTestCache(t, nil)
+	mustGet(t, c, kInstA)
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	if got := mustGet(t, c, kInstA); got != "instance/A/1/0@1" {
+		t.Fatalf("an instance read must see a change at once, got %s", got)
+	}
+}
+
+func TestCache_InvalidationDuringBuildIsNotPublished(t *testing.T) {
+	c, b := newTestCache(t, nil)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	var once sync.Once
+	c.build = func(k Key) ([][]byte, uint64, error) {
+		g := b.gen.Load() // the state this build reads...
+		once.Do(func() { close(started); <-release })
+		return [][]byte{[]byte(fmt.Sprintf("%s/%s/%d@%d", k.Entity, k.Name, k.Format, g))}, g, nil // ...is what it returns
+	}
+	done := make(chan string)
+	go func() { done <- mustGet(t, c, kAppA) }()
+	<-started
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	c.Refresh() // runs before the slow build publishes
+	close(release)
+	if got := <-done; got != "app/A/0@0" {
+		t.Fatalf("first read: %s", got)
+	}
+	if got := mustGet(t, c, kAppA); got != "app/A/0@1" {
+		t.Fatalf("a document built before an invalidation was published to readOnly: %s", got)
+	}
+}

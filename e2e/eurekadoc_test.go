@@ -1,0 +1,429 @@
+package e2e
+
+// Helpers shared by the real-client and delta tests (fargo_test.go,
+// jsclient_test.go, delta_test.go, badinput_test.go): decoding Eureka
+// applications documents in both formats into comparable records, the
+// reconcile hash (spec §4.11), writes that ride out an election, and waiting
+// for a quiet cluster. Names start with "ed" so they cannot collide with the
+// harness's helpers.
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// edCacheArgs makes every read see a write within ~100 ms.
+var edCacheArgs = []string{"--response-cache-update-interval", "100ms"}
+
+// edInstance is the comparable part of one instance record.
+type edInstance struct {
+	App        string
+	ID         string
+	HostName   string
+	Status     string
+	Overridden string
+	LDT        string // lastDirtyTimestamp
+	Action     string // actionType
+	VIP        string
+	SVIP       string
+	Port       string // "8080/true"
+	SecurePort string
+	Metadata   map[string]string
+}
+
+// Key is "APP/id".
+func (in edInstance) Key() string { return in.App + "/" + in.ID }
+
+// State is the record as the delta test compares it: app, id, status,
+// overridden status, metadata and lastDirtyTimestamp.
+func (in edInstance) State() string {
+	keys := make([]string, 0, len(in.Metadata))
+	for k := range in.Metadata {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var md strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			md.WriteByte(',')
+		}
+		md.WriteString(k + "=" + in.Metadata[k])
+	}
+	return fmt.Sprintf("%s status=%s overridden=%s ldt=%s md={%s}", in.Key(), in.Status, in.Overridden, in.LDT, md.String())
+}
+
+// edDoc is a decoded applications document.
+type edDoc struct {
+	VersionsDelta string
+	HashCode      string
+	Instances     []edInstance // in document order
+}
+
+// edStates returns the sorted State lines of instances.
+func edStates(instances []edInstance) []string {
+	out := make([]string, 0, len(instances))
+	for _, in := range instances {
+		out = append(out, in.State())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// edHashCode is the reconcile hash of a set of instances (spec §4.11):
+// "<STATUS>_<count>_" per status present, statuses in ascending order.
+func edHashCode(instances []edInstance) string {
+	counts := map[string]int{}
+	for _, in := range instances {
+		counts[in.Status]++
+	}
+	names := make([]string, 0, len(counts))
+	for s := range counts {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, s := range names {
+		fmt.Fprintf(&b, "%s_%d_", s, counts[s])
+	}
+	return b.String()
+}
+
+// edID derives the registry id the way the server and every client do:
+// instanceId, else an Amazon instance-id, else hostName.
+func edID(instanceID, dcName string, dcMeta map[string]string, hostName string) string {
+	if instanceID != "" {
+		return instanceID
+	}
+	if dcName == "Amazon" && dcMeta["instance-id"] != "" {
+		return dcMeta["instance-id"]
+	}
+	return hostName
+}
+
+// edEmptyMapClass is the legacy marker of an empty metadata map (spec §3.6).
+const edEmptyMapClass = "java.util.Collections$EmptyMap"
+
+// ---------------------------------------------------------------------------
+// JSON
+
+type edJSONPort struct {
+	Number  json.Number `json:"$"`
+	Enabled string      `json:"@enabled"`
+}
+
+type edJSONInstance struct {
+	InstanceID       string     `json:"instanceId"`
+	HostName         string     `json:"hostName"`
+	App              string     `json:"app"`
+	Status           string     `json:"status"`
+	OverriddenStatus string     `json:"overriddenStatus"`
+	Port             edJSONPort `json:"port"`
+	SecurePort       edJSONPort `json:"securePort"`
+	DataCenterInfo   struct {
+		Name     string            `json:"name"`
+		Metadata map[string]string `json:"metadata"`
+	} `json:"dataCenterInfo"`
+	Metadata           map[string]string `json:"metadata"`
+	VIPAddress         string            `json:"vipAddress"`
+	SecureVIPAddress   string            `json:"secureVipAddress"`
+	LastDirtyTimestamp string            `json:"lastDirtyTimestamp"`
+	ActionType         string            `json:"actionType"`
+}
+
+func (j edJSONInstance) record(appName string) edInstance {
+	md := map[string]string{}
+	for k, v := range j.Metadata {
+		md[k] = v
+	}
+	if len(md) == 1 && md["@class"] == edEmptyMapClass {
+		delete(md, "@class")
+	}
+	app := j.App
+	if app == "" {
+		app = appName
+	}
+	return edInstance{
+		App:        app,
+		ID:         edID(j.InstanceID, j.DataCenterInfo.Name, j.DataCenterInfo.Metadata, j.HostName),
+		HostName:   j.HostName,
+		Status:     j.Status,
+		Overridden: j.OverriddenStatus,
+		LDT:        j.LastDirtyTimestamp,
+		Action:     j.ActionType,
+		VIP:        j.VIPAddress,
+		SVIP:       j.SecureVIPAddress,
+		Port:       string(j.Port.Number) + "/" + j.Port.Enabled,
+		SecurePort: string(j.SecurePort.Number) + "/" + j.SecurePort.Enabled,
+		Metadata:   md,
+	}
+}
+
+// edParseJSON decodes {"applications": {...}} strictly enough to notice
+// shape errors: application and instance must be arrays.
+func edParseJSON(body []byte) (edDoc, error) {
+	var doc struct {
+		Applications *struct {
+			VersionsDelta string `json:"versions__delta"`
+			HashCode      string `json:"apps__hashcode"`
+			Application   []struct {
+				Name     string           `json:"name"`
+				Instance []edJSONInstance `json:"instance"`
+			} `json:"application"`
+		} `json:"applications"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return edDoc{}, fmt.Errorf("decode JSON applications: %v in %.300s", err, body)
+	}
+	if doc.Applications == nil {
+		return edDoc{}, fmt.Errorf("no \"applications\" root in %.300s", body)
+	}
+	out := edDoc{VersionsDelta: doc.Applications.VersionsDelta, HashCode: doc.Applications.HashCode}
+	for _, app := range doc.Applications.Application {
+		if len(app.Instance) == 0 {
+			return edDoc{}, fmt.Errorf("application %s listed without instances", app.Name)
+		}
+		for _, in := range app.Instance {
+			rec := in.record(app.Name)
+			if rec.App != app.Name {
+				return edDoc{}, fmt.Errorf("instance %s listed under application %s", rec.Key(), app.Name)
+			}
+			out.Instances = append(out.Instances, rec)
+		}
+	}
+	return out, nil
+}
+
+// ---------------------------------------------------------------------------
+// XML
+
+type edXMLElem struct {
+	XMLName xml.Name
+	Value   string `xml:",chardata"`
+}
+
+type edXMLPort struct {
+	Number  string `xml:",chardata"`
+	Enabled string `xml:"enabled,attr"`
+}
+
+type edXMLInstance struct {
+	InstanceID       string    `xml:"instanceId"`
+	HostName         string    `xml:"hostName"`
+	App              string    `xml:"app"`
+	Status           string    `xml:"status"`
+	OverriddenStatus string    `xml:"overriddenstatus"`
+	Port             edXMLPort `xml:"port"`
+	SecurePort       edXMLPort `xml:"securePort"`
+	DataCenterInfo   struct {
+		Name     string `xml:"name"`
+		Metadata struct {
+			Items []edXMLElem `xml:",any"`
+		} `xml:"metadata"`
+	} `xml:"dataCenterInfo"`
+	Metadata struct {
+		Class string      `xml:"class,attr"`
+		Items []edXMLElem `xml:",any"`
+	} `xml:"metadata"`
+	VIPAddress         string `xml:"vipAddress"`
+	SecureVIPAddress   string `xml:"secureVipAddress"`
+	LastDirtyTimestamp string `xml:"lastDirtyTimestamp"`
+	ActionType         string `xml:"actionType"`
+}
+
+// edXMLName reverses XStream's element-name escaping (spec §3.6): "__" is
+// "_" and "_-" is "$".
+func edXMLName(s string) string {
+	if !strings.Contains(s, "_") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '_' && i+1 < len(s) {
+			switch s[i+1] {
+			case '_':
+				b.WriteByte('_')
+				i++
+				continue
+			case '-':
+				b.WriteByte('$')
+				i++
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func (x edXMLInstance) record(appName string) edInstance {
+	md := map[string]string{}
+	for _, it := range x.Metadata.Items {
+		md[edXMLName(it.XMLName.Local)] = it.Value
+	}
+	dcMeta := map[string]string{}
+	for _, it := range x.DataCenterInfo.Metadata.Items {
+		dcMeta[it.XMLName.Local] = it.Value
+	}
+	app := x.App
+	if app == "" {
+		app = appName
+	}
+	return edInstance{
+		App:        app,
+		ID:         edID(x.InstanceID, x.DataCenterInfo.Name, dcMeta, x.HostName),
+		HostName:   x.HostName,
+		Status:     x.Status,
+		Overridden: x.OverriddenStatus,
+		LDT:        x.LastDirtyTimestamp,
+		Action:     x.ActionType,
+		VIP:        x.VIPAddress,
+		SVIP:       x.SecureVIPAddress,
+		Port:       x.Port.Number + "/" + x.Port.Enabled,
+		SecurePort: x.SecurePort.Number + "/" + x.SecurePort.Enabled,
+		Metadata:   md,
+	}
+}
+
+// edParseXML decodes <applications>…</applications>.
+func edParseXML(body []byte) (edDoc, error) {
+	var doc struct {
+		XMLName       xml.Name `xml:"applications"`
+		VersionsDelta string   `xml:"versions__delta"`
+		HashCode      string   `xml:"apps__hashcode"`
+		Application   []struct {
+			Name     string          `xml:"name"`
+			Instance []edXMLInstance `xml:"instance"`
+		} `xml:"application"`
+	}
+	if err := xml.Unmarshal(body, &doc); err != nil {
+		return edDoc{}, fmt.Errorf("decode XML applications: %v in %.300s", err, body)
+	}
+	out := edDoc{VersionsDelta: doc.VersionsDelta, HashCode: doc.HashCode}
+	for _, app := range doc.Application {
+		if len(app.Instance) == 0 {
+			return edDoc{}, fmt.Errorf("application %s listed without instances", app.Name)
+		}
+		for _, in := range app.Instance {
+			rec := in.record(app.Name)
+			if rec.App != app.Name {
+				return edDoc{}, fmt.Errorf("instance %s listed under application %s", rec.Key(), app.Name)
+			}
+			out.Instances = append(out.Instances, rec)
+		}
+	}
+	return out, nil
+}
+
+// edFetch GETs an applications document (full registry, delta, VIP) from
+// url in the given format ("json" or "xml") and decodes it.
+func edFetch(url, format string) (edDoc, error) {
+	accept := "application/json"
+	if format == "xml" {
+		accept = "application/xml"
+	}
+	code, body, hdr, err := TryDo("GET", url, nil, "Accept", accept)
+	if err != nil {
+		return edDoc{}, err
+	}
+	if code != http.StatusOK {
+		return edDoc{}, fmt.Errorf("GET %s: %d %q", url, code, body)
+	}
+	if ct := hdr.Get("Content-Type"); !strings.Contains(ct, format) {
+		return edDoc{}, fmt.Errorf("GET %s with Accept %s: Content-Type %q", url, accept, ct)
+	}
+	if format == "xml" {
+		return edParseXML(body)
+	}
+	return edParseJSON(body)
+}
+
+// ---------------------------------------------------------------------------
+// Writes and waiting
+
+// edWrite sends one write and returns the status code, retrying 503 (no
+// leader yet, or an election under way) for up to 10 s as Eureka clients do.
+func edWrite(method, url string, body []byte, headers ...string) (int, []byte, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, resp, _, err := TryDo(method, url, body, headers...)
+		if err != nil || code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return code, resp, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// edWaitQuiet waits until every live node reports the same commit and
+// applied index, unchanged for stable, and returns that index. Right after
+// start-up each node records its own address through the log, retrying
+// every 500 ms until it succeeds, so "nothing more will be written" needs a
+// stable period longer than that.
+func edWaitQuiet(t *testing.T, c *Cluster, stable, timeout time.Duration) uint64 {
+	t.Helper()
+	var (
+		idx   uint64
+		since time.Time
+		desc  string
+	)
+	ok := Eventually(timeout, func() bool {
+		var parts []string
+		var cur uint64
+		for i, nd := range c.Live() {
+			st, err := nd.TryStatus()
+			if err != nil {
+				desc, since = err.Error(), time.Time{}
+				return false
+			}
+			parts = append(parts, fmt.Sprintf("%s commit=%d applied=%d", nd.ID, st.CommitIndex, st.AppliedIndex))
+			if st.CommitIndex != st.AppliedIndex || (i > 0 && st.CommitIndex != cur) {
+				desc, since = strings.Join(parts, "; "), time.Time{}
+				return false
+			}
+			cur = st.CommitIndex
+		}
+		desc = strings.Join(parts, "; ")
+		if cur != idx || since.IsZero() {
+			idx, since = cur, time.Now()
+			return false
+		}
+		return time.Since(since) >= stable
+	})
+	if !ok {
+		t.Fatalf("cluster did not go quiet within %v: %s", timeout, desc)
+	}
+	return idx
+}
+
+// edDiff describes how two sorted lists of lines differ (at most 5 each way).
+func edDiff(want, got []string) string {
+	var missing, extra []string
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			missing = append(missing, w)
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			extra = append(extra, g)
+		}
+	}
+	return fmt.Sprintf("%d missing %q; %d unexpected %q", len(missing), edHead(missing, 5), len(extra), edHead(extra, 5))
+}
+
+func edHead(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// edMillis is an epoch-millisecond value as Eureka writes it.
+func edMillis(ms int64) string { return strconv.FormatInt(ms, 10) }
