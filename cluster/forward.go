@@ -24,6 +24,7 @@ const (
 	pathApply       = InternalPrefix + "apply"
 	pathRenewBatch  = InternalPrefix + "renew-batch"
 	pathLeaseStatus = InternalPrefix + "lease-status"
+	pathReadIndex   = InternalPrefix + "read-index"
 	pathJoin        = InternalPrefix + "join"
 	pathRemove      = InternalPrefix + "remove"
 	maxInternalBody = 8 << 20
@@ -40,6 +41,7 @@ const (
 	codeNoLeader      = "no_leader"
 	codeBadCommand    = "bad_command"
 	codeUnknownMember = "unknown_member"
+	codeNoQuorum      = "no_quorum"
 	codeInternal      = "internal"
 )
 
@@ -58,6 +60,7 @@ var codeErrors = []struct {
 	{codeNoLeader, ErrNoLeader},
 	{codeBadCommand, fsm.ErrBadCommand},
 	{codeUnknownMember, ErrUnknownMember},
+	{codeNoQuorum, ErrNoQuorum},
 }
 
 func errorCode(err error) (string, int) {
@@ -214,6 +217,7 @@ func (n *Node) InternalHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		_, _ = w.Write(results)
 	})
+	mux.HandleFunc("GET "+pathReadIndex, n.serveReadIndex)
 	mux.HandleFunc("GET "+pathLeaseStatus, func(w http.ResponseWriter, r *http.Request) {
 		if !n.IsLeader() {
 			writeInternal(w, internalReply{}, ErrNotLeader)
@@ -238,6 +242,7 @@ func (n *Node) InternalHandler() http.Handler {
 		}
 		writeInternal(w, internalReply{}, n.removeLocal(r.Context(), m.ID))
 	})
+	n.snapshotRoutes(mux)
 	return mux
 }
 

@@ -45,6 +45,10 @@ type Node struct {
 	renew     *renewBatcher
 	forwarder *renewForwarder
 	leases    *leaseKeeper
+	fb        *fallback
+
+	obsMu     sync.RWMutex
+	observers []func(fsm.Change)
 
 	stopCh chan struct{}
 	wg     sync.WaitGroup
@@ -79,10 +83,16 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 			n.refreshMode()
 		}
 		n.applied.advance(c.Index)
+		n.publish(c)
 	})
 	n.renew = newRenewBatcher(n)
 	n.forwarder = newRenewForwarder(n)
 	n.leases = newLeaseKeeper(n)
+	journal, err := store.OpenJournal(st.Dir())
+	if err != nil {
+		return nil, err
+	}
+	n.fb = newFallback(n, journal)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -99,10 +109,11 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	if err != nil {
 		return nil, fmt.Errorf("resolve raft advertise address: %w", err)
 	}
-	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBind, adv, 3, 10*time.Second, log.Named("transport"))
+	stream, err := newStreamLayer(cfg.RaftBind, adv, cfg.NodeID)
 	if err != nil {
 		return nil, fmt.Errorf("listen raft on %s: %w", cfg.RaftBind, err)
 	}
+	n.trans = raft.NewNetworkTransportWithLogger(stream, 3, 10*time.Second, log.Named("transport"))
 	hasState, err := st.HasState()
 	if err != nil {
 		n.trans.Close()
@@ -113,6 +124,7 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 		n.trans.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.fb.loadOverlay()
 	switch {
 	case hasState:
 		n.log.Info("found existing state; bootstrap and join settings ignored")
@@ -125,9 +137,10 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 			return nil, err
 		}
 	}
-	n.wg.Add(2 + renewForwardWorkers)
+	n.wg.Add(3 + renewForwardWorkers)
 	go n.leaderLoop()
 	go n.registerSelf()
+	go func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) }()
 	for i := 0; i < renewForwardWorkers; i++ {
 		go func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) }()
 	}
@@ -202,8 +215,33 @@ func (n *Node) leaderHTTP() string {
 // Apply writes an encoded command through Raft and returns the FSM's
 // answer once the entry is committed and applied. On a follower the entry
 // is forwarded to the leader, and Apply also waits (briefly) until this node
-// has applied it, so the caller reads its own write here.
+// has applied it, so the caller reads its own write here. Without quorum
+// (after riding out an election) a CP node refuses with ErrNoQuorum and an
+// AP node journals the write (see fallback).
 func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
+	if n.fb.journal.Len() > 0 && !n.QuorumLost() {
+		// Journaled writes go first, so this one cannot overtake them.
+		if err := n.fb.replay(ctx); err != nil {
+			n.log.Warn("journal replay before a write failed", "error", err)
+		}
+	}
+	if !n.QuorumLost() && n.fb.journal.Len() == 0 {
+		idx, err := n.applyThrough(ctx, entry)
+		if !errors.Is(err, errQuorumLost) {
+			return idx, err
+		}
+	}
+	if n.Mode() == ModeCP {
+		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), ErrNoQuorum)
+	}
+	return n.fb.record(entry)
+}
+
+// errQuorumLost ends a wait for a leader that will not come soon.
+var errQuorumLost = fmt.Errorf("quorum lost while waiting for a leader: %w", ErrNoLeader)
+
+// applyThrough applies through Raft: locally on the leader, else forwarded.
+func (n *Node) applyThrough(ctx context.Context, entry []byte) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	for {
@@ -224,6 +262,9 @@ func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
 			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, errUnreachable) {
 				return 0, err
 			}
+		}
+		if n.QuorumLost() {
+			return 0, errQuorumLost
 		}
 		// No leader, or it just changed: wait a little and look again.
 		select {
@@ -408,6 +449,9 @@ func (n *Node) Shutdown() error {
 		n.wg.Wait()
 		if n.trans != nil {
 			n.trans.Close()
+		}
+		if n.fb != nil {
+			_ = n.fb.journal.Close()
 		}
 		n.client.CloseIdleConnections()
 	})

@@ -33,6 +33,9 @@ func (n *Node) Renew(ctx context.Context, app, id string, lastDirty int64) error
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	for {
+		if n.QuorumLost() {
+			return n.renewWithoutQuorum(req)
+		}
 		if n.IsLeader() {
 			err := n.renewLocal(req)
 			if !errors.Is(err, ErrNotLeader) {
@@ -47,6 +50,22 @@ func (n *Node) Renew(ctx context.Context, app, id string, lastDirty int64) error
 			return fmt.Errorf("renew %s/%s: %w", app, id, ErrNoLeader)
 		}
 	}
+}
+
+// renewWithoutQuorum answers a heartbeat on a node that lost quorum: CP
+// refuses; AP accepts it for an instance this node knows. Nothing is
+// recorded: no leader evicts while quorum is lost, and the leader that
+// comes next grants every lease a full duration of grace.
+func (n *Node) renewWithoutQuorum(req renewRequest) error {
+	if n.Mode() == ModeCP {
+		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, ErrNoQuorum)
+	}
+	var e *fsm.Entry
+	n.Read(func(r *fsm.Registry) { e = r.Get(req.App, req.ID) })
+	if e == nil {
+		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
+	}
+	return nil
 }
 
 func (n *Node) renewLocal(req renewRequest) error {

@@ -24,10 +24,17 @@ type Status struct {
 	LastContactMs     int64  `json:"last_contact_ms"`
 	Mode              string `json:"mode"`
 	Quorum            bool   `json:"quorum"`
-	Instances         int    `json:"instances"`
-	Applications      int    `json:"applications"`
-	RegistryVersion   uint64 `json:"registry_version"`
-	LogBytes          int64  `json:"log_bytes"`
+	// QuorumLost is set once the node has been without quorum for longer
+	// than an election takes; Fallback when it then serves AP fallback (or
+	// still holds journal writes to replay).
+	QuorumLost      bool   `json:"quorum_lost"`
+	Fallback        bool   `json:"fallback"`
+	JournalEntries  int    `json:"journal_entries"`
+	JournalBytes    int64  `json:"journal_bytes"`
+	Instances       int    `json:"instances"`
+	Applications    int    `json:"applications"`
+	RegistryVersion uint64 `json:"registry_version"`
+	LogBytes        int64  `json:"log_bytes"`
 	// AppliedEntries and AppliedBytes count the commands this node applied
 	// since it started, and their encoded size.
 	AppliedEntries uint64 `json:"applied_entries"`
@@ -50,6 +57,10 @@ func (n *Node) Status() Status {
 		LastSnapshotIndex: u("last_snapshot_index"),
 		Mode:              n.Mode(),
 		Quorum:            n.HasQuorum(),
+		QuorumLost:        n.QuorumLost(),
+		Fallback:          n.InFallback(),
+		JournalEntries:    n.fb.journal.Len(),
+		JournalBytes:      n.fb.journal.Size(),
 		LogBytes:          n.store.LogSize(),
 	}
 	st.AppliedEntries, st.AppliedBytes = n.fsm.AppliedVolume()
@@ -59,7 +70,7 @@ func (n *Node) Status() Status {
 	if lc := n.raft.LastContact(); !lc.IsZero() {
 		st.LastContactMs = time.Since(lc).Milliseconds()
 	}
-	n.fsm.Read(func(r *fsm.Registry) {
+	n.Read(func(r *fsm.Registry) {
 		st.Instances = r.Count()
 		st.Applications = len(r.AppNames())
 		st.RegistryVersion = r.Version()
@@ -69,7 +80,7 @@ func (n *Node) Status() Status {
 
 // HasQuorum reports whether this node is in touch with a leader that holds
 // a quorum: the leader itself (raft steps down when it loses its lease), or
-// a follower that heard from the leader within the heartbeat timeout.
+// a follower that heard from the leader within the leader lease.
 func (n *Node) HasQuorum() bool {
 	switch n.raft.State() {
 	case raft.Leader:
@@ -78,7 +89,7 @@ func (n *Node) HasQuorum() bool {
 		if n.LeaderID() == "" {
 			return false
 		}
-		return time.Since(n.raft.LastContact()) <= n.cfg.HeartbeatTimeout
+		return time.Since(n.raft.LastContact()) <= n.cfg.LeaderLeaseTimeout
 	}
 	return false
 }

@@ -144,6 +144,10 @@ type Options struct {
 	// NodeArgs, if set, returns further arguments for the node with the
 	// given id (n1, n2, ...); they come after ExtraArgs.
 	NodeArgs func(id string) []string
+	// RaftFront, if set, is called with each node's id and real Raft
+	// address and returns the address the node advertises instead (a
+	// faultproxy front): the initial cluster lists the fronts.
+	RaftFront func(id, realAddr string) string
 }
 
 // Cluster is a set of heureka processes started by one test.
@@ -165,8 +169,9 @@ type Node struct {
 	DataDir  string
 	LogPath  string // stdout and stderr of every run, appended
 
-	args []string // full argument list, starting with "serve"
-	env  []string
+	args  []string // full argument list, starting with "serve"
+	extra []string // node-specific arguments added by the harness
+	env   []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -191,7 +196,12 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 	members := make([]string, 0, n)
 	for i := 1; i <= n; i++ {
 		nd := c.newNode(fmt.Sprintf("n%d", i))
-		members = append(members, fmt.Sprintf("%s=%s@%s", nd.ID, nd.RaftAddr, nd.HTTPAddr))
+		adv := nd.RaftAddr
+		if opts.RaftFront != nil {
+			adv = opts.RaftFront(nd.ID, nd.RaftAddr)
+			nd.extra = append(nd.extra, "--raft-advertise", adv)
+		}
+		members = append(members, fmt.Sprintf("%s=%s@%s", nd.ID, adv, nd.HTTPAddr))
 	}
 	initial := strings.Join(members, ",")
 	for _, nd := range c.Nodes {
@@ -247,6 +257,7 @@ func (c *Cluster) serveArgs(nd *Node, clusterArgs ...string) []string {
 		"--data-dir", nd.DataDir,
 	}
 	args = append(args, clusterArgs...)
+	args = append(args, nd.extra...)
 	args = append(args, raftTestArgs...)
 	args = append(args, c.opts.ExtraArgs...)
 	if c.opts.NodeArgs != nil {

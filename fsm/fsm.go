@@ -102,40 +102,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 }
 
 func (f *FSM) applyLocked(idx uint64, cmd Command, c *Change) error {
-	r := f.reg
-	switch b := cmd.Body.(type) {
-	case *RegisterBody:
-		r.pruneDelta(cmd.Ts)
-		r.Register(idx, cmd.Ts, b.Instance, c)
-	case *KeyBody:
-		if cmd.Type&^CmdIgnoreUnknown == CmdRemoveMember {
-			r.RemoveMember(b.ID)
-			return nil
-		}
-		r.pruneDelta(cmd.Ts)
-		return r.Cancel(idx, cmd.Ts, b.App, b.ID, c)
-	case *RenewBatchBody:
-		r.Renew(b.Renewals)
-	case *OverrideBody:
-		r.pruneDelta(cmd.Ts)
-		if cmd.Type&^CmdIgnoreUnknown == CmdDeleteOverride {
-			return r.DeleteOverride(idx, cmd.Ts, b, c)
-		}
-		return r.SetOverride(idx, cmd.Ts, b, c)
-	case *MetadataBody:
-		r.pruneDelta(cmd.Ts)
-		return r.UpdateMetadata(idx, cmd.Ts, b, c)
-	case *EvictBody:
-		r.pruneDelta(cmd.Ts)
-		for _, k := range b.Keys {
-			_ = r.Cancel(idx, cmd.Ts, k.App, k.ID, c) // already gone: nothing to evict
-		}
-	case *Member:
-		r.SetMember(*b)
-	case *ModeBody:
-		r.SetMode(b.Mode)
-	}
-	return nil
+	return f.reg.Apply(idx, cmd, c)
 }
 
 // Snapshot implements raft.FSM: it copies the state (entries are immutable,

@@ -526,3 +526,48 @@ func (r *Registry) RemoveMember(id string) { delete(r.members, id) }
 
 // SetMode records the cluster-wide mode.
 func (r *Registry) SetMode(mode string) { r.mode = mode }
+
+// Apply applies one decoded command at log index idx, recording what it
+// touched in c. The FSM calls it for every log entry; a node in AP fallback
+// also calls it on its local overlay, so both follow the same rules.
+func (r *Registry) Apply(idx uint64, cmd Command, c *Change) error {
+	switch b := cmd.Body.(type) {
+	case *RegisterBody:
+		r.pruneDelta(cmd.Ts)
+		r.Register(idx, cmd.Ts, b.Instance, c)
+	case *KeyBody:
+		if cmd.Type&^CmdIgnoreUnknown == CmdRemoveMember {
+			r.RemoveMember(b.ID)
+			return nil
+		}
+		r.pruneDelta(cmd.Ts)
+		return r.Cancel(idx, cmd.Ts, b.App, b.ID, c)
+	case *RenewBatchBody:
+		r.Renew(b.Renewals)
+	case *OverrideBody:
+		r.pruneDelta(cmd.Ts)
+		if cmd.Type&^CmdIgnoreUnknown == CmdDeleteOverride {
+			return r.DeleteOverride(idx, cmd.Ts, b, c)
+		}
+		return r.SetOverride(idx, cmd.Ts, b, c)
+	case *MetadataBody:
+		r.pruneDelta(cmd.Ts)
+		return r.UpdateMetadata(idx, cmd.Ts, b, c)
+	case *EvictBody:
+		r.pruneDelta(cmd.Ts)
+		for _, k := range b.Keys {
+			_ = r.Cancel(idx, cmd.Ts, k.App, k.ID, c) // already gone: nothing to evict
+		}
+	case *Member:
+		r.SetMember(*b)
+	case *ModeBody:
+		r.SetMode(b.Mode)
+	}
+	return nil
+}
+
+// Clone returns an independent copy of the registry. Entries are shared:
+// they are immutable.
+func (r *Registry) Clone() *Registry {
+	return importState(r.export(0), r.retentionMs)
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
@@ -303,13 +305,61 @@ func (s *Server) getInstanceByID(c *gin.Context, id string) {
 	s.serve(c, cache.EntityInstance, cache.InstanceName("", id))
 }
 
+// Read consistency levels a request may ask for with ?consistency=.
+const (
+	consistencyDefault      = ""
+	consistencyStale        = "stale"
+	consistencyLinearizable = "linearizable"
+)
+
+// readGate applies the mode's read rules (DESIGN.md, "AP and CP"): a node
+// without quorum marks its answers stale, and in CP mode refuses them unless
+// the request allows stale data; a linearizable read confirms leadership
+// first and is built fresh, bypassing the cache.
+func (s *Server) readGate(c *gin.Context) (fresh bool, err error) {
+	level := c.Query("consistency")
+	switch level {
+	case consistencyDefault, consistencyStale, consistencyLinearizable:
+	default:
+		return false, badRequestf("consistency " + strconv.Quote(level) + ": want stale or linearizable")
+	}
+	if level == consistencyLinearizable {
+		if err := s.cluster.ReadBarrier(c.Request.Context()); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	if !s.cluster.HasQuorum() {
+		c.Header("X-Heureka-Stale", "true")
+		if s.cluster.Mode() == cluster.ModeCP && level != consistencyStale {
+			return false, fmt.Errorf("read without quorum in cp mode (add ?consistency=stale to accept stale data): %w", cluster.ErrNoQuorum)
+		}
+	}
+	return false, nil
+}
+
 var segmentWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
 
 // serve answers a read from the response cache, gzipped when the client
 // accepts it.
 func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	f := eureka.ResponseFormat(c.GetHeader("Accept"))
-	v, err := s.cache.Get(cache.Key{Entity: ent, Name: name, Format: uint8(f)})
+	key := cache.Key{Entity: ent, Name: name, Format: uint8(f)}
+	fresh, err := s.readGate(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	var v *cache.Value
+	if fresh {
+		var segs [][]byte
+		var version uint64
+		if segs, version, err = s.views.build(key); err == nil {
+			v = cache.NewValue(segs, version)
+		}
+	} else {
+		v, err = s.cache.Get(key)
+	}
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -18,6 +18,8 @@ func (s *Server) operatorRoutes(e *gin.Engine) {
 	v1.GET("/members", s.listMembers)
 	v1.POST("/members", s.joinMember)
 	v1.DELETE("/members/:id", s.removeMember)
+	v1.GET("/mode", s.getMode)
+	v1.PUT("/mode", s.putMode)
 }
 
 func (s *Server) listMembers(c *gin.Context) {
@@ -86,4 +88,35 @@ func (s *Server) status(c *gin.Context) {
 		st.Leases = &ls
 	}
 	c.JSON(http.StatusOK, st)
+}
+
+// getMode is GET /v1/mode.
+func (s *Server) getMode(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"mode": s.cluster.Mode(), "quorum": s.cluster.HasQuorum(), "quorum_lost": s.cluster.QuorumLost()})
+}
+
+// putMode is PUT /v1/mode {"mode":"ap"|"cp"} (or ?mode=): it changes the
+// cluster-wide mode through the log.
+func (s *Server) putMode(c *gin.Context) {
+	mode := c.Query("mode")
+	if mode == "" {
+		body, err := s.readBody(c)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		var req struct {
+			Mode string `json:"mode"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			s.fail(c, badRequestf("mode: "+err.Error()))
+			return
+		}
+		mode = req.Mode
+	}
+	if err := s.cluster.SetMode(c.Request.Context(), mode); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"mode": mode})
 }

@@ -24,6 +24,11 @@ type Cluster interface {
 	HasQuorum() bool
 	Apply(ctx context.Context, entry []byte) (uint64, error)
 	Renew(ctx context.Context, app, id string, lastDirty int64) error
+	QuorumLost() bool
+	SetMode(ctx context.Context, mode string) error
+	ReadBarrier(ctx context.Context) error
+	Read(fn func(r *fsm.Registry))
+	Observe(fn func(fsm.Change))
 	Status() cluster.Status
 	LeaseStatus(ctx context.Context) (cluster.LeaseStatus, error)
 	Members() ([]cluster.MemberInfo, error)
@@ -56,7 +61,6 @@ func DefaultConfig() Config {
 type Server struct {
 	cfg     Config
 	cluster Cluster
-	fsm     *fsm.FSM
 	views   *views
 	cache   *cache.Cache
 	log     hclog.Logger
@@ -65,7 +69,7 @@ type Server struct {
 
 // New builds the HTTP handler for a node and starts its response cache;
 // Close stops the cache.
-func New(cfg Config, c Cluster, f *fsm.FSM, log hclog.Logger) (*Server, error) {
+func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -79,13 +83,13 @@ func New(cfg Config, c Cluster, f *fsm.FSM, log hclog.Logger) (*Server, error) {
 		log = hclog.NewNullLogger()
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, cluster: c, fsm: f, log: log.Named("http")}
-	s.views = newViews(f, cfg)
+	s := &Server{cfg: cfg, cluster: c, log: log.Named("http")}
+	s.views = newViews(c.Read, cfg)
 	var err error
 	if s.cache, err = cache.New(cfg.Cache, s.views.build, log); err != nil {
 		return nil, fmt.Errorf("response cache: %w", err)
 	}
-	f.Observe(func(ch fsm.Change) {
+	c.Observe(func(ch fsm.Change) {
 		s.views.forget(ch)
 		s.cache.Invalidate(ch)
 	})
@@ -95,9 +99,13 @@ func New(cfg Config, c Cluster, f *fsm.FSM, log hclog.Logger) (*Server, error) {
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.recoverPanics, s.nodeHeaders, s.logRequests)
+	m := s.newMetrics()
+	e.Use(s.recoverPanics, s.nodeHeaders, s.logRequests, m.observe)
 	e.Any("/eureka/*path", s.eureka)
 	s.operatorRoutes(e)
+	m.routes(e)
+	s.dashboardRoutes(e)
+	s.snapshotRoutes(e)
 	e.Any(cluster.InternalPrefix+"*path", gin.WrapH(c.InternalHandler()))
 	if cfg.Pprof {
 		e.Any("/debug/pprof/*path", gin.WrapH(http.DefaultServeMux))

@@ -61,6 +61,11 @@ func (f *fakeCluster) Renew(_ context.Context, app, id string, _ int64) error {
 	f.renews++
 	return nil
 }
+func (f *fakeCluster) QuorumLost() bool                      { return false }
+func (f *fakeCluster) SetMode(context.Context, string) error { return nil }
+func (f *fakeCluster) ReadBarrier(context.Context) error     { return nil }
+func (f *fakeCluster) Read(fn func(*fsm.Registry))           { f.fsm.Read(fn) }
+func (f *fakeCluster) Observe(fn func(fsm.Change))           { f.fsm.Observe(fn) }
 func (f *fakeCluster) LeaseStatus(context.Context) (cluster.LeaseStatus, error) {
 	return cluster.LeaseStatus{}, cluster.ErrNoLeader
 }
@@ -76,7 +81,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *fakeCluster) {
 	fc := &fakeCluster{fsm: f}
 	cfg := DefaultConfig()
 	cfg.Cache.UseReadOnly = false // these tests read their own writes at once
-	s, err := New(cfg, fc, f, nil)
+	s, err := New(cfg, fc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,10 @@ import (
 // application changed, so rebuilding after one change costs one
 // application's encoding plus a copy.
 type views struct {
-	fsm *fsm.FSM
-	cfg Config
+	// read runs a function on the registry reads show (the node's FSM, or
+	// its AP fallback overlay).
+	read func(func(*fsm.Registry))
+	cfg  Config
 
 	mu    sync.Mutex
 	frags map[fragKey]fragment
@@ -38,8 +40,8 @@ type fragment struct {
 	body    []byte
 }
 
-func newViews(f *fsm.FSM, cfg Config) *views {
-	return &views{fsm: f, cfg: cfg, frags: map[fragKey]fragment{}}
+func newViews(read func(func(*fsm.Registry)), cfg Config) *views {
+	return &views{read: read, cfg: cfg, frags: map[fragKey]fragment{}}
 }
 
 // forget drops cached fragments after a change that replaced the whole
@@ -135,7 +137,7 @@ func (v *views) apps(f eureka.Format) ([][]byte, uint64, error) {
 	var parts []part
 	var hash string
 	var version uint64
-	v.fsm.Read(func(r *fsm.Registry) {
+	v.read(func(r *fsm.Registry) {
 		for _, name := range r.AppNames() {
 			parts = append(parts, v.wholeApp(r, f, name))
 		}
@@ -163,7 +165,7 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 	var hash string
 	var version uint64
 	since := v.cfg.Now().Add(-v.cfg.DeltaRetention).UnixMilli()
-	v.fsm.Read(func(r *fsm.Registry) {
+	v.read(func(r *fsm.Registry) {
 		index := map[string]int{}
 		for _, d := range r.Delta(since) {
 			i, ok := index[d.Entry.App]
@@ -188,7 +190,7 @@ func (v *views) app(f eureka.Format, name string) ([][]byte, uint64, error) {
 	var p part
 	var version uint64
 	found := false
-	v.fsm.Read(func(r *fsm.Registry) {
+	v.read(func(r *fsm.Registry) {
 		if found = len(r.AppEntries(name)) > 0; found {
 			p, version = v.wholeApp(r, f, name), r.Version()
 		}
@@ -210,7 +212,7 @@ func (v *views) vip(f eureka.Format, secure bool, vip string) ([][]byte, uint64,
 	var parts []part
 	var version uint64
 	counts := map[string]int{}
-	v.fsm.Read(func(r *fsm.Registry) {
+	v.read(func(r *fsm.Registry) {
 		version = r.Version()
 		for _, name := range r.AppNames() {
 			all := r.AppEntries(name)
@@ -240,7 +242,7 @@ func (v *views) vip(f eureka.Format, secure bool, vip string) ([][]byte, uint64,
 func (v *views) instance(f eureka.Format, app, id string) ([][]byte, uint64, error) {
 	var e *fsm.Entry
 	var version uint64
-	v.fsm.Read(func(r *fsm.Registry) {
+	v.read(func(r *fsm.Registry) {
 		version = r.Version()
 		if app == "" {
 			e = r.FindByID(id)

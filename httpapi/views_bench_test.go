@@ -53,7 +53,7 @@ func applyCmd(tb testing.TB, f *fsm.FSM, idx *uint64, t fsm.CmdType, body any) {
 // 10,000 instances in 500 applications, every fragment encoded from scratch.
 func BenchmarkBuildAllApps(b *testing.B) {
 	f, _ := benchRegistry(b, 10000, 500)
-	v := newViews(f, DefaultConfig())
+	v := newViews(f.Read, DefaultConfig())
 	b.ReportAllocs()
 	b.ResetTimer()
 	var size int
@@ -72,7 +72,7 @@ func BenchmarkBuildAllApps(b *testing.B) {
 // one application changed: only that fragment is re-encoded.
 func BenchmarkRebuildAllAppsAfterOneAppChange(b *testing.B) {
 	f, idx := benchRegistry(b, 10000, 500)
-	v := newViews(f, DefaultConfig())
+	v := newViews(f.Read, DefaultConfig())
 	key := cache.Key{Entity: cache.EntityApps, Format: uint8(eureka.JSON)}
 	if _, _, err := v.build(key); err != nil {
 		b.Fatal(err)
@@ -93,7 +93,7 @@ func BenchmarkRebuildAllAppsAfterOneAppChange(b *testing.B) {
 // BenchmarkReadOnlyHit measures a cached read of the full registry.
 func BenchmarkReadOnlyHit(b *testing.B) {
 	f, _ := benchRegistry(b, 10000, 500)
-	v := newViews(f, DefaultConfig())
+	v := newViews(f.Read, DefaultConfig())
 	c, err := cache.New(cache.DefaultConfig(), v.build, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -116,7 +116,7 @@ func BenchmarkReadOnlyHit(b *testing.B) {
 
 func TestViews_FragmentsMatchFullBuild(t *testing.T) {
 	f, idx := benchRegistry(t, 300, 7)
-	v := newViews(f, DefaultConfig())
+	v := newViews(f.Read, DefaultConfig())
 	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
 		key := cache.Key{Entity: cache.EntityApps, Format: uint8(format)}
 		if _, _, err := v.build(key); err != nil {
@@ -129,7 +129,7 @@ func TestViews_FragmentsMatchFullBuild(t *testing.T) {
 	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
 		key := cache.Key{Entity: cache.EntityApp, Name: "APP-003", Format: uint8(format)}
 		segs, _, _ := v.build(key)
-		fresh, _, _ := newViews(f, DefaultConfig()).build(key)
+		fresh, _, _ := newViews(f.Read, DefaultConfig()).build(key)
 		if string(cache.NewValue(segs, 0).Bytes()) != string(cache.NewValue(fresh, 0).Bytes()) || len(segs) != 3 {
 			t.Fatalf("%s: application document differs from a fresh build", format)
 		}
@@ -138,7 +138,7 @@ func TestViews_FragmentsMatchFullBuild(t *testing.T) {
 		key := cache.Key{Entity: cache.EntityApps, Format: uint8(format)}
 		segs, _, _ := v.build(key)
 		incremental := cache.NewValue(segs, 0).Bytes()
-		segs, _, _ = newViews(f, DefaultConfig()).build(key)
+		segs, _, _ = newViews(f.Read, DefaultConfig()).build(key)
 		fresh := cache.NewValue(segs, 0).Bytes()
 		if string(incremental) != string(fresh) {
 			t.Fatalf("%s: incremental build differs from a fresh one", format)

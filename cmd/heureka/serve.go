@@ -252,7 +252,7 @@ func serve(args []string) int {
 	hcfg.Cache.AutoExpiration = c.cacheAutoExpiration
 	hcfg.Cache.UseReadOnly = c.useReadOnlyCache
 	hcfg.Pprof = c.pprof
-	api, err := httpapi.New(hcfg, node, f, log)
+	api, err := httpapi.New(hcfg, node, log)
 	if err != nil {
 		ln.Close()
 		node.Shutdown()

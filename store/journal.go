@@ -1,0 +1,181 @@
+package store
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// JournalFile is the AP fallback journal inside the data directory.
+const JournalFile = "fallback.journal"
+
+// maxJournalRecord bounds one record, so a corrupt length cannot make the
+// reader allocate without limit.
+const maxJournalRecord = 16 << 20
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrJournalCorrupt reports a record that fails its checksum before the
+// end of the file (a torn last record is not corruption: it is dropped).
+var ErrJournalCorrupt = errors.New("journal corrupt")
+
+// Journal is an append-only file of records, each a 4-byte length, a
+// 4-byte CRC-32C and the bytes, synced on every append. It holds the writes
+// a node accepted in AP fallback until they are replayed through Raft.
+type Journal struct {
+	mu      sync.Mutex
+	f       *os.File
+	records [][]byte
+	size    int64
+}
+
+// OpenJournal opens (creating if needed) the journal in dir and reads its
+// records. A torn record at the end, from a crash mid-append, is cut off.
+func OpenJournal(dir string) (*Journal, error) {
+	path := filepath.Join(dir, JournalFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open journal: %w", err)
+	}
+	records, good, err := readJournal(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Truncate(good); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("truncate torn journal tail: %w", err)
+	}
+	if _, err := f.Seek(good, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seek journal: %w", err)
+	}
+	return &Journal{f: f, records: records, size: good}, nil
+}
+
+// readJournal returns the records and the offset after the last whole one.
+func readJournal(r io.Reader) ([][]byte, int64, error) {
+	br := bufio.NewReader(r)
+	var out [][]byte
+	var off int64
+	for {
+		var head [8]byte
+		if _, err := io.ReadFull(br, head[:]); err != nil {
+			return out, off, nil // end, or a torn header
+		}
+		n := binary.BigEndian.Uint32(head[:4])
+		if n > maxJournalRecord {
+			return nil, 0, fmt.Errorf("%w: record of %d bytes at offset %d", ErrJournalCorrupt, n, off)
+		}
+		rec := make([]byte, n)
+		if _, err := io.ReadFull(br, rec); err != nil {
+			return out, off, nil // torn body
+		}
+		if crc32.Checksum(rec, crcTable) != binary.BigEndian.Uint32(head[4:]) {
+			// A bad checksum on the last record is a torn write; earlier it
+			// is corruption.
+			if _, err := br.Peek(1); err == io.EOF {
+				return out, off, nil
+			}
+			return nil, 0, fmt.Errorf("%w: bad checksum at offset %d", ErrJournalCorrupt, off)
+		}
+		out = append(out, rec)
+		off += 8 + int64(n)
+	}
+}
+
+// ReadJournal decodes journal bytes (for tools, tests and fuzzing).
+func ReadJournal(r io.Reader) ([][]byte, error) {
+	recs, _, err := readJournal(r)
+	return recs, err
+}
+
+// Append adds a record and syncs it to disk before returning.
+func (j *Journal) Append(rec []byte) error {
+	if len(rec) > maxJournalRecord {
+		return fmt.Errorf("journal record of %d bytes is too large", len(rec))
+	}
+	buf := make([]byte, 8+len(rec))
+	binary.BigEndian.PutUint32(buf[:4], uint32(len(rec)))
+	binary.BigEndian.PutUint32(buf[4:8], crc32.Checksum(rec, crcTable))
+	copy(buf[8:], rec)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, err := j.f.Write(buf); err != nil {
+		return fmt.Errorf("append journal: %w", err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("sync journal: %w", err)
+	}
+	j.records = append(j.records, append([]byte(nil), rec...))
+	j.size += int64(len(buf))
+	return nil
+}
+
+// Records returns the records in append order.
+func (j *Journal) Records() [][]byte {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([][]byte(nil), j.records...)
+}
+
+// Len is the number of records; Size their bytes on disk.
+func (j *Journal) Len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.records)
+}
+
+// Size is the journal's size on disk.
+func (j *Journal) Size() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.size
+}
+
+// DropFirst removes the first n records (after they were replayed) by
+// rewriting the file.
+func (j *Journal) DropFirst(n int) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n = min(n, len(j.records))
+	rest := j.records[n:]
+	if err := j.f.Truncate(0); err != nil {
+		return fmt.Errorf("truncate journal: %w", err)
+	}
+	if _, err := j.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("seek journal: %w", err)
+	}
+	var size int64
+	w := bufio.NewWriter(j.f)
+	for _, rec := range rest {
+		var head [8]byte
+		binary.BigEndian.PutUint32(head[:4], uint32(len(rec)))
+		binary.BigEndian.PutUint32(head[4:], crc32.Checksum(rec, crcTable))
+		_, _ = w.Write(head[:])
+		_, _ = w.Write(rec)
+		size += 8 + int64(len(rec))
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("rewrite journal: %w", err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("sync journal: %w", err)
+	}
+	j.records = append([][]byte(nil), rest...)
+	j.size = size
+	return nil
+}
+
+// Close closes the file.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.f.Close()
+}
