@@ -287,6 +287,11 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 		var e *fsm.Entry
 		n.fsm.Read(func(r *fsm.Registry) { e = r.Get(app, id) })
 		if e == nil {
+			// Answering "not found" is a read: confirm this node still
+			// leads, so a deposed leader cannot answer from stale state.
+			if err := n.raft.VerifyLeader().Error(); err != nil {
+				return 0, ErrNotLeader
+			}
 			return 0, fmt.Errorf("%s %s/%s: %w", fsm.TypeOf(entry), app, id, fsm.ErrInstanceNotFound)
 		}
 	}
