@@ -1,0 +1,454 @@
+// Package lab is `heureka lab`: it starts a local cluster of real heureka
+// processes with a fault-injecting proxy between their Raft links, runs a
+// small client workload, plays a scripted fault scenario in AP and in CP
+// mode, and reports what clients saw on each side of the faults.
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// Config tunes a lab run.
+type Config struct {
+	// Binary is the heureka executable to start (usually os.Executable()).
+	Binary string
+	// Nodes is the cluster size (3 or 5).
+	Nodes int
+	// Modes are played in order.
+	Modes []string
+	// Phase is how long each fault lasts.
+	Phase time.Duration
+	// Progress receives one line per step (nil: quiet).
+	Progress io.Writer
+}
+
+// Counts is what clients saw in one phase on one side.
+type Counts struct {
+	ReadsOK       int `json:"reads_ok"`
+	ReadsRefused  int `json:"reads_refused"`
+	ReadsStale    int `json:"reads_stale"`
+	WritesOK      int `json:"writes_accepted"`
+	WritesRefused int `json:"writes_refused"`
+}
+
+// Row is one (phase, side) line of the report.
+type Row struct {
+	Phase string `json:"phase"`
+	Side  string `json:"side"`
+	Counts
+}
+
+// ModeReport is one mode's outcome.
+type ModeReport struct {
+	Mode string `json:"mode"`
+	Rows []Row  `json:"rows"`
+	// WritesAccepted counts every acknowledged write; WritesLost those
+	// missing from some node at the end; WritesReplayed the ones a node
+	// accepted without quorum (AP journal) that reached every node.
+	WritesAccepted int `json:"writes_accepted"`
+	WritesLost     int `json:"writes_lost"`
+	WritesReplayed int `json:"writes_replayed"`
+	// RecoverPartition and RecoverKill: from healing (restart) until every
+	// node agrees on a leader and holds every acknowledged write.
+	RecoverPartition time.Duration `json:"recover_partition_ns"`
+	RecoverKill      time.Duration `json:"recover_kill_ns"`
+}
+
+// Report is a whole lab run.
+type Report struct {
+	Nodes int          `json:"nodes"`
+	Modes []ModeReport `json:"modes"`
+}
+
+// write is an acknowledged registration.
+type write struct {
+	id       string
+	minority bool // accepted on the partitioned-away side
+}
+
+// recorder collects the workload's observations.
+type recorder struct {
+	mu       sync.Mutex
+	phase    string
+	sideOf   func(nodeID string) string
+	counts   map[[2]string]*Counts
+	order    [][2]string
+	accepted []write
+}
+
+func (r *recorder) setPhase(phase string, sideOf func(string) string) {
+	r.mu.Lock()
+	r.phase, r.sideOf = phase, sideOf
+	r.mu.Unlock()
+}
+
+func (r *recorder) bucket(nodeID string) (*Counts, string) {
+	side := r.sideOf(nodeID)
+	k := [2]string{r.phase, side}
+	c := r.counts[k]
+	if c == nil {
+		c = &Counts{}
+		r.counts[k] = c
+		r.order = append(r.order, k)
+	}
+	return c, side
+}
+
+// client runs one node's workload until ctx ends: a registration, then a
+// read of the application, every 50 ms.
+func (r *recorder) client(ctx context.Context, nd *node) {
+	for seq := 0; ctx.Err() == nil; seq++ {
+		if !nd.running() {
+			r.mu.Lock()
+			c, _ := r.bucket(nd.id)
+			c.WritesRefused++
+			c.ReadsRefused++
+			r.mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		id := fmt.Sprintf("%s-%d-%d", nd.id, time.Now().UnixNano()%1e9, seq)
+		body := fmt.Sprintf(`{"instance":{"instanceId":%q,"hostName":%q,"app":"LAB","ipAddr":"127.0.0.1","status":"UP","dataCenterInfo":{"name":"MyOwn"}}}`, id, id)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+nd.httpAddr+"/eureka/apps/LAB", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		ok := err == nil && resp.StatusCode == http.StatusNoContent
+		if resp != nil {
+			resp.Body.Close()
+		}
+		r.mu.Lock()
+		c, side := r.bucket(nd.id)
+		if ok {
+			c.WritesOK++
+			r.accepted = append(r.accepted, write{id: id, minority: side == "minority"})
+		} else if ctx.Err() == nil {
+			c.WritesRefused++
+		}
+		r.mu.Unlock()
+
+		resp, err = client.Get("http://" + nd.httpAddr + "/eureka/apps/LAB")
+		r.mu.Lock()
+		c, _ = r.bucket(nd.id)
+		switch {
+		case err == nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound):
+			c.ReadsOK++
+			if resp.Header.Get("X-Heureka-Stale") == "true" {
+				c.ReadsStale++
+			}
+		case ctx.Err() == nil:
+			c.ReadsRefused++
+		}
+		r.mu.Unlock()
+		if resp != nil {
+			resp.Body.Close()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// idsOn returns the instance ids nd lists for the lab's application, read
+// once (a stale read is fine: the lab waits for convergence).
+func idsOn(nd *node) (map[string]bool, error) {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+nd.httpAddr+"/eureka/apps/LAB?consistency=stale", nil)
+	req.Header.Set("Accept", "application/json")
+	resp, err := slowClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	have := map[string]bool{}
+	if resp.StatusCode == http.StatusNotFound {
+		return have, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: GET /eureka/apps/LAB: %s", nd.id, resp.Status)
+	}
+	var doc struct {
+		Application struct {
+			Instance []struct {
+				InstanceID string `json:"instanceId"`
+			} `json:"instance"`
+		} `json:"application"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return nil, err
+	}
+	for _, in := range doc.Application.Instance {
+		have[in.InstanceID] = true
+	}
+	return have, nil
+}
+
+// slowClient reads whole registries, which may take a while under load.
+var slowClient = &http.Client{Timeout: 15 * time.Second}
+
+// missing counts the acknowledged writes nd does not list (-1 if it
+// cannot be asked).
+func missing(nd *node, accepted []write) int {
+	have, err := idsOn(nd)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, w := range accepted {
+		if !have[w.id] {
+			n++
+		}
+	}
+	return n
+}
+
+// Run plays the scenario in every mode and returns the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Nodes != 3 && cfg.Nodes != 5 {
+		return nil, fmt.Errorf("lab: %d nodes: want 3 or 5", cfg.Nodes)
+	}
+	if cfg.Phase <= 0 {
+		cfg.Phase = 5 * time.Second
+	}
+	progress := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", args...)
+		}
+	}
+	rep := &Report{Nodes: cfg.Nodes}
+	for _, mode := range cfg.Modes {
+		mr, err := runMode(ctx, cfg, mode, progress)
+		if err != nil {
+			return rep, fmt.Errorf("lab %s: %w", mode, err)
+		}
+		rep.Modes = append(rep.Modes, *mr)
+	}
+	return rep, nil
+}
+
+func runMode(ctx context.Context, cfg Config, mode string, progress func(string, ...any)) (*ModeReport, error) {
+	dir, err := os.MkdirTemp("", "heureka-lab-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	progress("[%s] starting %d nodes", mode, cfg.Nodes)
+	c, err := startCluster(cfg.Binary, dir, cfg.Nodes, mode)
+	defer c.stop()
+	if err != nil {
+		return nil, err
+	}
+	var lead *node
+	if err := waitFor(15*time.Second, func() bool { lead = c.leader(c.nodes); return lead != nil }); err != nil {
+		return nil, fmt.Errorf("no leader at start: %w", err)
+	}
+	rec := &recorder{counts: map[[2]string]*Counts{}}
+	all := func(string) string { return "all" }
+	rec.setPhase("steady", all)
+	wctx, stopWork := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopWork(); wg.Wait() }()
+	for _, nd := range c.nodes {
+		wg.Add(1)
+		go func(nd *node) { defer wg.Done(); rec.client(wctx, nd) }(nd)
+	}
+	time.Sleep(2 * time.Second)
+
+	// Fault 1: the leader is partitioned away from every other node.
+	isolated := lead
+	progress("[%s] partitioning the leader %s away", mode, isolated.id)
+	rec.setPhase("leader partitioned away", func(id string) string {
+		if id == isolated.id {
+			return "minority"
+		}
+		return "majority"
+	})
+	c.proxy.Isolate(isolated.id)
+	time.Sleep(cfg.Phase)
+	progress("[%s] healing", mode)
+	rec.setPhase("healing", all)
+	c.proxy.Heal()
+	healed := time.Now()
+	mr := &ModeReport{Mode: mode}
+	// recovered: every node agrees on a leader and lists every write
+	// acknowledged before recovery began (the workload keeps writing).
+	var target []write
+	mark := func() {
+		rec.mu.Lock()
+		target = append([]write(nil), rec.accepted...)
+		rec.mu.Unlock()
+	}
+	recovered := func() bool {
+		if c.leader(c.nodes) == nil {
+			return false
+		}
+		for _, nd := range c.nodes {
+			if nd.running() && missing(nd, target) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	mark()
+	if err := waitFor(30*time.Second, recovered); err != nil {
+		progress("[%s] did not recover within 30s after healing", mode)
+	}
+	mr.RecoverPartition = time.Since(healed)
+
+	// Fault 2: the leader is killed, then restarted.
+	if err := waitFor(15*time.Second, func() bool { lead = c.leader(c.nodes); return lead != nil }); err != nil {
+		return nil, fmt.Errorf("no leader before the kill: %w", err)
+	}
+	killed := lead
+	progress("[%s] killing the leader %s", mode, killed.id)
+	rec.setPhase("leader killed", func(id string) string {
+		if id == killed.id {
+			return "killed node"
+		}
+		return "survivors"
+	})
+	killed.kill()
+	time.Sleep(cfg.Phase)
+	progress("[%s] restarting %s", mode, killed.id)
+	rec.setPhase("restart", all)
+	restarted := time.Now()
+	mark()
+	if err := c.start(killed); err != nil {
+		return nil, err
+	}
+	if err := waitFor(30*time.Second, recovered); err != nil {
+		progress("[%s] did not recover within 30s after the restart: %s", mode, c.describe(rec))
+	}
+	mr.RecoverKill = time.Since(restarted)
+	stopWork()
+	wg.Wait()
+
+	// What survived: every acknowledged write must be on every node.
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var sets []map[string]bool
+	_ = waitFor(10*time.Second, func() bool {
+		sets = sets[:0]
+		for _, nd := range c.nodes {
+			have, err := idsOn(nd)
+			if err != nil {
+				return false
+			}
+			sets = append(sets, have)
+		}
+		for _, have := range sets {
+			for _, w := range rec.accepted {
+				if !have[w.id] {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, w := range rec.accepted {
+		mr.WritesAccepted++
+		present := len(sets) == len(c.nodes)
+		for _, have := range sets {
+			present = present && have[w.id]
+		}
+		switch {
+		case !present:
+			mr.WritesLost++
+		case w.minority:
+			mr.WritesReplayed++
+		}
+	}
+	for _, k := range rec.order {
+		mr.Rows = append(mr.Rows, Row{Phase: k[0], Side: k[1], Counts: *rec.counts[k]})
+	}
+	progress("[%s] done", mode)
+	return mr, nil
+}
+
+// WriteTable prints the report as aligned text: one block per mode, then
+// the modes side by side.
+func (r *Report) WriteTable(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "mode\tphase\tside\treads ok\treads refused\treads stale\twrites accepted\twrites refused")
+	for _, m := range r.Modes {
+		for _, row := range m.Rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", m.Mode, row.Phase, row.Side,
+				row.ReadsOK, row.ReadsRefused, row.ReadsStale, row.WritesOK, row.WritesRefused)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := "outcome"
+	for _, m := range r.Modes {
+		header += "\t" + m.Mode
+	}
+	fmt.Fprintln(tw, header)
+	line := func(name string, f func(ModeReport) string) {
+		s := name
+		for _, m := range r.Modes {
+			s += "\t" + f(m)
+		}
+		fmt.Fprintln(tw, s)
+	}
+	line("writes accepted", func(m ModeReport) string { return fmt.Sprint(m.WritesAccepted) })
+	line("writes lost", func(m ModeReport) string { return fmt.Sprint(m.WritesLost) })
+	line("writes replayed (accepted without quorum)", func(m ModeReport) string { return fmt.Sprint(m.WritesReplayed) })
+	line("minority reads answered / refused", func(m ModeReport) string {
+		c := m.find("leader partitioned away", "minority")
+		return fmt.Sprintf("%d / %d", c.ReadsOK, c.ReadsRefused)
+	})
+	line("minority writes accepted / refused", func(m ModeReport) string {
+		c := m.find("leader partitioned away", "minority")
+		return fmt.Sprintf("%d / %d", c.WritesOK, c.WritesRefused)
+	})
+	line("stale reads (X-Heureka-Stale)", func(m ModeReport) string {
+		n := 0
+		for _, row := range m.Rows {
+			n += row.ReadsStale
+		}
+		return fmt.Sprint(n)
+	})
+	line("recover after healing", func(m ModeReport) string { return m.RecoverPartition.Round(10 * time.Millisecond).String() })
+	line("recover after leader restart", func(m ModeReport) string { return m.RecoverKill.Round(10 * time.Millisecond).String() })
+	tw.Flush()
+}
+
+func (m ModeReport) find(phase, side string) Counts {
+	for _, row := range m.Rows {
+		if row.Phase == phase && row.Side == side {
+			return row.Counts
+		}
+	}
+	return Counts{}
+}
+
+// describe says, per node, its Raft view and how many acknowledged writes
+// it lacks (for a progress line when recovery stalls).
+func (c *cluster) describe(rec *recorder) string {
+	rec.mu.Lock()
+	acc := append([]write(nil), rec.accepted...)
+	rec.mu.Unlock()
+	var parts []string
+	for _, nd := range c.nodes {
+		st, err := nd.status()
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s: %v (log: %s)", nd.id, err, c.logTail(nd)))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s leader=%s missing %d of %d", nd.id, st.State, st.Leader, missing(nd, acc), len(acc)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (c *cluster) logTail(nd *node) string {
+	data, _ := os.ReadFile(filepath.Join(c.dir, nd.id+".log"))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return strings.Join(lines[max(0, len(lines)-3):], " | ")
+}
