@@ -136,6 +136,14 @@ func TestPartitionIsolatedNode(t *testing.T) {
 				if !fallback || journal != 1 {
 					t.Fatalf("status: fallback=%v journal_entries=%d, want true and 1", fallback, journal)
 				}
+				// The journal survives a crash of the isolated node.
+				isolated.Kill()
+				isolated.Restart(t)
+				WaitFor(t, 10*time.Second, func() bool { return visibleOn(isolated, "PART/isolated") }, "journaled registration visible after a restart")
+				statusField(t, isolated, "journal_entries", &journal)
+				if journal != 1 {
+					t.Fatalf("journal_entries after restart: %d, want 1", journal)
+				}
 			}
 
 			proxy.Heal()
