@@ -40,6 +40,10 @@ type Node struct {
 
 	// mode caches the FSM's mode: every response header carries it.
 	mode atomic.Pointer[string]
+	// startIndex is the last log index found at start; ready latches once
+	// the node applied it and caught up with the leader's commit index.
+	startIndex uint64
+	ready      atomic.Bool
 
 	applied   appliedWaiter
 	renew     *renewBatcher
@@ -124,6 +128,7 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 		n.trans.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.startIndex = n.raft.LastIndex()
 	n.fb.loadOverlay()
 	switch {
 	case hasState:
@@ -137,13 +142,11 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 			return nil, err
 		}
 	}
-	n.wg.Add(3 + renewForwardWorkers)
+	n.wg.Add(4)
 	go n.leaderLoop()
 	go n.registerSelf()
 	go func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) }()
-	for i := 0; i < renewForwardWorkers; i++ {
-		go func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) }()
-	}
+	go func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) }()
 	return n, nil
 }
 
@@ -172,6 +175,25 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 
 // FSM is the node's state machine.
 func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// Ready reports whether this node has caught up since it started: it
+// applied every entry its log held at start and the leader's commit index
+// as first heard. Until then its registry may be partly replayed, and reads
+// are refused rather than served from it.
+func (n *Node) Ready() bool {
+	if n.ready.Load() {
+		return true
+	}
+	if n.LeaderID() == "" {
+		return false
+	}
+	applied, commit := n.fsm.AppliedIndex(), n.raft.CommitIndex()
+	if applied >= n.startIndex && applied >= commit && commit > 0 {
+		n.ready.Store(true)
+		return true
+	}
+	return false
+}
 
 // IsLeader reports whether this node is the leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

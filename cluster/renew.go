@@ -18,11 +18,15 @@ type renewRequest struct {
 }
 
 // Renew records a heartbeat for (app, id). It answers fsm.ErrInstanceNotFound
-// (HTTP 404, the client re-registers) when the leader holds no such
+// (HTTP 404, the client re-registers) when the registry holds no such
 // instance, when its effective status is UNKNOWN, or when the client's
-// lastDirtyTimestamp is newer than the stored one (spec §4.4). The lease is
-// renewed in the leader's memory at once and reaches the log with the next
-// renewal batch.
+// lastDirtyTimestamp is newer than the stored one (spec §4.4).
+//
+// The leader renews the lease in its memory at once; the log gets it with
+// the next renewal batch. A follower judges the heartbeat against its own
+// applied state (spec §7 allows a fresh FSM view: an eviction reaches every
+// follower within a replication round trip) and passes it to the leader in
+// a batch within 100 ms, so a heartbeat costs no round trip to the leader.
 func (n *Node) Renew(ctx context.Context, app, id string, lastDirty int64) error {
 	req := renewRequest{App: app, ID: id, LastDirtyTimestamp: lastDirty}
 	if n.IsLeader() { // the common case on the leader: no context, no timer
@@ -30,26 +34,10 @@ func (n *Node) Renew(ctx context.Context, app, id string, lastDirty int64) error
 			return err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
-	defer cancel()
-	for {
-		if n.QuorumLost() {
-			return n.renewWithoutQuorum(req)
-		}
-		if n.IsLeader() {
-			err := n.renewLocal(req)
-			if !errors.Is(err, ErrNotLeader) {
-				return err
-			}
-		}
-		err := n.forwarder.renew(ctx, req)
-		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, errUnreachable) {
-			return err
-		}
-		if err := sleepCtx(ctx, n.stopCh); err != nil {
-			return fmt.Errorf("renew %s/%s: %w", app, id, ErrNoLeader)
-		}
+	if n.QuorumLost() {
+		return n.renewWithoutQuorum(req)
 	}
+	return n.renewFollower(req)
 }
 
 // renewWithoutQuorum answers a heartbeat on a node that lost quorum: CP
@@ -68,29 +56,46 @@ func (n *Node) renewWithoutQuorum(req renewRequest) error {
 	return nil
 }
 
+// judgeRenewal applies spec §4.4 to a heartbeat against this node's state:
+// whether it renews the lease, and the answer the client gets.
+func (n *Node) judgeRenewal(req renewRequest) (renew bool, err error) {
+	var e *fsm.Entry
+	n.fsm.Read(func(r *fsm.Registry) { e = r.Get(req.App, req.ID) })
+	switch {
+	case e == nil:
+		return false, fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
+	case fsm.RenewStatus(e) == fsm.StatusUnknown:
+		return false, fmt.Errorf("renew %s/%s: status UNKNOWN, register again: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
+	case req.LastDirtyTimestamp > e.Instance.LastDirtyTimestamp:
+		// The client changed since it last registered; renewing is not
+		// enough, it must register again (spec §4.4 step 5).
+		return true, fmt.Errorf("renew %s/%s: client lastDirtyTimestamp is newer: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
+	}
+	return true, nil
+}
+
+func (n *Node) renewFollower(req renewRequest) error {
+	renew, err := n.judgeRenewal(req)
+	if renew {
+		n.forwarder.add(req)
+	}
+	return err
+}
+
 func (n *Node) renewLocal(req renewRequest) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
-	var e *fsm.Entry
-	n.fsm.Read(func(r *fsm.Registry) { e = r.Get(req.App, req.ID) })
-	if e == nil {
-		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
-	}
-	if fsm.RenewStatus(e) == fsm.StatusUnknown {
-		return fmt.Errorf("renew %s/%s: status UNKNOWN, register again: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
-	}
-	now := time.Now()
-	if err := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: now.UnixMilli()}); err != nil {
+	renew, err := n.judgeRenewal(req)
+	if !renew {
 		return err
 	}
-	n.leases.rate.add(now, 1)
-	if req.LastDirtyTimestamp > e.Instance.LastDirtyTimestamp {
-		// The client changed since it last registered; renewing is not
-		// enough, it must register again (spec §4.4 step 5).
-		return fmt.Errorf("renew %s/%s: client lastDirtyTimestamp is newer: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
+	now := time.Now()
+	if aerr := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: now.UnixMilli()}); aerr != nil {
+		return aerr
 	}
-	return nil
+	n.leases.rate.add(now, 1)
+	return err
 }
 
 // renewBatcher gathers renewals on the leader and writes them as one
@@ -186,67 +191,106 @@ func sleepCtx(ctx context.Context, stop <-chan struct{}) error {
 	}
 }
 
-// renewForwarder carries a follower's renewals to the leader in batches:
-// each of a few workers takes whatever is queued when it is free and sends
-// it as one request, so batches grow with load while a lone heartbeat
-// travels at once. A batch waits at most one leader round trip.
+// renewForwarder carries a follower's accepted heartbeats to the leader:
+// it keeps the latest per instance and sends them as one binary batch
+// every forwardInterval. What the leader cannot take yet (no leader, a
+// leader change) is kept for the next batch, up to maxPendingRenewals.
 type renewForwarder struct {
-	n  *Node
-	ch chan renewCall
-}
-
-type renewCall struct {
-	req  renewRequest
-	done chan error
+	n       *Node
+	mu      sync.Mutex
+	pending map[string]renewRequest
 }
 
 const (
-	renewForwardWorkers = 4
-	maxRenewBatch       = 2000
+	forwardInterval    = 50 * time.Millisecond
+	maxPendingRenewals = 200_000
+	maxRenewBatchSend  = 20_000
 )
 
 func newRenewForwarder(n *Node) *renewForwarder {
-	return &renewForwarder{n: n, ch: make(chan renewCall, maxRenewBatch)}
+	return &renewForwarder{n: n, pending: map[string]renewRequest{}}
 }
 
-func (f *renewForwarder) renew(ctx context.Context, req renewRequest) error {
-	call := renewCall{req: req, done: make(chan error, 1)}
-	select {
-	case f.ch <- call:
-	case <-ctx.Done():
-		return fmt.Errorf("renew: %w", ErrNoLeader)
+func (f *renewForwarder) add(req renewRequest) {
+	f.mu.Lock()
+	if len(f.pending) < maxPendingRenewals {
+		f.pending[req.App+"\x00"+req.ID] = req
 	}
-	select {
-	case err := <-call.done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("renew: %w", ErrNoLeader)
+	f.mu.Unlock()
+}
+
+func (f *renewForwarder) take(limit int) []renewRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]renewRequest, 0, min(len(f.pending), limit))
+	for k, r := range f.pending {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, r)
+		delete(f.pending, k)
 	}
+	return out
+}
+
+// putBack returns renewals a send could not deliver, unless newer ones for
+// the same instances arrived meanwhile.
+func (f *renewForwarder) putBack(reqs []renewRequest) {
+	f.mu.Lock()
+	for _, r := range reqs {
+		k := r.App + "\x00" + r.ID
+		if _, newer := f.pending[k]; !newer && len(f.pending) < maxPendingRenewals {
+			f.pending[k] = r
+		}
+	}
+	f.mu.Unlock()
 }
 
 func (f *renewForwarder) run(stop <-chan struct{}) {
-	var batch []renewCall
+	t := time.NewTicker(forwardInterval)
+	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case c := <-f.ch:
-			batch = append(batch[:0], c)
+		case <-t.C:
 		}
-	drain:
-		for len(batch) < maxRenewBatch {
-			select {
-			case c := <-f.ch:
-				batch = append(batch, c)
-			default:
-				break drain
+		for {
+			batch := f.take(maxRenewBatchSend)
+			if len(batch) == 0 {
+				break
+			}
+			if err := f.send(batch); err != nil {
+				f.putBack(batch)
+				break
 			}
 		}
-		errs := f.send(batch)
-		for i, c := range batch {
-			c.done <- errs[i]
-		}
 	}
+}
+
+// send posts one batch to the leader. The leader's per-renewal answers are
+// not needed: the clients were answered from this node's state.
+func (f *renewForwarder) send(batch []renewRequest) error {
+	if f.n.IsLeader() {
+		for _, r := range batch {
+			_ = f.n.renewLocal(r)
+		}
+		return nil
+	}
+	addr := f.n.leaderHTTP()
+	if addr == "" || addr == f.n.cfg.HTTPAdvertise {
+		return fmt.Errorf("renew batch: %w", ErrNoLeader)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
+	defer cancel()
+	results, err := f.n.postRaw(ctx, addr, pathRenewBatch, encodeRenewBatch(batch))
+	if err != nil {
+		return err
+	}
+	if len(results) != len(batch) {
+		return fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(batch), ErrNoLeader)
+	}
+	return nil
 }
 
 // Renew batches travel between nodes in a compact binary form, since
@@ -316,53 +360,6 @@ func renewResultByte(err error) byte {
 		return renewNotLeader
 	}
 	return renewFailed
-}
-
-func renewResultError(b byte) error {
-	switch b {
-	case renewOK:
-		return nil
-	case renewNotFound:
-		return fmt.Errorf("renew: %w", fsm.ErrInstanceNotFound)
-	case renewNotLeader:
-		return ErrNotLeader
-	}
-	return fmt.Errorf("renew: leader failed: %w", ErrNoLeader)
-}
-
-// send posts one batch to the leader and returns one error per renewal.
-func (f *renewForwarder) send(batch []renewCall) []error {
-	errs := make([]error, len(batch))
-	fill := func(err error) []error {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
-	addr := f.n.leaderHTTP()
-	if addr == "" {
-		return fill(fmt.Errorf("renew: %w", errUnreachable))
-	}
-	if addr == f.n.cfg.HTTPAdvertise {
-		return fill(ErrNotLeader)
-	}
-	reqs := make([]renewRequest, len(batch))
-	for i, c := range batch {
-		reqs[i] = c.req
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
-	defer cancel()
-	results, err := f.n.postRaw(ctx, addr, pathRenewBatch, encodeRenewBatch(reqs))
-	if err != nil {
-		return fill(err)
-	}
-	if len(results) != len(batch) {
-		return fill(fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(batch), ErrNoLeader))
-	}
-	for i, b := range results {
-		errs[i] = renewResultError(b)
-	}
-	return errs
 }
 
 // renewBatchLocal answers a follower's batch on the leader.

@@ -38,13 +38,9 @@ func FuzzDecodeRenewBatch(f *testing.F) {
 }
 
 func TestRenewResultBytes(t *testing.T) {
-	for _, err := range []error{nil, fsm.ErrInstanceNotFound, ErrNotLeader} {
-		back := renewResultError(renewResultByte(err))
-		if (err == nil) != (back == nil) || (err != nil && !errors.Is(back, err)) {
-			t.Fatalf("%v -> %v", err, back)
+	for err, want := range map[error]byte{nil: renewOK, fsm.ErrInstanceNotFound: renewNotFound, ErrNotLeader: renewNotLeader, errors.New("x"): renewFailed} {
+		if got := renewResultByte(err); got != want {
+			t.Fatalf("%v -> %d, want %d", err, got, want)
 		}
-	}
-	if back := renewResultError(renewResultByte(errors.New("disk on fire"))); !errors.Is(back, ErrNoLeader) {
-		t.Fatalf("other errors must read as no leader (retryable): %v", back)
 	}
 }

@@ -24,6 +24,8 @@ type Status struct {
 	LastContactMs     int64  `json:"last_contact_ms"`
 	Mode              string `json:"mode"`
 	Quorum            bool   `json:"quorum"`
+	// Ready is set once the node caught up after starting (see Node.Ready).
+	Ready bool `json:"ready"`
 	// QuorumLost is set once the node has been without quorum for longer
 	// than an election takes; Fallback when it then serves AP fallback (or
 	// still holds journal writes to replay).
@@ -57,6 +59,7 @@ func (n *Node) Status() Status {
 		LastSnapshotIndex: u("last_snapshot_index"),
 		Mode:              n.Mode(),
 		Quorum:            n.HasQuorum(),
+		Ready:             n.Ready(),
 		QuorumLost:        n.QuorumLost(),
 		Fallback:          n.InFallback(),
 		JournalEntries:    n.fb.journal.Len(),

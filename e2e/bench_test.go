@@ -291,10 +291,11 @@ func BenchmarkRenewals(b *testing.B) {
 		close(next)
 		wg.Wait()
 		client := bench.NewClient(64)
-		url := func(w, i int) string {
-			k := (i*64 + w) % n
-			return c.Nodes[k%3].URL(fmt.Sprintf("/eureka/apps/RENEW-%02d/r-%d", k%50, k))
+		urls := make([]string, n) // built once: the load generator shares the CPU
+		for k := range urls {
+			urls[k] = c.Nodes[k%3].URL(fmt.Sprintf("/eureka/apps/RENEW-%02d/r-%d", k%50, k))
 		}
+		url := func(w, i int) string { return urls[(i*64+w)%n] }
 		cpu0 := clusterCPU(c)
 		max := bench.Run(context.Background(), client, bench.LoadConfig{Concurrency: 64, Duration: 10 * time.Second},
 			bench.Request{Method: http.MethodPut, Next: url})

@@ -329,6 +329,11 @@ func (s *Server) readGate(c *gin.Context) (fresh bool, err error) {
 		}
 		return true, nil
 	}
+	if s.cluster.HasQuorum() && !s.cluster.Ready() && level != consistencyStale {
+		// Right after a restart the registry may be partly replayed: send
+		// clients to another node instead of serving a partial view.
+		return false, fmt.Errorf("node is catching up after a restart (add ?consistency=stale to read anyway): %w", cluster.ErrNoLeader)
+	}
 	if !s.cluster.HasQuorum() {
 		c.Header("X-Heureka-Stale", "true")
 		if s.cluster.Mode() == cluster.ModeCP && level != consistencyStale {

@@ -25,6 +25,7 @@ type Cluster interface {
 	Apply(ctx context.Context, entry []byte) (uint64, error)
 	Renew(ctx context.Context, app, id string, lastDirty int64) error
 	QuorumLost() bool
+	Ready() bool
 	SetMode(ctx context.Context, mode string) error
 	ReadBarrier(ctx context.Context) error
 	Read(fn func(r *fsm.Registry))
@@ -100,7 +101,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false
 	m := s.newMetrics()
-	e.Use(s.recoverPanics, s.nodeHeaders, s.logRequests, m.observe)
+	e.Use(m.observe, s.recoverPanics, s.nodeHeaders, s.logRequests)
 	e.Any("/eureka/*path", s.eureka)
 	s.operatorRoutes(e)
 	m.routes(e)

@@ -61,6 +61,7 @@ func (f *fakeCluster) Renew(_ context.Context, app, id string, _ int64) error {
 	f.renews++
 	return nil
 }
+func (f *fakeCluster) Ready() bool                           { return true }
 func (f *fakeCluster) QuorumLost() bool                      { return false }
 func (f *fakeCluster) SetMode(context.Context, string) error { return nil }
 func (f *fakeCluster) ReadBarrier(context.Context) error     { return nil }

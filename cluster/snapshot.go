@@ -1,0 +1,253 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// Operator snapshots: a copy of the registry an operator downloads
+// (GET /v1/snapshot) and restores into a running cluster (POST /v1/snapshot),
+// in fsm's snapshot format. A save is taken on the leader after a barrier,
+// so it holds every committed write; a restore runs on the leader through
+// raft.Restore, which replaces the state on every member.
+
+const (
+	pathSnapshot = InternalPrefix + "snapshot"
+	pathRestore  = InternalPrefix + "restore"
+	// MaxSnapshotBytes bounds a snapshot accepted for restore.
+	MaxSnapshotBytes = 1 << 30
+	// snapshotTimeout bounds a save or restore when the caller's context
+	// has no deadline.
+	snapshotTimeout = 2 * time.Minute
+)
+
+// ErrBadSnapshot marks a snapshot that cannot be restored (not heureka's
+// format, truncated, too large). It also matches fsm.ErrBadSnapshot and
+// fsm.ErrBadCommand, so the HTTP layer answers 400.
+var ErrBadSnapshot = fmt.Errorf("%w: %w", fsm.ErrBadSnapshot, fsm.ErrBadCommand)
+
+// SaveSnapshot writes the registry in fsm's snapshot format to w. Unless
+// stale is set it is taken on the leader after a barrier (forwarded there
+// from a follower), so it holds every write committed before the call;
+// with stale it is this node's own state, which works without a leader.
+// Nothing is written to w unless the whole snapshot was taken.
+func (n *Node) SaveSnapshot(ctx context.Context, w io.Writer, stale bool) error {
+	ctx, cancel := withDefaultTimeout(ctx, snapshotTimeout)
+	defer cancel()
+	var buf bytes.Buffer
+	if stale {
+		if err := n.fsm.Export().Encode(&buf); err != nil {
+			return fmt.Errorf("encode snapshot: %w", err)
+		}
+	} else if err := n.snapshotCall(ctx, func() error { return n.saveLocal(&buf) }, func(addr string) error {
+		return n.fetchSnapshot(ctx, addr, &buf)
+	}); err != nil {
+		return fmt.Errorf("save snapshot: %w", err)
+	}
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+// RestoreSnapshot replaces the registry of the whole cluster with the
+// snapshot read from r (on the leader; forwarded there from a follower).
+// The cluster keeps its own members and mode: only the registry (instances,
+// leases, the delta queue and versions) comes from the snapshot. The leader
+// then gives every restored lease a full duration of grace, as after an
+// election.
+func (n *Node) RestoreSnapshot(ctx context.Context, r io.Reader) error {
+	ctx, cancel := withDefaultTimeout(ctx, snapshotTimeout)
+	defer cancel()
+	data, err := io.ReadAll(io.LimitReader(r, MaxSnapshotBytes+1))
+	if err != nil {
+		return fmt.Errorf("read snapshot: %w", err)
+	}
+	if len(data) > MaxSnapshotBytes {
+		return fmt.Errorf("snapshot larger than %d bytes: %w", MaxSnapshotBytes, ErrBadSnapshot)
+	}
+	if _, err := fsm.ReadSnapshot(bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("restore: %v: %w", err, ErrBadSnapshot)
+	}
+	return n.snapshotCall(ctx, func() error { return n.restoreLocal(data) }, func(addr string) error {
+		return n.sendRestore(ctx, addr, data)
+	})
+}
+
+// snapshotCall runs local on the leader, or remote with the leader's HTTP
+// address, retrying while leadership moves; it gives up when ctx ends or
+// when no leader answered for ApplyTimeout.
+func (n *Node) snapshotCall(ctx context.Context, local func() error, remote func(addr string) error) error {
+	giveUp := time.Now().Add(n.cfg.ApplyTimeout)
+	for {
+		var err error
+		switch addr := n.leaderHTTP(); {
+		case n.IsLeader():
+			err = local()
+		case addr != "" && addr != n.cfg.HTTPAdvertise:
+			err = remote(addr)
+		default:
+			err = ErrNoLeader
+		}
+		if err == nil || !(errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, errUnreachable)) {
+			return err
+		}
+		if time.Now().After(giveUp) || sleepCtx(ctx, n.stopCh) != nil {
+			return err
+		}
+	}
+}
+
+// saveLocal encodes the leader's state once every committed entry is applied.
+func (n *Node) saveLocal(w io.Writer) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if err := n.Barrier(n.cfg.ApplyTimeout); err != nil {
+		return err
+	}
+	if err := n.fsm.Export().Encode(w); err != nil {
+		return fmt.Errorf("encode snapshot: %w", err)
+	}
+	return nil
+}
+
+// restoreLocal validates data, keeps this cluster's members and mode, and
+// hands the result to raft.Restore (leader only).
+func (n *Node) restoreLocal(data []byte) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	st, err := fsm.ReadSnapshot(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("restore: %v: %w", err, ErrBadSnapshot)
+	}
+	n.fsm.Read(func(r *fsm.Registry) {
+		st.Members = r.Members()
+		st.Mode = r.Mode()
+	})
+	// raft.Restore stores the snapshot at max(meta.Index, last index)+1;
+	// the FSM takes its applied index from the snapshot, so write that one.
+	last := n.raft.LastIndex()
+	st.LastIndex = last + 1
+	var buf bytes.Buffer
+	if err := st.Encode(&buf); err != nil {
+		return fmt.Errorf("encode snapshot: %w", err)
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: last, Term: n.raft.CurrentTerm(), Size: int64(buf.Len())}
+	if err := n.raft.Restore(meta, &buf, n.cfg.ApplyTimeout); err != nil {
+		return fmt.Errorf("raft restore: %w", mapRaftErr(err))
+	}
+	// Restored leases were renewed on another clock: give them the grace a
+	// new leader gives.
+	now := time.Now()
+	n.leases.mu.Lock()
+	n.leases.leaderSince = now.UnixMilli()
+	n.leases.mu.Unlock()
+	n.log.Info("restored snapshot", "instances", len(st.Entries), "index", st.LastIndex)
+	return nil
+}
+
+// fetchSnapshot downloads the leader's snapshot into w.
+func (n *Node) fetchSnapshot(ctx context.Context, addr string, w *bytes.Buffer) error {
+	resp, err := n.snapshotRequest(ctx, http.MethodGet, addr, pathSnapshot, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return replyError(addr, resp)
+	}
+	w.Reset()
+	if _, err := io.Copy(w, io.LimitReader(resp.Body, MaxSnapshotBytes+1)); err != nil {
+		return fmt.Errorf("read snapshot from %s: %v: %w", addr, err, ErrNoLeader)
+	}
+	return nil
+}
+
+// sendRestore sends a snapshot to the leader's restore endpoint.
+func (n *Node) sendRestore(ctx context.Context, addr string, data []byte) error {
+	resp, err := n.snapshotRequest(ctx, http.MethodPost, addr, pathRestore, data)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return replyError(addr, resp)
+	}
+	return nil
+}
+
+// snapshotRequest sends one internal snapshot call; unlike post it has no
+// client timeout (a snapshot may be large) and is bounded by ctx alone.
+func (n *Node) snapshotRequest(ctx context.Context, method, addr, path string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("build forward request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("X-Heureka-Forwarded-By", n.cfg.NodeID)
+	client := &http.Client{Transport: n.client.Transport}
+	resp, err := client.Do(req)
+	if err != nil {
+		if isDialError(err) {
+			return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, errUnreachable)
+		}
+		return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, ErrNoLeader)
+	}
+	return resp, nil
+}
+
+// replyError turns an internal error reply into its sentinel error.
+func replyError(addr string, resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var rep internalReply
+	if json.Unmarshal(data, &rep) == nil && rep.Code != "" {
+		return codeError(rep.Code, rep.Message)
+	}
+	return fmt.Errorf("forward to %s: status %d: %w", addr, resp.StatusCode, ErrNoLeader)
+}
+
+// snapshotRoutes adds the internal snapshot endpoints to InternalHandler's mux.
+func (n *Node) snapshotRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+pathSnapshot, func(w http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		if err := n.saveLocal(&buf); err != nil {
+			writeInternal(w, internalReply{}, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = buf.WriteTo(w)
+	})
+	mux.HandleFunc("POST "+pathRestore, func(w http.ResponseWriter, r *http.Request) {
+		if !n.IsLeader() {
+			writeInternal(w, internalReply{}, ErrNotLeader)
+			return
+		}
+		data, err := io.ReadAll(io.LimitReader(r.Body, MaxSnapshotBytes+1))
+		if err != nil || len(data) > MaxSnapshotBytes {
+			writeInternal(w, internalReply{}, fmt.Errorf("read snapshot: %w", ErrBadSnapshot))
+			return
+		}
+		writeInternal(w, internalReply{}, n.restoreLocal(data))
+	})
+}
+
+func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}

@@ -1,0 +1,588 @@
+package main
+
+// The operator subcommands: thin clients of a node's operator API
+// (/v1/status, /v1/members, /v1/mode, /v1/snapshot). Each takes --addr (the
+// node's HTTP address, default $HEUREKA_ADDR or 127.0.0.1:8761), prints a
+// human summary or, with --json, the server's JSON, and exits 0 on success,
+// 1 when the node cannot be reached or refuses, 2 on bad usage.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+const defaultOpsAddr = "127.0.0.1:8761"
+
+const opsUsage = `Operator commands (each takes --addr HOST:PORT, --json and --timeout):
+  heureka status                          node, leader, Raft indexes, mode, quorum, leases, cache
+  heureka members [list]                  the cluster's members
+  heureka members join --id ID --raft-addr HOST:PORT --http-addr HOST:PORT
+  heureka members remove ID
+  heureka mode                            show the consistency mode
+  heureka mode ap|cp                      switch the cluster's mode
+  heureka snapshot save FILE [--stale]    download the registry ("-" for stdout)
+  heureka snapshot restore FILE           replace the cluster's registry with FILE
+`
+
+// opsClient talks to one node's operator API.
+type opsClient struct {
+	base    string
+	json    bool
+	client  *http.Client
+	stdout  io.Writer
+	command string
+}
+
+// errUsage marks a usage error (exit code 2).
+var errUsage = errors.New("usage")
+
+// opsFlags declares the flags every operator command shares.
+func opsFlags(name string, c *opsClient, timeout *time.Duration, def time.Duration) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addr := os.Getenv("HEUREKA_ADDR")
+	if addr == "" {
+		addr = defaultOpsAddr
+	}
+	fs.StringVar(&c.base, "addr", addr, "HTTP address of a node (host:port or http://host:port)")
+	fs.BoolVar(&c.json, "json", false, "print JSON instead of a summary")
+	fs.DurationVar(timeout, "timeout", def, "give up after this long")
+	return fs
+}
+
+// parseInterleaved parses flags that may come before, between or after the
+// positional arguments, and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// newOps parses args for an operator command; extra declares its own flags.
+func newOps(name string, args []string, def time.Duration, extra func(fs *flag.FlagSet)) (*opsClient, []string, error) {
+	c := &opsClient{stdout: os.Stdout, command: name}
+	var timeout time.Duration
+	fs := opsFlags(name, c, &timeout, def)
+	if extra != nil {
+		extra(fs)
+	}
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(os.Stdout, opsUsage)
+		return nil, nil, flag.ErrHelp
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if !strings.Contains(c.base, "://") {
+		c.base = "http://" + c.base
+	}
+	c.base = strings.TrimRight(c.base, "/")
+	c.client = &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: nil}}
+	return c, pos, nil
+}
+
+// opsExit prints err for command and returns the exit code.
+func opsExit(command string, err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(os.Stderr, "heureka %s: %v\n", command, err)
+		fmt.Fprint(os.Stderr, opsUsage)
+		return 2
+	}
+	fmt.Fprintf(os.Stderr, "heureka %s: %v\n", command, err)
+	return 1
+}
+
+// do sends one request and returns the body of a 2xx answer; any other
+// answer becomes an error carrying the server's {"error"} message.
+func (c *opsClient) do(method, path, contentType string, body io.Reader) ([]byte, error) {
+	req, err := http.NewRequest(method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		msg := strings.TrimSpace(string(data))
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		if msg == "" {
+			msg = http.StatusText(resp.StatusCode)
+		}
+		return nil, fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, msg)
+	}
+	return data, nil
+}
+
+func (c *opsClient) getJSON(path string, v any) ([]byte, error) {
+	data, err := c.do(http.MethodGet, path, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	if v != nil {
+		if err := json.Unmarshal(data, v); err != nil {
+			return nil, fmt.Errorf("GET %s: decode answer: %w", path, err)
+		}
+	}
+	return data, nil
+}
+
+// printJSON writes raw JSON indented.
+func (c *opsClient) printJSON(raw []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, bytes.TrimSpace(raw), "", "  "); err != nil {
+		_, err = c.stdout.Write(raw)
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err := buf.WriteTo(c.stdout)
+	return err
+}
+
+func (c *opsClient) printValue(v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return c.printJSON(raw)
+}
+
+// ---------------------------------------------------------------------------
+// heureka status
+
+// opsStatus is the part of GET /v1/status the summary shows.
+type opsStatus struct {
+	Node            string          `json:"node"`
+	State           string          `json:"state"`
+	Leader          string          `json:"leader"`
+	LeaderHTTPAddr  string          `json:"leader_http_addr"`
+	Term            uint64          `json:"term"`
+	CommitIndex     uint64          `json:"commit_index"`
+	AppliedIndex    uint64          `json:"applied_index"`
+	LastLogIndex    uint64          `json:"last_log_index"`
+	LastSnapshot    uint64          `json:"last_snapshot_index"`
+	Mode            string          `json:"mode"`
+	Quorum          bool            `json:"quorum"`
+	Fallback        json.RawMessage `json:"fallback"`
+	Instances       int             `json:"instances"`
+	Applications    int             `json:"applications"`
+	RegistryVersion uint64          `json:"registry_version"`
+	LogBytes        int64           `json:"log_bytes"`
+	Leases          *struct {
+		Enabled   bool    `json:"self_preservation_enabled"`
+		Active    bool    `json:"self_preservation_active"`
+		Renews    int64   `json:"renews_last_min"`
+		Threshold int64   `json:"renews_threshold"`
+		Expected  float64 `json:"expected_renews_per_min"`
+		Evicted   uint64  `json:"evicted_total"`
+	} `json:"leases"`
+	Cache *struct {
+		ROHits   uint64 `json:"read_only_hits"`
+		ROMisses uint64 `json:"read_only_misses"`
+		RWHits   uint64 `json:"read_write_hits"`
+		RWMisses uint64 `json:"read_write_misses"`
+		Builds   uint64 `json:"builds"`
+		Bytes    int64  `json:"bytes"`
+	} `json:"cache"`
+}
+
+func opsStatusCmd(args []string) int {
+	c, _, err := newOps("status", args, 5*time.Second, nil)
+	if err != nil {
+		return opsExit("status", err)
+	}
+	return opsExit("status", c.status())
+}
+
+func (c *opsClient) status() error {
+	var st opsStatus
+	raw, err := c.getJSON("/v1/status", &st)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(raw)
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	leader := "none"
+	if st.Leader != "" {
+		leader = st.Leader + " at " + st.LeaderHTTPAddr
+	}
+	quorum := "no"
+	if st.Quorum {
+		quorum = "yes"
+	}
+	fmt.Fprintf(w, "node\t%s (%s)\n", st.Node, st.State)
+	fmt.Fprintf(w, "leader\t%s\n", leader)
+	fmt.Fprintf(w, "mode\t%s, quorum %s%s\n", st.Mode, quorum, fallbackText(st.Fallback))
+	fmt.Fprintf(w, "raft\tterm %d, commit %d, applied %d, last log %d, snapshot %d, log %s\n",
+		st.Term, st.CommitIndex, st.AppliedIndex, st.LastLogIndex, st.LastSnapshot, sizeText(st.LogBytes))
+	fmt.Fprintf(w, "registry\t%d applications, %d instances (version %d)\n", st.Applications, st.Instances, st.RegistryVersion)
+	if l := st.Leases; l != nil {
+		sp := "disabled"
+		switch {
+		case l.Active:
+			sp = "ACTIVE (EMERGENCY: renewals below threshold, eviction stopped)"
+		case l.Enabled:
+			sp = "enabled, inactive"
+		}
+		fmt.Fprintf(w, "leases\trenews %d/min, threshold %d, expected %.0f/min, evicted %d\n", l.Renews, l.Threshold, l.Expected, l.Evicted)
+		fmt.Fprintf(w, "self-preservation\t%s\n", sp)
+	} else {
+		fmt.Fprintf(w, "leases\tunknown (no leader)\n")
+	}
+	if ch := st.Cache; ch != nil {
+		fmt.Fprintf(w, "cache\treadOnly %d hits / %d misses, readWrite %d hits / %d misses, %d builds, %s\n",
+			ch.ROHits, ch.ROMisses, ch.RWHits, ch.RWMisses, ch.Builds, sizeText(ch.Bytes))
+	}
+	return w.Flush()
+}
+
+// fallbackText describes the status' "fallback" field, whatever its shape.
+func fallbackText(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		if b {
+			return ", AP fallback ACTIVE"
+		}
+		return ", fallback off"
+	}
+	var obj map[string]any
+	if json.Unmarshal(raw, &obj) == nil {
+		if active, ok := obj["active"].(bool); ok && active {
+			return ", AP fallback ACTIVE"
+		}
+		return ", fallback off"
+	}
+	return ""
+}
+
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// ---------------------------------------------------------------------------
+// heureka members
+
+type opsMember struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+func opsMembersCmd(args []string) int {
+	var id, raftAddr, httpAddr string
+	c, pos, err := newOps("members", args, 15*time.Second, func(fs *flag.FlagSet) {
+		fs.StringVar(&id, "id", "", "members join: the new member's node id")
+		fs.StringVar(&raftAddr, "raft-addr", "", "members join: the new member's Raft address")
+		fs.StringVar(&httpAddr, "http-addr", "", "members join: the new member's HTTP address")
+	})
+	if err != nil {
+		return opsExit("members", err)
+	}
+	sub := "list"
+	if len(pos) > 0 {
+		sub, pos = pos[0], pos[1:]
+	}
+	switch sub {
+	case "list":
+		if len(pos) != 0 {
+			return opsExit("members", fmt.Errorf("%w: members list takes no arguments", errUsage))
+		}
+		err = c.membersList()
+	case "join":
+		if len(pos) != 0 || id == "" || raftAddr == "" || httpAddr == "" {
+			return opsExit("members", fmt.Errorf("%w: members join needs --id, --raft-addr and --http-addr", errUsage))
+		}
+		err = c.membersJoin(opsMember{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr})
+	case "remove":
+		if len(pos) != 1 {
+			return opsExit("members", fmt.Errorf("%w: members remove takes one node id", errUsage))
+		}
+		err = c.membersRemove(pos[0])
+	default:
+		return opsExit("members", fmt.Errorf("%w: unknown subcommand %q", errUsage, sub))
+	}
+	return opsExit("members "+sub, err)
+}
+
+func (c *opsClient) membersList() error {
+	var body struct {
+		Members []opsMember `json:"members"`
+	}
+	raw, err := c.getJSON("/v1/members", &body)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(raw)
+	}
+	sort.Slice(body.Members, func(i, j int) bool { return body.Members[i].ID < body.Members[j].ID })
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tROLE\tHTTP\tRAFT")
+	for _, m := range body.Members {
+		role := "non-voter"
+		switch {
+		case m.Leader:
+			role = "leader"
+		case m.Voter:
+			role = "voter"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.ID, role, m.HTTPAddr, m.RaftAddr)
+	}
+	return w.Flush()
+}
+
+func (c *opsClient) membersJoin(m opsMember) error {
+	body, _ := json.Marshal(m)
+	raw, err := c.do(http.MethodPost, "/v1/members", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(raw)
+	}
+	fmt.Fprintf(c.stdout, "joined %s (raft %s, http %s)\n", m.ID, m.RaftAddr, m.HTTPAddr)
+	return nil
+}
+
+func (c *opsClient) membersRemove(id string) error {
+	raw, err := c.do(http.MethodDelete, "/v1/members/"+id, "", nil)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(raw)
+	}
+	fmt.Fprintf(c.stdout, "removed %s\n", id)
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// heureka mode
+
+func opsModeCmd(args []string) int {
+	c, pos, err := newOps("mode", args, 15*time.Second, nil)
+	if err != nil {
+		return opsExit("mode", err)
+	}
+	switch len(pos) {
+	case 0:
+		err = c.mode("")
+	case 1:
+		m := strings.ToLower(pos[0])
+		if m != "ap" && m != "cp" {
+			return opsExit("mode", fmt.Errorf("%w: mode %q: want ap or cp", errUsage, pos[0]))
+		}
+		err = c.mode(m)
+	default:
+		return opsExit("mode", fmt.Errorf("%w: mode takes at most one argument (ap or cp)", errUsage))
+	}
+	return opsExit("mode", err)
+}
+
+func (c *opsClient) mode(set string) error {
+	var raw []byte
+	var err error
+	if set == "" {
+		raw, err = c.getJSON("/v1/mode", nil)
+	} else {
+		body, _ := json.Marshal(map[string]string{"mode": set})
+		raw, err = c.do(http.MethodPut, "/v1/mode", "application/json", bytes.NewReader(body))
+	}
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(raw)
+	}
+	var m struct {
+		Mode string `json:"mode"`
+	}
+	_ = json.Unmarshal(raw, &m)
+	if m.Mode == "" {
+		m.Mode = set
+	}
+	if set != "" {
+		fmt.Fprintf(c.stdout, "mode set to %s\n", m.Mode)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "mode %s\n", m.Mode)
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// heureka snapshot
+
+// snapshotResult describes a saved or restored snapshot.
+type snapshotResult struct {
+	File         string `json:"file"`
+	Bytes        int    `json:"bytes"`
+	Instances    int    `json:"instances"`
+	Applications int    `json:"applications"`
+	Restored     bool   `json:"restored,omitempty"`
+}
+
+func opsSnapshotCmd(args []string) int {
+	var stale bool
+	c, pos, err := newOps("snapshot", args, 2*time.Minute, func(fs *flag.FlagSet) {
+		fs.BoolVar(&stale, "stale", false, "snapshot save: take the node's own copy, without the leader")
+	})
+	if err != nil {
+		return opsExit("snapshot", err)
+	}
+	if len(pos) != 2 || (pos[0] != "save" && pos[0] != "restore") {
+		return opsExit("snapshot", fmt.Errorf("%w: want snapshot save FILE or snapshot restore FILE", errUsage))
+	}
+	if pos[0] == "save" {
+		return opsExit("snapshot save", c.snapshotSave(pos[1], stale))
+	}
+	return opsExit("snapshot restore", c.snapshotRestore(pos[1]))
+}
+
+func (c *opsClient) snapshotSave(file string, stale bool) error {
+	path := "/v1/snapshot"
+	if stale {
+		path += "?stale=true"
+	}
+	data, err := c.do(http.MethodGet, path, "", nil)
+	if err != nil {
+		return err
+	}
+	res, err := describeSnapshot(file, data)
+	if err != nil {
+		return fmt.Errorf("the node sent an unreadable snapshot: %w", err)
+	}
+	if file == "-" {
+		_, err = c.stdout.Write(data)
+		return err
+	}
+	if err := writeFileAtomic(file, data); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printValue(res)
+	}
+	fmt.Fprintf(c.stdout, "saved %d instances in %d applications (%s) to %s\n", res.Instances, res.Applications, sizeText(int64(res.Bytes)), file)
+	return nil
+}
+
+func (c *opsClient) snapshotRestore(file string) error {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return err
+	}
+	res, err := describeSnapshot(file, data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	raw, err := c.do(http.MethodPost, "/v1/snapshot", "application/octet-stream", bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	res.Restored = true
+	if c.json {
+		return c.printJSON(raw)
+	}
+	fmt.Fprintf(c.stdout, "restored %d instances in %d applications from %s\n", res.Instances, res.Applications, file)
+	return nil
+}
+
+// describeSnapshot decodes a snapshot to check it and count its contents.
+func describeSnapshot(file string, data []byte) (snapshotResult, error) {
+	st, err := fsm.ReadSnapshot(bytes.NewReader(data))
+	if err != nil {
+		return snapshotResult{}, err
+	}
+	apps := map[string]bool{}
+	for _, e := range st.Entries {
+		apps[e.App] = true
+	}
+	return snapshotResult{File: file, Bytes: len(data), Instances: len(st.Entries), Applications: len(apps)}, nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it into place, so an interrupted save never leaves half a snapshot.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

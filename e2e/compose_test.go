@@ -1,0 +1,292 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// docker-compose.yml run as local processes: every service becomes a
+// heureka process with the service's own command and environment (over the
+// image's), its host name mapped to 127.0.0.1 with a free port for each
+// container port, and its volume mapped to a data directory. The default
+// services must form a healthy 3-node cluster by themselves; the five
+// profile's services must join it.
+
+const composePath = "../docker-compose.yml"
+
+// composeService is a compose service mapped onto loopback.
+type composeService struct {
+	name  string
+	svc   types.ServiceConfig
+	node  *Node
+	ports map[string]string // container port -> loopback host:port
+}
+
+// composeRun maps the services of the compose file onto a harness cluster.
+type composeRun struct {
+	t        *testing.T
+	c        *Cluster
+	services map[string]*composeService
+	imageEnv map[string]string
+}
+
+func loadComposeProject(t *testing.T, profiles ...string) *types.Project {
+	t.Helper()
+	abs, err := filepath.Abs(composePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  filepath.Dir(abs),
+		ConfigFiles: []types.ConfigFile{{Filename: abs, Content: data}},
+		Environment: types.Mapping{},
+	}, loader.WithProfiles(profiles), func(o *loader.Options) { o.SetProjectName("heureka", true) })
+	if err != nil {
+		t.Fatalf("load %s: %v", composePath, err)
+	}
+	return p
+}
+
+// imageEnvironment reads the ENV of the Dockerfile's last stage.
+func imageEnvironment(t *testing.T) map[string]string {
+	t.Helper()
+	f, err := os.Open("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	cur := ""
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasSuffix(line, "\\") {
+			cur += strings.TrimSuffix(line, "\\") + " "
+			continue
+		}
+		fields := strings.Fields(cur + line)
+		cur = ""
+		if len(fields) > 0 && strings.EqualFold(fields[0], "FROM") {
+			env = map[string]string{}
+		}
+		if len(fields) > 0 && strings.EqualFold(fields[0], "ENV") {
+			for _, kv := range fields[1:] {
+				if k, v, ok := strings.Cut(kv, "="); ok {
+					env[k] = v
+				}
+			}
+		}
+	}
+	return env
+}
+
+// newComposeRun allocates a node (ports, data dir) for every service of p.
+func newComposeRun(t *testing.T, p *types.Project) *composeRun {
+	r := &composeRun{t: t, c: newCluster(t, Options{}), services: map[string]*composeService{}, imageEnv: imageEnvironment(t)}
+	for _, name := range sortedServiceNames(p) {
+		svc := p.Services[name]
+		env := r.env(svc)
+		id := env["HEUREKA_NODE_ID"]
+		if id == "" {
+			t.Fatalf("%s: no HEUREKA_NODE_ID", name)
+		}
+		nd := r.c.newNode(id)
+		cs := &composeService{name: name, svc: svc, node: nd, ports: map[string]string{}}
+		for key, addr := range map[string]string{"HEUREKA_HTTP_ADDR": nd.HTTPAddr, "HEUREKA_RAFT_ADDR": nd.RaftAddr} {
+			_, port, err := net.SplitHostPort(env[key])
+			if err != nil {
+				t.Fatalf("%s: %s=%q: %v", name, key, env[key], err)
+			}
+			cs.ports[port] = addr
+		}
+		r.services[name] = cs
+	}
+	return r
+}
+
+// env is the container's environment: the image's, then the service's.
+func (r *composeRun) env(svc types.ServiceConfig) map[string]string {
+	env := map[string]string{}
+	for k, v := range r.imageEnv {
+		env[k] = v
+	}
+	for k, v := range svc.Environment {
+		if v != nil {
+			env[k] = *v
+		}
+	}
+	return env
+}
+
+var addrRE = regexp.MustCompile(`([A-Za-z0-9_.-]+):([0-9]+)`)
+
+// mapValue rewrites the addresses in a value as seen from service self:
+// service host names, 0.0.0.0 and the container's own loopback become
+// loopback addresses with the ports allocated for them; a volume mount
+// point becomes the node's data directory.
+func (r *composeRun) mapValue(self *composeService, v string) string {
+	for _, vol := range self.svc.Volumes {
+		if v == vol.Target {
+			return self.node.DataDir
+		}
+	}
+	return addrRE.ReplaceAllStringFunc(v, func(m string) string {
+		host, port, _ := net.SplitHostPort(m)
+		target := r.services[host]
+		switch host {
+		case "0.0.0.0", "127.0.0.1", "localhost":
+			target = self
+		}
+		if target == nil {
+			return m
+		}
+		addr, ok := target.ports[port]
+		if !ok {
+			r.t.Fatalf("%s: %s names port %s of %s, which it does not listen on", self.name, m, port, target.name)
+		}
+		return addr
+	})
+}
+
+// start launches the service's process the way its container would run.
+func (r *composeRun) start(name string) *Node {
+	r.t.Helper()
+	cs := r.services[name]
+	args := []string(cs.svc.Command)
+	if len(args) == 0 || args[0] != "serve" {
+		r.t.Fatalf("%s: command %v", name, args)
+	}
+	mapped := []string{}
+	for _, a := range args {
+		mapped = append(mapped, r.mapValue(cs, a))
+	}
+	var env []string
+	for k, v := range r.env(cs.svc) {
+		env = append(env, k+"="+r.mapValue(cs, v))
+	}
+	sort.Strings(env)
+	cs.node.args = mapped
+	cs.node.env = nodeEnv(env)
+	r.t.Logf("%s as %s: heureka %s with %s", name, cs.node.ID, strings.Join(mapped, " "), strings.Join(env, " "))
+	if err := cs.node.start(Binary(r.t)); err != nil {
+		r.t.Fatalf("start %s: %v", name, err)
+	}
+	cs.node.waitReady(r.t)
+	return cs.node
+}
+
+// healthy runs the service's healthcheck command, mapped, and reports
+// whether it exits 0.
+func (r *composeRun) healthy(name string) bool {
+	r.t.Helper()
+	cs := r.services[name]
+	test := []string(cs.svc.HealthCheck.Test)
+	if len(test) < 2 || test[0] != "CMD" || test[1] != "heureka" {
+		r.t.Fatalf("%s: healthcheck %v is not CMD heureka ...", name, test)
+	}
+	var args []string
+	for _, a := range test[2:] {
+		args = append(args, r.mapValue(cs, a))
+	}
+	return RunBinary(r.t, 10*time.Second, nil, args...).ExitCode == 0
+}
+
+func sortedServiceNames(p *types.Project) []string {
+	var names []string
+	for name := range p.Services {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestComposeTopologyRunsAsProcesses(t *testing.T) {
+	def := loadComposeProject(t)
+	all := loadComposeProject(t, "five")
+	r := newComposeRun(t, all)
+
+	// docker compose up: the default services, all at once.
+	defaults := sortedServiceNames(def)
+	for _, name := range defaults {
+		r.start(name)
+	}
+	leader := r.c.WaitLeader(t, 20*time.Second)
+	for _, name := range defaults {
+		name := name
+		WaitFor(t, 20*time.Second, func() bool { return r.healthy(name) }, name+" healthcheck passes")
+	}
+	if got := len(leader.Members(t).Members); got != len(defaults) {
+		t.Fatalf("default topology: %d members, want %d", got, len(defaults))
+	}
+	first := r.services[defaults[0]].node
+	last := r.services[defaults[len(defaults)-1]].node
+	RegisterJSON(t, first.BaseURL(), "compose", "compose-1", nil)
+	WaitFor(t, 45*time.Second, func() bool {
+		code, _, _, err := TryDo("GET", last.URL("/eureka/apps/COMPOSE/compose-1"), nil)
+		return err == nil && code == 200
+	}, "an instance registered on the first node is served by the last")
+
+	// docker compose --profile five up: the joiners, once what they depend on is healthy.
+	var joiners []string
+	for _, name := range sortedServiceNames(all) {
+		if _, isDefault := def.Services[name]; !isDefault {
+			joiners = append(joiners, name)
+		}
+	}
+	if len(joiners) != 2 {
+		t.Fatalf("the five profile adds %v, want two services", joiners)
+	}
+	for _, name := range joiners {
+		for dep := range r.services[name].svc.DependsOn {
+			if !r.healthy(dep) {
+				t.Fatalf("%s depends on %s, which is not healthy", name, dep)
+			}
+		}
+		r.start(name)
+	}
+	WaitFor(t, 30*time.Second, func() bool {
+		ms := leader.Members(t).Members
+		voters := 0
+		for _, m := range ms {
+			if m.Voter {
+				voters++
+			}
+		}
+		return voters == 5
+	}, "five voters")
+	leader = r.c.WaitLeader(t, 20*time.Second)
+	for _, name := range joiners {
+		name := name
+		WaitFor(t, 20*time.Second, func() bool { return r.healthy(name) }, name+" healthcheck passes")
+		nd := r.services[name].node
+		WaitFor(t, 45*time.Second, func() bool {
+			code, _, _, err := TryDo("GET", nd.URL("/eureka/apps/COMPOSE/compose-1"), nil)
+			return err == nil && code == 200
+		}, name+" serves the registry")
+	}
+	// Members advertise loopback addresses only (the mapping reached every setting).
+	for _, m := range leader.Members(t).Members {
+		if !strings.HasPrefix(m.HTTPAddr, "127.0.0.1:") || !strings.HasPrefix(m.RaftAddr, "127.0.0.1:") {
+			t.Errorf("member %+v advertises a non-loopback address", m)
+		}
+	}
+	t.Logf("compose topology: %d nodes, leader %s", len(r.c.Nodes), leader.ID)
+}

@@ -1,0 +1,280 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// The dashboard at / is a server-rendered page in the spirit of Eureka's
+// status page: this node and the cluster, the self-preservation EMERGENCY
+// banner, the registered applications with their instances, and the
+// response cache. It only reads (the registry through the node's Read) and
+// reloads itself with a meta refresh.
+
+//go:embed dashboard/index.html.tmpl dashboard/style.css
+var dashboardFS embed.FS
+
+const (
+	// dashboardRefresh is the default reload interval in seconds (?refresh=N overrides).
+	dashboardRefresh = 10
+	// dashboardInstancesPerApp caps the instances listed under one application.
+	dashboardInstancesPerApp = 100
+	// memberProbeTimeout bounds the health probe of each member.
+	memberProbeTimeout = 700 * time.Millisecond
+)
+
+var (
+	dashboardTmpl = template.Must(template.New("index.html.tmpl").Funcs(template.FuncMap{
+		"upper": strings.ToUpper,
+		"bytes": humanBytes,
+		"ratio": func(hits, misses uint64) string {
+			if hits+misses == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.1f%%", 100*float64(hits)/float64(hits+misses))
+		},
+	}).ParseFS(dashboardFS, "dashboard/index.html.tmpl"))
+	dashboardCSS = mustRead(dashboardFS, "dashboard/style.css")
+
+	// probeClient asks other members for their status; it never uses a proxy.
+	probeClient = &http.Client{Timeout: memberProbeTimeout, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+)
+
+func mustRead(fs embed.FS, name string) string {
+	b, err := fs.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// dashboardPage is what the template renders.
+type dashboardPage struct {
+	Now                 string
+	Refresh             int
+	CSS                 template.CSS
+	Node                cluster.Status
+	Fallback            bool
+	Leases              *cluster.LeaseStatus
+	LeaseErr            string
+	Emergency           bool
+	SelfPreservationOff bool
+	Members             []memberRow
+	MembersErr          string
+	Applications        int
+	Instances           int
+	StatusTotals        []statusCount
+	Apps                []appRow
+	Cache               cache.Stats
+}
+
+type memberRow struct {
+	cluster.MemberInfo
+	Self    bool
+	Healthy bool
+	State   string
+}
+
+type statusCount struct {
+	Status string
+	N      int
+}
+
+type appRow struct {
+	Name      string
+	Total     int
+	Counts    []statusCount
+	Instances []instanceRow
+	More      int
+}
+
+type instanceRow struct {
+	ID, Host, Status, StatusURL, Renewed string
+	Port                                 int32
+}
+
+// dashboardRoutes registers GET / (the dashboard).
+func (s *Server) dashboardRoutes(e *gin.Engine) {
+	e.GET("/", s.dashboard)
+}
+
+func (s *Server) dashboard(c *gin.Context) {
+	refresh := dashboardRefresh
+	if v, err := strconv.Atoi(c.Query("refresh")); err == nil && v >= 1 && v <= 3600 {
+		refresh = v
+	}
+	now := time.Now()
+	p := dashboardPage{Now: now.UTC().Format("2006-01-02 15:04:05 MST"), Refresh: refresh,
+		CSS: template.CSS(dashboardCSS), Node: s.cluster.Status(), Cache: s.cache.Stats()}
+	p.Fallback = p.Node.Fallback
+	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
+	ls, err := s.cluster.LeaseStatus(ctx)
+	cancel()
+	if err == nil {
+		p.Leases = &ls
+		p.Emergency = ls.SelfPreservationActive
+		p.SelfPreservationOff = !ls.SelfPreservationEnabled
+	} else {
+		p.LeaseErr = err.Error()
+	}
+	p.Members, p.MembersErr = s.memberRows(c.Request.Context())
+	s.cluster.Read(func(r *fsm.Registry) { p.fillRegistry(r, now) })
+
+	var buf bytes.Buffer
+	if err := dashboardTmpl.Execute(&buf, &p); err != nil {
+		s.fail(c, fmt.Errorf("render dashboard: %w", err))
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// memberRows lists the members with a health probe of each (GET /v1/status).
+func (s *Server) memberRows(ctx context.Context) ([]memberRow, string) {
+	members, err := s.cluster.Members()
+	if err != nil {
+		return nil, "members unavailable: " + err.Error()
+	}
+	rows := make([]memberRow, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		rows[i] = memberRow{MemberInfo: m, Self: m.ID == s.cluster.ID()}
+		if rows[i].Self {
+			rows[i].Healthy, rows[i].State = true, s.cluster.Status().State
+			continue
+		}
+		if m.HTTPAddr == "" {
+			rows[i].State = "address unknown"
+			continue
+		}
+		wg.Add(1)
+		go func(r *memberRow) {
+			defer wg.Done()
+			r.Healthy, r.State = probeMember(ctx, r.HTTPAddr)
+		}(&rows[i])
+	}
+	wg.Wait()
+	return rows, ""
+}
+
+// probeMember asks a member for its Raft state.
+func probeMember(ctx context.Context, addr string) (bool, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return false, "no answer"
+	}
+	defer resp.Body.Close()
+	var st struct {
+		State string `json:"state"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st) != nil {
+		return false, resp.Status
+	}
+	return true, st.State
+}
+
+// statusOrder lists Eureka's statuses in the order the page shows them.
+var statusOrder = []string{"UP", "DOWN", "STARTING", "OUT_OF_SERVICE", "UNKNOWN"}
+
+func (p *dashboardPage) fillRegistry(r *fsm.Registry, now time.Time) {
+	names := r.AppNames()
+	sort.Strings(names)
+	p.Applications, p.Instances = len(names), r.Count()
+	totals := r.StatusCounts()
+	for _, st := range sortedStatuses(totals) {
+		p.StatusTotals = append(p.StatusTotals, statusCount{st, totals[st]})
+	}
+	for _, name := range names {
+		entries := r.AppEntries(name)
+		sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+		row := appRow{Name: name, Total: len(entries)}
+		counts := map[string]int{}
+		for i, e := range entries {
+			counts[e.Instance.Status]++
+			if i >= dashboardInstancesPerApp {
+				row.More++
+				continue
+			}
+			row.Instances = append(row.Instances, instanceRow{ID: e.ID, Host: e.Instance.HostName,
+				Port: e.Instance.Port, Status: e.Instance.Status, StatusURL: safeURL(e.Instance.StatusPageURL),
+				Renewed: ago(now, e.LastRenewalTs)})
+		}
+		for _, st := range sortedStatuses(counts) {
+			row.Counts = append(row.Counts, statusCount{st, counts[st]})
+		}
+		p.Apps = append(p.Apps, row)
+	}
+}
+
+// sortedStatuses returns the statuses present in counts, Eureka's first.
+func sortedStatuses(counts map[string]int) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, st := range statusOrder {
+		if counts[st] > 0 {
+			out = append(out, st)
+			seen[st] = true
+		}
+	}
+	var rest []string
+	for st, n := range counts {
+		if n > 0 && !seen[st] {
+			rest = append(rest, st)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}
+
+// safeURL keeps http(s) links only (html/template escapes the rest anyway).
+func safeURL(u string) string {
+	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+		return u
+	}
+	return ""
+}
+
+func ago(now time.Time, ms int64) string {
+	if ms <= 0 {
+		return "never"
+	}
+	d := now.Sub(time.UnixMilli(ms)).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String() + " ago"
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

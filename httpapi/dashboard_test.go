@@ -1,0 +1,62 @@
+package httpapi
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// The page renders without a browser too (e2e/dashboard_test.go looks at
+// it in Chromium).
+func TestDashboardRenders(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		cluster   func(f *fsm.FSM) Cluster
+		emergency bool
+	}{
+		{"no leader", func(f *fsm.FSM) Cluster { return &fakeCluster{fsm: f} }, false},
+		{"self-preservation", func(f *fsm.FSM) Cluster { return metricsCluster{&fakeCluster{fsm: f}} }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := fsm.New(0, nil)
+			s, err := New(DefaultConfig(), c.cluster(f), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			ts := httptest.NewServer(s.Handler())
+			t.Cleanup(ts.Close)
+			for _, r := range []struct{ app, id, status string }{{"ORDERS", "o1", "UP"}, {"ORDERS", "o2", "DOWN"}, {"PAY", "p<1>", "UP"}} {
+				body := `{"instance":{"instanceId":"` + r.id + `","hostName":"h","app":"` + r.app + `","ipAddr":"10.0.0.1","status":"` + r.status + `","dataCenterInfo":{"name":"MyOwn"}}}`
+				resp, err := http.Post(ts.URL+"/eureka/apps/"+r.app, "application/json", strings.NewReader(body))
+				if err != nil || resp.StatusCode != http.StatusNoContent {
+					t.Fatalf("register: %v %v", err, resp)
+				}
+				resp.Body.Close()
+			}
+			resp, err := http.Get(ts.URL + "/?refresh=5")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			page, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+				t.Fatalf("GET /: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+			}
+			html := string(page)
+			for _, want := range []string{`<meta http-equiv="refresh" content="5">`, `data-app="ORDERS"`, "UP (1)", "DOWN (1)",
+				`data-app="PAY"`, "p&lt;1&gt;", "2 applications, 3 instances", `id="cache"`} {
+				if !strings.Contains(html, want) {
+					t.Errorf("page lacks %q", want)
+				}
+			}
+			if got := strings.Contains(html, "EMERGENCY!"); got != c.emergency {
+				t.Errorf("EMERGENCY banner shown: %v, want %v", got, c.emergency)
+			}
+		})
+	}
+}

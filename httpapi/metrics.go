@@ -1,0 +1,368 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/go-hclog"
+	gometrics "github.com/hashicorp/go-metrics/compat"
+	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// GET /metrics serves Prometheus text. Three sources feed it:
+//
+//   - this server's registry: HTTP requests and latency per route, and a
+//     collector that reads the node (Raft state, registry size, leases and
+//     self-preservation, mode, fallback) and the response cache at scrape time;
+//   - hashicorp/raft's own metrics (apply, commit and FSM timings, RPCs),
+//     which raft emits through go-metrics and bridgeRaftMetrics routes into
+//     Prometheus' default registry under the heureka_raft_ prefix;
+//   - the default registry's Go runtime and process collectors.
+//
+// Route labels are route names (an Eureka endpoint kind or a gin route
+// pattern), never raw paths, so their number is bounded.
+
+// metricsNamespace prefixes every heureka series.
+const metricsNamespace = "heureka"
+
+// latencyBuckets are the HTTP latency histogram's bounds in seconds.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// serverMetrics is one server's Prometheus registry and HTTP instruments.
+type serverMetrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	handler  http.Handler
+}
+
+// newMetrics builds the server's registry; call observe from the
+// middleware chain and routes to serve GET /metrics.
+func (s *Server) newMetrics() *serverMetrics {
+	bridgeRaftMetrics(s.log)
+	m := &serverMetrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Subsystem: "http", Name: "requests_total",
+		Help: "HTTP requests answered, by route name, method and status code.",
+	}, []string{"route", "method", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metricsNamespace, Subsystem: "http", Name: "request_duration_seconds",
+		Help: "HTTP request latency, by route name and method.", Buckets: latencyBuckets,
+	}, []string{"route", "method"})
+	m.reg.MustRegister(m.requests, m.latency, &nodeCollector{s: s})
+	m.handler = promhttp.HandlerFor(prometheus.Gatherers{m.reg, prometheus.DefaultGatherer},
+		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ErrorLog: hclogPrinter{s.log}})
+	return m
+}
+
+// routes registers GET /metrics.
+func (m *serverMetrics) routes(e *gin.Engine) {
+	e.GET("/metrics", gin.WrapH(m.handler))
+}
+
+// observe is the middleware that counts requests and their latency.
+func (m *serverMetrics) observe(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := routeName(c)
+	method := c.Request.Method
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions:
+	default:
+		method = "OTHER"
+	}
+	m.requests.WithLabelValues(route, method, strconv.Itoa(c.Writer.Status())).Inc()
+	m.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+}
+
+// internalRoutes are the node-to-node endpoints named in route labels.
+var internalRoutes = map[string]bool{"apply": true, "renew-batch": true, "lease-status": true,
+	"join": true, "remove": true, "snapshot": true, "restore": true}
+
+// routeName names the endpoint a request reached: "eureka_<kind>" for the
+// Eureka API, "internal_<call>" between nodes, the gin route pattern for
+// the rest, "unmatched" for anything else.
+func routeName(c *gin.Context) string {
+	p := c.Request.URL.Path
+	switch {
+	case strings.HasPrefix(p, "/eureka/") || p == "/eureka":
+		return "eureka_" + eurekaKind(c.Request.Method, c.Request.URL.EscapedPath())
+	case strings.HasPrefix(p, cluster.InternalPrefix):
+		if name := strings.TrimPrefix(p, cluster.InternalPrefix); internalRoutes[name] {
+			return "internal_" + name
+		}
+		return "internal_other"
+	}
+	if fp := c.FullPath(); fp != "" {
+		return fp
+	}
+	return "unmatched"
+}
+
+// eurekaKind classifies an Eureka request by its path shape, as the
+// dispatcher in eureka_routes.go does.
+func eurekaKind(method, escapedPath string) string {
+	segs, err := eurekaPath(escapedPath)
+	if err != nil || len(segs) == 0 {
+		return "other"
+	}
+	n := len(segs)
+	switch segs[0] {
+	case "apps":
+		switch {
+		case n == 1:
+			return "apps"
+		case n == 2 && segs[1] == "delta":
+			return "delta"
+		case n == 2 && method == http.MethodPost:
+			return "register"
+		case n == 2:
+			return "app"
+		case n == 3 && method == http.MethodPut:
+			return "renew"
+		case n == 3 && method == http.MethodDelete:
+			return "cancel"
+		case n == 3:
+			return "instance"
+		case n == 4 && segs[3] == "status":
+			return "status_override"
+		case n == 4 && segs[3] == "metadata":
+			return "metadata"
+		}
+	case "instances":
+		return "instance_by_id"
+	case "vips":
+		return "vip"
+	case "svips":
+		return "svip"
+	}
+	return "other"
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(metricsNamespace+"_"+name, help, labels, nil)
+}
+
+// Descriptions of the series nodeCollector reports.
+var (
+	descRaftState     = desc("raft_state", "1 for this node's Raft state (Leader, Follower, Candidate, Shutdown), 0 for the others.", "state")
+	descRaftLeader    = desc("raft_is_leader", "1 when this node is the Raft leader.")
+	descRaftTerm      = desc("raft_term", "Current Raft term.")
+	descCommitIndex   = desc("raft_commit_index", "Raft commit index.")
+	descAppliedIndex  = desc("raft_applied_index", "Last Raft index applied to the FSM.")
+	descLastLogIndex  = desc("raft_last_log_index", "Last index in the Raft log.")
+	descSnapshotIndex = desc("raft_last_snapshot_index", "Index of the last Raft snapshot.")
+	descLastContact   = desc("raft_last_contact_seconds", "Seconds since this follower last heard from the leader (0 on the leader).")
+	descLogBytes      = desc("raft_log_bytes", "Size of the Raft log store on disk.")
+	descMembers       = desc("cluster_members", "Members in the Raft configuration.")
+	descQuorum        = desc("quorum", "1 when this node is in touch with a leader holding a quorum.")
+	descMode          = desc("mode", "1 for the cluster's consistency mode (ap or cp), 0 for the other.", "mode")
+	descFallback      = desc("fallback_active", "1 while this node serves AP fallback (quorum lost, or journal writes awaiting replay).")
+	descJournalItems  = desc("journal_entries", "Writes in the AP fallback journal awaiting replay.")
+	descJournalBytes  = desc("journal_bytes", "Size of the AP fallback journal.")
+	descInstances     = desc("registry_instances", "Registered instances.")
+	descApps          = desc("registry_applications", "Registered applications.")
+	descByStatus      = desc("registry_instances_by_status", "Registered instances by status.", "status")
+	descRegVersion    = desc("registry_version", "Registry change version.")
+	descRenewals      = desc("renewals_last_minute", "Renewals the leader counted in the last minute (scaled from the renewal rate window).")
+	descThreshold     = desc("self_preservation_threshold", "Renewals per minute below which self-preservation stops eviction.")
+	descExpected      = desc("renewals_expected_per_minute", "Renewals per minute the registered instances should send.")
+	descSPEnabled     = desc("self_preservation_enabled", "1 when self-preservation is enabled.")
+	descSPActive      = desc("self_preservation_active", "1 while self-preservation stops eviction (EMERGENCY on the dashboard).")
+	descExpired       = desc("leases_expired", "Leases past expiry at the last evaluation.")
+	descEvicted       = desc("evicted_total", "Instances evicted by the current leader since it took office.")
+	descLeaseKnown    = desc("lease_status_up", "1 when the leader's lease numbers could be read for this scrape.")
+	descCacheHits     = desc("cache_hits_total", "Response cache hits, by level (read_only, read_write).", "level")
+	descCacheMisses   = desc("cache_misses_total", "Response cache misses, by level (read_only, read_write).", "level")
+	descCacheEntries  = desc("cache_entries", "Documents held, by level (read_only, read_write).", "level")
+	descCacheBuilds   = desc("cache_builds_total", "Documents built (in the read_write level).", "level")
+	descCacheBuildErr = desc("cache_build_errors_total", "Document builds that failed (in the read_write level).", "level")
+	descCacheBuildSec = desc("cache_build_seconds_total", "Time spent building documents (in the read_write level).", "level")
+	descCacheBytes    = desc("cache_bytes", "Logical size of the cached documents, plain and gzipped, by level; read_only shares read_write's values and is not counted again.", "level")
+	descCacheInval    = desc("cache_invalidations_total", "Cache invalidations caused by registry changes.")
+	descCacheRefresh  = desc("cache_refreshes_total", "Refreshes of the read_only level from read_write.")
+)
+
+// nodeCollector reads the node, its registry and its cache at scrape time.
+type nodeCollector struct{ s *Server }
+
+// Describe implements prometheus.Collector.
+func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRaftState, descRaftLeader, descRaftTerm, descCommitIndex, descAppliedIndex,
+		descLastLogIndex, descSnapshotIndex, descLastContact, descLogBytes, descMembers, descQuorum, descMode,
+		descFallback, descJournalItems, descJournalBytes, descInstances, descApps, descByStatus, descRegVersion,
+		descRenewals, descThreshold, descExpected, descSPEnabled, descSPActive, descExpired, descEvicted,
+		descLeaseKnown, descCacheHits, descCacheMisses, descCacheEntries, descCacheBuilds, descCacheBuildErr,
+		descCacheBuildSec, descCacheBytes, descCacheInval, descCacheRefresh} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	s := nc.s
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	st := s.cluster.Status()
+	for _, state := range []string{"Leader", "Follower", "Candidate", "Shutdown"} {
+		gauge(descRaftState, b2f(st.State == state), state)
+	}
+	gauge(descRaftLeader, b2f(st.State == "Leader"))
+	gauge(descRaftTerm, float64(st.Term))
+	gauge(descCommitIndex, float64(st.CommitIndex))
+	gauge(descAppliedIndex, float64(st.AppliedIndex))
+	gauge(descLastLogIndex, float64(st.LastLogIndex))
+	gauge(descSnapshotIndex, float64(st.LastSnapshotIndex))
+	lastContact := 0.0
+	if st.State != "Leader" {
+		lastContact = float64(st.LastContactMs) / 1000
+	}
+	gauge(descLastContact, lastContact)
+	gauge(descLogBytes, float64(st.LogBytes))
+	if members, err := s.cluster.Members(); err == nil {
+		gauge(descMembers, float64(len(members)))
+	}
+	gauge(descQuorum, b2f(st.Quorum))
+	for _, mode := range []string{cluster.ModeAP, cluster.ModeCP} {
+		gauge(descMode, b2f(st.Mode == mode), mode)
+	}
+	gauge(descFallback, b2f(st.Fallback))
+	gauge(descJournalItems, float64(st.JournalEntries))
+	gauge(descJournalBytes, float64(st.JournalBytes))
+
+	var counts map[string]int
+	var apps, instances int
+	var version uint64
+	s.readRegistry(func(r *fsm.Registry) {
+		counts = r.StatusCounts()
+		apps, instances, version = len(r.AppNames()), r.Count(), r.Version()
+	})
+	gauge(descInstances, float64(instances))
+	gauge(descApps, float64(apps))
+	gauge(descRegVersion, float64(version))
+	for _, status := range []string{"UP", "DOWN", "STARTING", "OUT_OF_SERVICE", "UNKNOWN"} {
+		gauge(descByStatus, float64(counts[status]), status)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ls, err := s.cluster.LeaseStatus(ctx)
+	cancel()
+	gauge(descLeaseKnown, b2f(err == nil))
+	if err == nil {
+		gauge(descRenewals, float64(ls.RenewsLastMin))
+		gauge(descThreshold, float64(ls.Threshold))
+		gauge(descExpected, ls.ExpectedRenewsPerMin)
+		gauge(descSPEnabled, b2f(ls.SelfPreservationEnabled))
+		gauge(descSPActive, b2f(ls.SelfPreservationActive))
+		gauge(descExpired, float64(ls.Expired))
+		counter(descEvicted, float64(ls.EvictedTotal))
+	}
+
+	cs := s.cache.Stats()
+	counter(descCacheHits, float64(cs.ReadOnlyHits), "read_only")
+	counter(descCacheHits, float64(cs.ReadWriteHits), "read_write")
+	counter(descCacheMisses, float64(cs.ReadOnlyMisses), "read_only")
+	counter(descCacheMisses, float64(cs.ReadWriteMisses), "read_write")
+	gauge(descCacheEntries, float64(cs.ReadOnlyKeys), "read_only")
+	gauge(descCacheEntries, float64(cs.ReadWriteKeys), "read_write")
+	counter(descCacheBuilds, float64(cs.Builds), "read_write")
+	counter(descCacheBuildErr, float64(cs.BuildErrors), "read_write")
+	counter(descCacheBuildSec, cs.BuildSeconds, "read_write")
+	gauge(descCacheBytes, float64(cs.Bytes), "read_write")
+	counter(descCacheInval, float64(cs.Invalidations))
+	counter(descCacheRefresh, float64(cs.Refreshes))
+}
+
+// readRegistry reads the registry this node's Eureka reads show (the
+// node's view includes AP fallback writes not yet replayed).
+func (s *Server) readRegistry(fn func(r *fsm.Registry)) { s.cluster.Read(fn) }
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// hclogPrinter adapts hclog to promhttp's error log.
+type hclogPrinter struct{ log hclog.Logger }
+
+// Println implements promhttp.Logger.
+func (p hclogPrinter) Println(v ...any) {
+	p.log.Warn("metrics gathering", "error", fmt.Sprint(v...))
+}
+
+// Raft's own metrics. hashicorp/raft reports through go-metrics' global
+// sink (the armon-compatible API); bridgeRaftMetrics installs, once per
+// process, a sink that turns them into Prometheus series in the default
+// registry, named heureka_raft_<metric> (timings are summaries in
+// milliseconds, e.g. heureka_raft_commitTime, heureka_raft_fsm_apply).
+var raftMetricsOnce sync.Once
+
+// raftSummaries are declared up front so they are present before the
+// first sample (apply latency on a follower, say).
+var raftSummaries = [][]string{
+	{"raft", "commitTime"},
+	{"raft", "fsm", "apply"},
+	{"raft", "leader", "dispatchLog"},
+	{"raft", "rpc", "appendEntries"},
+	{"raft", "snapshot", "persist"},
+}
+
+// raftCounters likewise.
+var raftCounters = [][]string{{"raft", "apply"}, {"raft", "barrier"}, {"raft", "restore"}}
+
+// raftBlocked are legacy per-peer series (the peer id is in the name,
+// and the labelled variant is kept), dropped to bound cardinality.
+var raftBlocked = []string{
+	"heureka.raft.replication.heartbeat.",
+	"heureka.raft.replication.appendEntries.rpc.",
+	"heureka.raft.replication.appendEntries.logs.",
+	"heureka.raft.replication.installSnapshot.",
+}
+
+func bridgeRaftMetrics(log hclog.Logger) {
+	raftMetricsOnce.Do(func() {
+		opts := gmprom.PrometheusOpts{Expiration: 10 * time.Minute, Registerer: prometheus.DefaultRegisterer, Name: "heureka_raft_bridge"}
+		for _, name := range raftSummaries {
+			opts.SummaryDefinitions = append(opts.SummaryDefinitions, gmprom.SummaryDefinition{
+				Name: append([]string{metricsNamespace}, name...),
+				Help: "hashicorp/raft timing " + strings.Join(name, ".") + " in milliseconds.",
+			})
+		}
+		for _, name := range raftCounters {
+			opts.CounterDefinitions = append(opts.CounterDefinitions, gmprom.CounterDefinition{
+				Name: append([]string{metricsNamespace}, name...),
+				Help: "hashicorp/raft counter " + strings.Join(name, ".") + ".",
+			})
+		}
+		sink, err := gmprom.NewPrometheusSinkFrom(opts)
+		if err != nil {
+			log.Warn("raft metrics not bridged to Prometheus", "error", err)
+			return
+		}
+		cfg := gometrics.DefaultConfig(metricsNamespace)
+		cfg.EnableHostname = false
+		cfg.EnableHostnameLabel = false
+		cfg.EnableRuntimeMetrics = false
+		cfg.BlockedPrefixes = raftBlocked
+		if _, err := gometrics.NewGlobal(cfg, sink); err != nil {
+			log.Warn("raft metrics not bridged to Prometheus", "error", err)
+		}
+	})
+}
