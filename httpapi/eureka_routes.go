@@ -215,29 +215,21 @@ func (s *Server) cancel(c *gin.Context, app, id string) {
 
 // setOverride is E4: PUT /apps/{app}/{id}/status?value=S.
 func (s *Server) setOverride(c *gin.Context, app, id string) {
-	value := c.Query("value")
-	if !fsm.ValidStatus(value) {
-		s.fail(c, badRequestf("status value "+strconv.Quote(value)+" is not one of UP, DOWN, STARTING, OUT_OF_SERVICE, UNKNOWN"))
-		return
-	}
-	ldt, err := optionalMillis(c, "lastDirtyTimestamp")
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := s.write(c, fsm.CmdSetOverride, &fsm.OverrideBody{App: app, ID: id, Status: value, LastDirtyTimestamp: ldt}); err != nil {
-		s.fail(c, err)
-		return
-	}
-	okEmpty(c)
+	value, _ := c.GetQuery("value")
+	s.override(c, fsm.CmdSetOverride, app, id, value)
 }
 
-// deleteOverride is E5: DELETE /apps/{app}/{id}/status[?value=S].
+// deleteOverride is E5: DELETE /apps/{app}/{id}/status[?value=S]; S, the
+// status left behind, defaults to UNKNOWN (spec §4.6).
 func (s *Server) deleteOverride(c *gin.Context, app, id string) {
 	value, given := c.GetQuery("value")
 	if !given {
 		value = fsm.StatusUnknown
 	}
+	s.override(c, fsm.CmdDeleteOverride, app, id, value)
+}
+
+func (s *Server) override(c *gin.Context, t fsm.CmdType, app, id, value string) {
 	if !fsm.ValidStatus(value) {
 		s.fail(c, badRequestf("status value "+strconv.Quote(value)+" is not one of UP, DOWN, STARTING, OUT_OF_SERVICE, UNKNOWN"))
 		return
@@ -247,7 +239,7 @@ func (s *Server) deleteOverride(c *gin.Context, app, id string) {
 		s.fail(c, err)
 		return
 	}
-	if err := s.write(c, fsm.CmdDeleteOverride, &fsm.OverrideBody{App: app, ID: id, Status: value, LastDirtyTimestamp: ldt}); err != nil {
+	if err := s.write(c, t, &fsm.OverrideBody{App: app, ID: id, Status: value, LastDirtyTimestamp: ldt}); err != nil {
 		s.fail(c, err)
 		return
 	}
