@@ -1,7 +1,9 @@
-// Package bench holds the measuring tools shared by heureka's benchmarks
-// and, later, `heureka bench`: a closed-loop HTTP load generator with
-// latency percentiles, and the "limit" server that returns fixed bytes so
-// every read figure can be put beside what the machine can do at all.
+// Package bench holds heureka's measuring tools: a closed-loop load
+// generator with latency percentiles (Run, RunFunc), the "limit" server
+// that returns fixed bytes so every read figure can be put beside what the
+// machine can do at all (LimitHandler), and `heureka bench`, one fixed
+// workload (W1–W8, see docs/bench.md) driven against a Eureka-compatible
+// cluster and against etcd, reported as one table (Suite, Report).
 package bench
 
 import (
@@ -11,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,11 @@ type LoadConfig struct {
 	// Rate, if positive, paces the run to that many requests per second
 	// overall (an open-loop schedule the workers follow).
 	Rate float64
+	// Drain, if positive, lets calls started before Duration ended run up
+	// to Drain longer and counts them (the elapsed time then runs until the
+	// last one returns), so that operations slower than Duration are
+	// measured instead of cut off. 0 cuts every call off at Duration.
+	Drain time.Duration
 }
 
 // Result summarises a run.
@@ -53,6 +59,7 @@ type Result struct {
 	FirstError string `json:"first_error,omitempty"`
 }
 
+// String is the one-line summary progress lines show.
 func (r Result) String() string {
 	return fmt.Sprintf("%d req in %s (%.0f/s), errors %d, p50 %s, p99 %s, max %s",
 		r.Requests, r.Elapsed.Round(time.Millisecond), r.PerSec, r.Errors,
@@ -75,23 +82,52 @@ func NewClient(concurrency int) *http.Client {
 	}
 }
 
+// Op is one unit of work of a closed-loop run: worker is the worker's
+// number, i counts that worker's calls and seq all calls of the run (0, 1,
+// 2, ... in the order they were started; below MaxRequests when that is
+// set). It returns the bytes it moved, for the report.
+type Op func(ctx context.Context, worker, i int, seq int64) (bytes int64, err error)
+
 // Run drives req with the given load and returns the result.
 func Run(ctx context.Context, client *http.Client, cfg LoadConfig, req Request) Result {
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 1
-	}
-	if cfg.Duration <= 0 {
-		cfg.Duration = 10 * time.Second
-	}
 	if req.Method == "" {
 		req.Method = http.MethodGet
 	}
 	if req.WantMin == 0 {
 		req.WantMin, req.WantMax = 200, 299
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	return RunFunc(ctx, cfg, func(ctx context.Context, w, i int, _ int64) (int64, error) {
+		url := req.URL
+		if req.Next != nil {
+			url = req.Next(w, i)
+		}
+		return do(ctx, client, req, url)
+	})
+}
+
+// RunFunc drives op with the given load (Concurrency workers calling it
+// back to back, paced when Rate is set) until Duration passes, MaxRequests
+// calls were started or ctx ends, and returns the result. A call that fails
+// because the run's deadline cut it off is not counted.
+func RunFunc(ctx context.Context, cfg LoadConfig, op Op) Result {
+	res, _ := runFunc(ctx, cfg, op)
+	return res
+}
+
+// runFunc is RunFunc also returning every latency, sorted.
+func runFunc(ctx context.Context, cfg LoadConfig, op Op) (Result, []time.Duration) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.Duration <= 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	opCtx, opCancel := context.WithTimeout(ctx, cfg.Duration+max(cfg.Drain, 0))
+	defer opCancel()
+	deadline, _ := opCtx.Deadline()
+	ctx, cancel := context.WithTimeout(opCtx, cfg.Duration)
 	defer cancel()
-	var sent, errs, bytes, ticket atomic.Int64
+	var sent, errs, bytes atomic.Int64
 	var firstErr atomic.Value
 	lat := make([][]time.Duration, cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -102,11 +138,12 @@ func Run(ctx context.Context, client *http.Client, cfg LoadConfig, req Request) 
 			defer wg.Done()
 			local := make([]time.Duration, 0, 4096)
 			for i := 0; ctx.Err() == nil; i++ {
-				if cfg.MaxRequests > 0 && sent.Add(1) > cfg.MaxRequests {
+				seq := sent.Add(1) - 1
+				if cfg.MaxRequests > 0 && seq >= cfg.MaxRequests {
 					break
 				}
 				if cfg.Rate > 0 {
-					due := start.Add(time.Duration(float64(ticket.Add(1)-1) / cfg.Rate * float64(time.Second)))
+					due := start.Add(time.Duration(float64(seq) / cfg.Rate * float64(time.Second)))
 					select {
 					case <-ctx.Done():
 					case <-time.After(time.Until(due)):
@@ -115,14 +152,12 @@ func Run(ctx context.Context, client *http.Client, cfg LoadConfig, req Request) 
 						break
 					}
 				}
-				url := req.URL
-				if req.Next != nil {
-					url = req.Next(w, i)
-				}
 				t0 := time.Now()
-				n, err := do(ctx, client, req, url)
-				if ctx.Err() != nil && err != nil {
-					break // cut off by the deadline: not a real failure
+				n, err := op(opCtx, w, i, seq)
+				if err != nil && (opCtx.Err() != nil || !time.Now().Before(deadline)) {
+					// Cut off by the deadline (gRPC's own timer may fire a
+					// moment before the context reports it): not a failure.
+					break
 				}
 				local = append(local, time.Since(t0))
 				bytes.Add(n)
@@ -140,20 +175,42 @@ func Run(ctx context.Context, client *http.Client, cfg LoadConfig, req Request) 
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	res := Result{Requests: int64(len(all)), Errors: errs.Load(), Elapsed: elapsed, Bytes: bytes.Load()}
+	s := Summarize(all)
+	res := Result{Requests: int64(s.N), Errors: errs.Load(), Elapsed: elapsed, Bytes: bytes.Load(), P50: s.P50, P99: s.P99, Max: s.Max}
 	if elapsed > 0 {
 		res.PerSec = float64(res.Requests) / elapsed.Seconds()
-	}
-	if len(all) > 0 {
-		res.P50 = all[len(all)*50/100]
-		res.P99 = all[min(len(all)-1, len(all)*99/100)]
-		res.Max = all[len(all)-1]
 	}
 	if v, ok := firstErr.Load().(string); ok {
 		res.FirstError = v
 	}
-	return res
+	return res, all
+}
+
+// Merge combines results of runs of the same load taken in turns (e.g.
+// alternating with another system): counts and elapsed times add up, the
+// rate is the total over the total time, and percentiles come from all
+// latencies together (lat holds each run's latencies).
+func Merge(results []Result, lat [][]time.Duration) Result {
+	var out Result
+	var all []time.Duration
+	for i, r := range results {
+		out.Requests += r.Requests
+		out.Errors += r.Errors
+		out.Elapsed += r.Elapsed
+		out.Bytes += r.Bytes
+		if out.FirstError == "" {
+			out.FirstError = r.FirstError
+		}
+		if i < len(lat) {
+			all = append(all, lat[i]...)
+		}
+	}
+	s := Summarize(all)
+	out.P50, out.P99, out.Max = s.P50, s.P99, s.Max
+	if out.Elapsed > 0 {
+		out.PerSec = float64(out.Requests) / out.Elapsed.Seconds()
+	}
+	return out
 }
 
 func do(ctx context.Context, client *http.Client, req Request, url string) (int64, error) {

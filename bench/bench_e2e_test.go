@@ -1,0 +1,165 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heureka-registry/heureka/bench"
+	"github.com/heureka-registry/heureka/e2e"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	e2e.RemoveBinary()
+	os.Exit(code)
+}
+
+// runBench runs `heureka bench args...` with a hard deadline and returns
+// stdout, stderr and how long it took; it fails the test unless it exits 0.
+func runBench(t *testing.T, deadline time.Duration, args ...string) (string, string, time.Duration) {
+	t.Helper()
+	bin := e2e.Binary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"bench"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("heureka bench %s: %v after %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, took, stdout.String(), stderr.String())
+	}
+	return stdout.String(), stderr.String(), took
+}
+
+// checkStopped fails the test if a process the bench reported starting is
+// still alive.
+func checkStopped(t *testing.T, progress string) {
+	t.Helper()
+	pids := regexp.MustCompile(`pids \[([0-9 ]+)\]`).FindAllStringSubmatch(progress, -1)
+	if len(pids) == 0 {
+		t.Fatalf("progress names no pids:\n%s", progress)
+	}
+	for _, m := range pids {
+		for _, f := range strings.Fields(m[1]) {
+			pid, _ := strconv.Atoi(f)
+			if _, err := os.Stat("/proc/" + f); err == nil {
+				if b, _ := os.ReadFile("/proc/" + f + "/cmdline"); bytes.Contains(b, []byte("heureka")) || bytes.Contains(b, []byte("etcd")) {
+					t.Errorf("process %d is still running after heureka bench exited: %q", pid, b)
+				}
+			}
+		}
+	}
+}
+
+// TestBenchCommand_LocalTiny runs the whole workload against a local
+// 3-node heureka cluster at a tiny size (etcd disabled) and checks that
+// every workload row is printed with a figure, that progress was shown,
+// that every process was stopped, and that --compare reads the JSON back.
+func TestBenchCommand_LocalTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "tiny.json")
+	stdout, stderr, took := runBench(t, 2*time.Minute, "--local", "3", "--instances", "200", "--duration", "1s",
+		"--samples", "30", "--crash-instances", "20", "--etcd", "none", "--tmp", dir, "--json-out", jsonPath)
+	t.Logf("heureka bench took %s\n%s", took.Round(time.Millisecond), stdout)
+	if took > 60*time.Second {
+		t.Errorf("tiny run took %s, want under 60 s", took)
+	}
+	var p bench.Params
+	p.Instances, p.Writers, p.Renewers, p.FullReaders, p.Readers, p.CrashInstances = 200, 64, 64, 8, 32, 20
+	p.Duration = time.Second
+	for _, row := range bench.Rows {
+		title := row.Title(p)
+		var line string
+		for _, l := range strings.Split(stdout, "\n") {
+			if strings.HasPrefix(l, "| "+title+" |") {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Errorf("no row %q in the table", title)
+			continue
+		}
+		heureka := strings.TrimSpace(strings.Split(line, "|")[2])
+		if heureka == "" || strings.Contains(heureka, "failed") || strings.Contains(heureka, "not run") || strings.Contains(heureka, "errors") {
+			t.Errorf("row %s: heureka cell %q", row.ID, heureka)
+		}
+		if row.Kind == bench.KindLatency && strings.Contains(heureka, "no sample") {
+			t.Errorf("row %s: no samples", row.ID)
+		}
+	}
+	if !strings.Contains(stdout, "not run (disabled") {
+		t.Errorf("the etcd column should say it was disabled:\n%s", stdout)
+	}
+	for _, want := range []string{"[heureka] W1 register", "[heureka] W8 crash detection", "[limit] W3 limit", "stopping the local cluster"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("progress lacks %q:\n%s", want, stderr)
+		}
+	}
+	checkStopped(t, stderr)
+
+	var rep bench.Report
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if h := rep.System(bench.ColumnHeureka); h == nil || h.Rows[bench.RowRegister].Count != 200 {
+		t.Fatalf("JSON report: heureka W1 %+v", h)
+	}
+	growth, _, _ := runBench(t, 30*time.Second, "--compare", jsonPath+","+jsonPath)
+	if !strings.Contains(growth, "| W1 register |") || !strings.Contains(growth, "(×1.00)") {
+		t.Errorf("--compare output:\n%s", growth)
+	}
+}
+
+// TestBenchCommand_EtcdTiny runs the etcd column alone at a tiny size; it
+// is skipped where etcd is not installed (apt-get install etcd-server).
+func TestBenchCommand_EtcdTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-member etcd cluster")
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		t.Skip("etcd not installed")
+	}
+	dir := t.TempDir()
+	stdout, stderr, took := runBench(t, 2*time.Minute, "--etcd", "local", "--instances", "200", "--duration", "1s",
+		"--samples", "30", "--crash-instances", "20", "--tmp", dir)
+	t.Logf("heureka bench took %s\n%s", took.Round(time.Millisecond), stdout)
+	for _, want := range []string{"not run (no target", "N/A (no delta read", "lease TTL 2 s"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "failed") || strings.Contains(stdout, "errors") {
+		t.Errorf("a cell failed:\n%s", stdout)
+	}
+	checkStopped(t, stderr)
+}
+
+func TestBenchCommand_BadFlags(t *testing.T) {
+	bin := e2e.Binary(t)
+	for _, args := range [][]string{{"bench", "--etcd", "maybe"}, {"bench", "--local", "3", "--targets", "http://x"}, {"bench", "--nope"}} {
+		err := exec.Command(bin, args...).Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("heureka %s: %v, want exit code 2", strings.Join(args, " "), err)
+		}
+	}
+}

@@ -1,0 +1,784 @@
+package bench
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// HeurekaTarget is a Eureka-compatible endpoint set: heureka, or
+// eureka-server itself (anything serving Eureka's REST API under
+// /eureka).
+type HeurekaTarget struct {
+	// URLs are the nodes' base URLs (http://host:port, without /eureka).
+	URLs []string
+	// PIDs, parallel to URLs, are the nodes' process ids when known (then
+	// W7 reads /proc/<pid>/status); 0 or missing when not.
+	PIDs []int
+	// Settings describes how the nodes run, for the table.
+	Settings string
+	// DeltaRetention is the target's --delta-retention: W4 starts that long
+	// after W1 ends, so the delta holds the bench's steady-state changes
+	// rather than W1's burst (0 = read the delta as it is).
+	DeltaRetention time.Duration
+	// CacheRefresh is the target's response cache refresh interval
+	// (--response-cache-update-interval; Eureka's default is 30 s): W4 waits
+	// 1.5× this after its changes, and W6's client-view row spreads its
+	// writes over it so they do not fall in step with the refresh.
+	CacheRefresh time.Duration
+	// EvictionInterval is the target's --eviction-interval, for W8's note
+	// (0 = unknown).
+	EvictionInterval time.Duration
+}
+
+type heurekaRun struct {
+	s      *Suite
+	t      *HeurekaTarget
+	sys    *System
+	lim    *System
+	client *http.Client
+	// a is the node W6 writes on; b the follower all reads use.
+	a, b  int
+	w1End time.Time
+	// term is the highest Raft term the nodes reported before W1 (0 when
+	// they have no /v1/status).
+	term uint64
+}
+
+// heurekaSteps prepares the heureka column: one step per workload, in
+// order (W1, W2, W3, W4, W5, W6, W6 as clients see it, W7, W8), which the
+// suite interleaves with etcd's; close releases the client.
+func (s *Suite) heurekaSteps(ctx context.Context, t *HeurekaTarget, sys, lim *System) ([]step, func(), error) {
+	if len(t.URLs) == 0 {
+		sys.NotRun = "no URLs"
+		return nil, nil, errors.New("no heureka URLs")
+	}
+	conc := max(s.Writers, s.Renewers, s.Readers, s.FullReaders, s.CrashInstances)
+	r := &heurekaRun{s: s, t: t, sys: sys, lim: lim, client: NewClient(conc)}
+	r.roles(ctx)
+	s.logf("heureka", "writer A = %s, reader B = %s", t.URLs[r.a], t.URLs[r.b])
+	steps := []step{
+		r.register,
+		func(ctx context.Context) error { r.renew(ctx); return nil },
+		func(ctx context.Context) error { r.full(ctx); return nil },
+		func(ctx context.Context) error { r.delta(ctx); return nil },
+		func(ctx context.Context) error { r.app(ctx); return nil },
+		func(ctx context.Context) error { r.propagation(ctx, RowPropagation); return nil },
+		func(ctx context.Context) error { r.propagation(ctx, RowPropClient); return nil },
+		func(ctx context.Context) error { r.memory(ctx); return nil },
+		r.crash,
+		func(ctx context.Context) error { r.elections(ctx); return nil },
+	}
+	return steps, r.client.CloseIdleConnections, nil
+}
+
+// roles picks B, the reader, as the first follower and A, the writer, as
+// another follower when there is one. Targets without /v1/status
+// (eureka-server) get A = first URL, B = second.
+func (r *heurekaRun) roles(ctx context.Context) {
+	n := len(r.t.URLs)
+	r.a, r.b = 0, min(1, n-1)
+	var followers []int
+	for i, u := range r.t.URLs {
+		st, err := getHeurekaStatus(ctx, u)
+		if err != nil {
+			return
+		}
+		if st.State != "Leader" {
+			followers = append(followers, i)
+		}
+		r.term = max(r.term, st.Term)
+	}
+	switch {
+	case len(followers) >= 2:
+		r.b, r.a = followers[0], followers[1]
+	case len(followers) == 1:
+		r.b = followers[0]
+		r.a = (r.b + 1) % n
+	}
+}
+
+func (r *heurekaRun) url(node int, path string) string { return r.t.URLs[node] + path }
+
+// send issues one request and reads the whole answer.
+func (r *heurekaRun) send(ctx context.Context, method, url string, body []byte, hdr http.Header) (int, []byte, http.Header, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header, err
+}
+
+func (r *heurekaRun) expect(ctx context.Context, method, url string, body []byte, want int) (int64, error) {
+	code, b, _, err := r.send(ctx, method, url, body, nil)
+	if err != nil {
+		return int64(len(body)), err
+	}
+	if code != want {
+		return int64(len(body)), fmt.Errorf("%s %s: %d %.200s, want %d", method, url, code, b, want)
+	}
+	return int64(len(body)), nil
+}
+
+// W1: every instance registered once, by Writers clients spread over the nodes.
+func (r *heurekaRun) register(ctx context.Context) error {
+	s, wl, n := r.s, r.s.Workload, len(r.t.URLs)
+	bodies := s.registerBodies()
+	cpu := newCPUMeter(r.t.PIDs)
+	var res Result
+	cpu.measure(func() {
+		res = s.timed(ctx, "heureka", "W1 register", LoadConfig{Concurrency: s.Writers, Duration: s.RegisterTimeout, MaxRequests: int64(wl.Instances)},
+			func(ctx context.Context, w, _ int, seq int64) (int64, error) {
+				return r.expect(ctx, http.MethodPost, r.url(w%n, "/eureka/apps/"+wl.App(int(seq))), bodies[seq], http.StatusNoContent)
+			})
+	})
+	r.w1End = time.Now()
+	m := FromResult(res)
+	m.CPUPerOp = cpu.perOp(res.Requests)
+	if res.Requests < int64(wl.Instances) {
+		m.Note = fmt.Sprintf("only %s of %s within %s", group(res.Requests), group(int64(wl.Instances)), s.RegisterTimeout)
+	}
+	r.sys.Set(RowRegister, m)
+	// Reads from B must see the whole registry before they are measured.
+	t0 := time.Now()
+	want := int(res.Requests - res.Errors)
+	err := waitFor(ctx, 2*time.Minute, 200*time.Millisecond, func() (bool, error) {
+		got, err := r.countOnB(ctx)
+		return got >= want, err
+	})
+	if err != nil {
+		return fmt.Errorf("reader B never held all %d instances: %w", want, err)
+	}
+	s.logf("heureka", "B holds every instance %s after W1 ended", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// countOnB is how many instances B holds: from /v1/status when it has one,
+// else from its full registry.
+func (r *heurekaRun) countOnB(ctx context.Context) (int, error) {
+	if st, err := getHeurekaStatus(ctx, r.t.URLs[r.b]); err == nil {
+		return st.Instances, nil
+	}
+	code, body, hdr, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps"), nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("GET /eureka/apps: %d", code)
+	}
+	ids, err := appsInstances(body, hdr.Get("Content-Encoding") == "gzip")
+	return len(ids), err
+}
+
+// W2: renewals as fast as Renewers clients, each bound to one node, can go.
+func (r *heurekaRun) renew(ctx context.Context) {
+	s, wl, n := r.s, r.s.Workload, len(r.t.URLs)
+	cpu := newCPUMeter(r.t.PIDs)
+	var res Result
+	cpu.measure(func() {
+		res = s.timed(ctx, "heureka", "W2 renew", LoadConfig{Concurrency: s.Renewers, Duration: s.Duration, Drain: drain},
+			func(ctx context.Context, w, _ int, seq int64) (int64, error) {
+				k := int(seq % int64(wl.Instances))
+				return r.expect(ctx, http.MethodPut, r.url(w%n, "/eureka/apps/"+wl.App(k)+"/"+wl.ID(k)), nil, http.StatusOK)
+			})
+	})
+	m := FromResult(res)
+	m.CPUPerOp = cpu.perOp(res.Requests)
+	r.sys.Set(RowRenew, m)
+}
+
+// readHeader is what Eureka clients send: JSON, gzip accepted.
+func readHeader() http.Header {
+	return http.Header{"Accept": {"application/json"}, "Accept-Encoding": {"gzip"}}
+}
+
+// W3: the full registry on follower B, then the limit.
+func (r *heurekaRun) full(ctx context.Context) {
+	s := r.s
+	r.read(ctx, RowFull, "/eureka/apps", LoadConfig{Concurrency: s.FullReaders, Duration: s.Duration, Drain: drain}, nil)
+	r.sys.Set(RowFullLinear, NotApplicable("— (no linearizable read: every node serves reads from its own cache)"))
+}
+
+// W4: the delta on B once W1's burst has left it and 20 changes were made.
+func (r *heurekaRun) delta(ctx context.Context) {
+	s, wl := r.s, r.s.Workload
+	if wait := time.Until(r.w1End.Add(r.t.DeltaRetention + time.Second)); r.t.DeltaRetention > 0 && wait > 0 {
+		s.logf("heureka", "W4: waiting %s for W1's registrations to leave the delta", wait.Round(time.Second))
+		sleepCtx(ctx, wait)
+	}
+	for i := range 20 {
+		k := (i * 7919) % wl.Instances
+		_, err := r.expect(ctx, http.MethodPut, r.url(r.a, fmt.Sprintf("/eureka/apps/%s/%s/metadata?bench.round=%d", wl.App(k), wl.ID(k), i)), nil, http.StatusOK)
+		if err != nil {
+			s.logf("heureka", "W4: metadata change failed: %v", err)
+		}
+	}
+	sleepCtx(ctx, r.t.CacheRefresh*3/2)
+	r.read(ctx, RowDelta, "/eureka/apps/delta", LoadConfig{Concurrency: s.Readers, Duration: s.Duration, Drain: drain}, nil)
+}
+
+// W5: one application at a time on B, over all applications, then the
+// limit serving one of them.
+func (r *heurekaRun) app(ctx context.Context) {
+	s, wl := r.s, r.s.Workload
+	// W5 measures warm reads, as clients that fetch their apps regularly
+	// see them: every app is fetched once first (its cold build is noted).
+	t0 := time.Now()
+	err := parallel(ctx, 8, wl.Apps, func(ctx context.Context, a int) error {
+		_, _, err := Fetch(r.client, r.url(r.b, "/eureka/apps/"+wl.AppName(a)), readHeader())
+		return err
+	})
+	warm := time.Since(t0)
+	s.logf("heureka", "W5: first fetch of all %d apps took %s", wl.Apps, warm.Round(time.Millisecond))
+	if err != nil {
+		s.logf("heureka", "W5: warm-up: %v", err)
+	}
+	sleepCtx(ctx, r.t.CacheRefresh)
+	r.read(ctx, RowApp, "/eureka/apps/"+wl.AppName(42%wl.Apps), LoadConfig{Concurrency: s.Readers, Duration: s.Duration, Drain: drain},
+		func(w, i int) string { return r.url(r.b, "/eureka/apps/"+wl.AppName((i*s.Readers+w)%wl.Apps)) })
+	if m, ok := r.sys.Rows[RowApp]; ok && m.NA == "" {
+		m.Note = fmt.Sprintf("first fetch of all %d apps %s", wl.Apps, fmtDur(warm))
+		r.sys.Set(RowApp, m)
+	}
+	r.sys.Set(RowAppLinear, NotApplicable("— (as W3)"))
+}
+
+// read measures one cached read on B and then the limit serving its bytes.
+func (r *heurekaRun) read(ctx context.Context, row, path string, lc LoadConfig, next func(w, i int) string) {
+	s := r.s
+	hdr := readHeader()
+	t0 := time.Now()
+	body, respHdr, err := Fetch(r.client, r.url(r.b, path), hdr)
+	first := time.Since(t0)
+	if err != nil {
+		r.sys.Set(row, NotApplicable("failed: "+err.Error()))
+		return
+	}
+	note := ""
+	if ids, err := appsInstances(body, respHdr.Get("Content-Encoding") == "gzip"); err == nil {
+		note = "holds " + group(int64(len(ids))) + " instances"
+	}
+	url := r.url(r.b, path)
+	req := Request{Method: http.MethodGet, Header: hdr, WantMin: 200, WantMax: 200}
+	// Reads are served by B alone: its CPU is the cost.
+	var bPIDs []int
+	if r.b < len(r.t.PIDs) {
+		bPIDs = []int{r.t.PIDs[r.b]}
+	}
+	cpu := newCPUMeter(bPIDs)
+	run := func(ctx context.Context, lc LoadConfig) (res Result) {
+		cpu.measure(func() {
+			res = s.timed(ctx, "heureka", row+" GET "+path, lc, func(ctx context.Context, w, i int, _ int64) (int64, error) {
+				u := url
+				if next != nil {
+					u = next(w, i)
+				}
+				return do(ctx, r.client, req, u)
+			})
+		})
+		return res
+	}
+	limit, limitCPU, stop := s.startLimit(r.lim, row, body, respHdr, path)
+	defer stop()
+	var res Result
+	if limit != nil {
+		var lres Result
+		res, lres = s.alternate(ctx, lc, run, limit)
+		lm := FromResult(lres)
+		lm.BodyBytes = int64(len(body))
+		lm.CPUPerOp = limitCPU.perOp(lres.Requests)
+		r.lim.Set(row, lm)
+	} else {
+		res = run(ctx, lc)
+	}
+	m := FromResult(res)
+	m.BodyBytes = int64(len(body))
+	m.CPUPerOp = cpu.perOp(res.Requests)
+	switch row {
+	case RowDelta:
+		m.Note = note
+	case RowFull:
+		m.Note = "first fetch " + fmtDur(first)
+	}
+	r.sys.Set(row, m)
+}
+
+// instState is what W6 waits for on B.
+type instState int
+
+const (
+	statePresent instState = iota // registered, UP
+	stateOut                      // status OUT_OF_SERVICE
+	stateGone                     // cancelled
+)
+
+func stateOf(status string) instState {
+	if status == "OUT_OF_SERVICE" {
+		return stateOut
+	}
+	return statePresent
+}
+
+// check reads instance id of PropApp on B: directly (GET .../{app}/{id})
+// or through the cached application document clients fetch.
+func (r *heurekaRun) check(ctx context.Context, direct bool, id string) (instState, error) {
+	if direct {
+		code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps/"+PropApp+"/"+id), nil, nil)
+		if err != nil {
+			return 0, err
+		}
+		switch code {
+		case http.StatusNotFound:
+			return stateGone, nil
+		case http.StatusOK:
+			var doc struct {
+				Instance struct {
+					Status string `json:"status"`
+				} `json:"instance"`
+			}
+			if err := json.Unmarshal(body, &doc); err != nil {
+				return 0, err
+			}
+			return stateOf(doc.Instance.Status), nil
+		}
+		return 0, fmt.Errorf("GET instance: %d", code)
+	}
+	code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps/"+PropApp), nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	switch code {
+	case http.StatusNotFound:
+		return stateGone, nil
+	case http.StatusOK:
+		ids, err := appInstances(body)
+		if err != nil {
+			return 0, err
+		}
+		if st, ok := ids[id]; ok {
+			return stateOf(st), nil
+		}
+		return stateGone, nil
+	}
+	return 0, fmt.Errorf("GET app: %d", code)
+}
+
+// W6: register, status change and cancel on A, each timed from A's answer
+// until B's reads show it: a direct instance read (RowPropagation) or the
+// cached application document clients fetch (RowPropClient).
+func (r *heurekaRun) propagation(ctx context.Context, row string) {
+	s, wl := r.s, r.s.Workload
+	direct := row == RowPropagation
+	label, poll, timeout := row+" propagation (direct read)", time.Millisecond, 10*time.Second
+	if !direct {
+		// Polled less often, and long enough for a Eureka-default 30 s cache.
+		label, poll, timeout = row+" propagation (app document)", 5*time.Millisecond, 40*time.Second
+	}
+	cycle := func(ctx context.Context, w, n int, record func(time.Duration, bool)) error {
+		id := fmt.Sprintf("prop-%s-%d-%d", strings.ToLower(row), w, n)
+		sp := Spec{App: PropApp, ID: id, IP: ipOf(1<<23 + w<<12 + n), LeaseSecs: wl.LeaseSecs, RenewalSecs: wl.RenewalSecs,
+			Metadata: Metadata(n, 256), DirtyMillis: time.Now().UnixMilli()}
+		steps := []struct {
+			method, path string
+			body         []byte
+			code         int
+			want         instState
+		}{
+			{http.MethodPost, "/eureka/apps/" + PropApp, RegisterBody(sp), http.StatusNoContent, statePresent},
+			{http.MethodPut, "/eureka/apps/" + PropApp + "/" + id + "/status?value=OUT_OF_SERVICE", nil, http.StatusOK, stateOut},
+			{http.MethodDelete, "/eureka/apps/" + PropApp + "/" + id, nil, http.StatusOK, stateGone},
+		}
+		for _, st := range steps {
+			if !direct {
+				sleepCtx(ctx, jitter(r.t.CacheRefresh))
+			}
+			if _, err := r.expect(ctx, st.method, r.url(r.a, st.path), st.body, st.code); err != nil {
+				return err
+			}
+			ack := time.Now()
+			err := waitFor(ctx, timeout, poll, func() (bool, error) {
+				got, err := r.check(ctx, direct, id)
+				return err == nil && got == st.want, err
+			})
+			if ctx.Err() != nil {
+				return nil
+			}
+			record(time.Since(ack), err == nil)
+		}
+		return nil
+	}
+	workers, period := s.PropWorkers, time.Duration(0)
+	if !direct {
+		// Each sample waits out part of a refresh; more writers keep the
+		// sample count up.
+		workers, period = 4*s.PropWorkers, r.t.CacheRefresh
+	}
+	m := s.sample(ctx, "heureka", label, workers, period, cycle)
+	if !direct && r.t.CacheRefresh > 0 {
+		m.Note = "cache refresh " + fmtDur(r.t.CacheRefresh)
+	}
+	r.sys.Set(row, m)
+}
+
+// elections records a change of Raft term since W1 began: a leader
+// election happened during the run, and writes around it may have failed.
+func (r *heurekaRun) elections(ctx context.Context) {
+	if r.term == 0 {
+		return
+	}
+	var term uint64
+	for _, u := range r.t.URLs {
+		if st, err := getHeurekaStatus(ctx, u); err == nil {
+			term = max(term, st.Term)
+		}
+	}
+	if term > r.term {
+		r.sys.Events = append(r.sys.Events, fmt.Sprintf("Raft term went from %d to %d (a leader election)", r.term, term))
+		r.s.logf("heureka", "Raft term went from %d to %d during the run", r.term, term)
+	}
+}
+
+// W7: each node's resident memory (from /proc when the PID is known, else
+// the Go runtime's sys_bytes from /v1/status).
+func (r *heurekaRun) memory(ctx context.Context) {
+	var m Measurement
+	for i, u := range r.t.URLs {
+		nm := NodeMemory{Node: fmt.Sprintf("n%d", i+1), Bytes: -1}
+		if i < len(r.t.PIDs) && r.t.PIDs[i] > 0 {
+			nm.Bytes, nm.Source = RSS(r.t.PIDs[i]), "rss"
+		} else if st, err := getHeurekaStatus(ctx, u); err == nil && st.Memory.SysBytes > 0 {
+			nm.Bytes, nm.Source = st.Memory.SysBytes, "Go sys_bytes from /v1/status"
+		}
+		m.Nodes = append(m.Nodes, nm)
+	}
+	r.sys.Set(RowMemory, m)
+	r.s.logf("heureka", "W7 memory: %s", FormatCell(KindMemory, m))
+}
+
+// W8: CrashInstances instances with a short lease renew for three rounds,
+// then stop; each is timed from its last acknowledged renewal until B's
+// application document no longer lists it.
+func (r *heurekaRun) crash(ctx context.Context) error {
+	s, n := r.s, len(r.t.URLs)
+	k := s.CrashInstances
+	ids := make([]string, k)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("crash-%d", i)
+	}
+	now := time.Now().UnixMilli()
+	s.logf("heureka", "W8: registering %d instances with a %d s lease", k, s.CrashLeaseSecs)
+	err := parallel(ctx, min(k, 32), k, func(ctx context.Context, i int) error {
+		sp := Spec{App: CrashApp, ID: ids[i], IP: ipOf(1<<22 + i), LeaseSecs: s.CrashLeaseSecs, RenewalSecs: 1,
+			Metadata: Metadata(i, s.Workload.MetadataBytes), DirtyMillis: now}
+		_, err := r.expect(ctx, http.MethodPost, r.url(i%n, "/eureka/apps/"+CrashApp), RegisterBody(sp), http.StatusNoContent)
+		return err
+	})
+	if err != nil {
+		r.sys.Set(RowCrash, NotApplicable("failed: "+err.Error()))
+		return fmt.Errorf("W8 register: %w", err)
+	}
+	lastAck := make([]time.Time, k)
+	var mu sync.Mutex
+	for round := range 3 {
+		if round > 0 {
+			sleepCtx(ctx, time.Second)
+		}
+		err := parallel(ctx, min(k, 32), k, func(ctx context.Context, i int) error {
+			_, err := r.expect(ctx, http.MethodPut, r.url(i%n, "/eureka/apps/"+CrashApp+"/"+ids[i]), nil, http.StatusOK)
+			if err == nil {
+				mu.Lock()
+				lastAck[i] = time.Now()
+				mu.Unlock()
+			}
+			return err
+		})
+		if err != nil {
+			s.logf("heureka", "W8: renewal round %d: %v", round+1, err)
+		}
+	}
+	s.logf("heureka", "W8: renewals stopped; watching B for up to %s", s.CrashTimeout)
+	gone := map[string]time.Time{}
+	deadline := time.Now().Add(s.CrashTimeout)
+	for len(gone) < k && time.Now().Before(deadline) && ctx.Err() == nil {
+		code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps/"+CrashApp), nil, nil)
+		at := time.Now()
+		if err == nil && (code == http.StatusOK || code == http.StatusNotFound) {
+			present := map[string]string{}
+			if code == http.StatusOK {
+				present, err = appInstances(body)
+			}
+			if err == nil {
+				for _, id := range ids {
+					if _, ok := present[id]; !ok {
+						if _, seen := gone[id]; !seen {
+							gone[id] = at
+						}
+					}
+				}
+			}
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+	var d []time.Duration
+	for i, id := range ids {
+		if t, ok := gone[id]; ok && !lastAck[i].IsZero() {
+			d = append(d, t.Sub(lastAck[i]))
+		}
+	}
+	m := FromSamples(d, int64(k-len(gone)))
+	m.Note = fmt.Sprintf("lease %d s", s.CrashLeaseSecs)
+	if r.t.EvictionInterval > 0 {
+		m.Note += ", eviction every " + fmtDur(r.t.EvictionInterval)
+	}
+	if r.t.CacheRefresh > 0 {
+		m.Note += ", cache refresh " + fmtDur(r.t.CacheRefresh)
+	}
+	r.sys.Set(RowCrash, m)
+	s.logf("heureka", "W8 crash detection: %s", FormatCell(KindLatency, m))
+	return nil
+}
+
+// sample runs W6 cycles on workers goroutines until Samples delays were
+// recorded or the row's time bound (propBound(period)) passes.
+func (s *Suite) sample(ctx context.Context, system, label string, workers int, period time.Duration,
+	cycle func(ctx context.Context, w, n int, record func(time.Duration, bool)) error) Measurement {
+	bound := s.propBound(period)
+	s.logf(system, "%s: %d writers, up to %d samples or %s", label, workers, s.Samples, bound)
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var mu sync.Mutex
+	var samples []time.Duration
+	var timeouts, errs int64
+	var firstErr string
+	record := func(d time.Duration, ok bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ok {
+			timeouts++
+			return
+		}
+		samples = append(samples, d)
+		if len(samples) >= s.Samples {
+			cancel()
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ctx.Err() == nil; n++ {
+				if err := cycle(ctx, w, n, record); err != nil && ctx.Err() == nil {
+					mu.Lock()
+					errs++
+					if firstErr == "" {
+						firstErr = err.Error()
+					}
+					mu.Unlock()
+					sleepCtx(ctx, 100*time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	m := FromSamples(samples, timeouts)
+	m.Errors, m.FirstError = errs, firstErr
+	s.logf(system, "%s: %s", label, FormatCell(KindLatency, m))
+	if firstErr != "" {
+		s.logf(system, "%s: first error: %s", label, firstErr)
+	}
+	return m
+}
+
+// jitter is a random delay in [0, d).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d)))
+}
+
+// parallel calls f(i) for i in [0, n) on workers goroutines and returns
+// the first error.
+func parallel(ctx context.Context, workers, n int, f func(ctx context.Context, i int) error) error {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(ctx, i); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// waitFor polls cond every interval until it holds (nil), timeout passes
+// or ctx ends (an error naming the last failure).
+func waitFor(ctx context.Context, timeout, interval time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			if last != nil {
+				return fmt.Errorf("not within %s (last error: %v)", timeout, last)
+			}
+			return fmt.Errorf("not within %s", timeout)
+		}
+		sleepCtx(ctx, interval)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// oneOrMany splits a JSON value that Eureka's codecs write either as one
+// object or as an array of them.
+func oneOrMany(raw json.RawMessage) []json.RawMessage {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] == 'n' {
+		return nil
+	}
+	if raw[0] != '[' {
+		return []json.RawMessage{raw}
+	}
+	var list []json.RawMessage
+	_ = json.Unmarshal(raw, &list)
+	return list
+}
+
+type wireInstance struct {
+	InstanceID string `json:"instanceId"`
+	HostName   string `json:"hostName"`
+	Status     string `json:"status"`
+}
+
+func (w wireInstance) id() string {
+	if w.InstanceID != "" {
+		return w.InstanceID
+	}
+	return w.HostName
+}
+
+// appInstances maps instance id → status in a JSON {"application": ...}
+// document.
+func appInstances(body []byte) (map[string]string, error) {
+	var doc struct {
+		Application struct {
+			Instance json.RawMessage `json:"instance"`
+		} `json:"application"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, raw := range oneOrMany(doc.Application.Instance) {
+		var in wireInstance
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return nil, err
+		}
+		out[in.id()] = in.Status
+	}
+	return out, nil
+}
+
+// appsInstances lists the instance ids in a JSON {"applications": ...}
+// document (full registry or delta), gunzipping it first if gz.
+func appsInstances(body []byte, gz bool) ([]string, error) {
+	if gz {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		if body, err = io.ReadAll(zr); err != nil {
+			return nil, err
+		}
+	}
+	var doc struct {
+		Applications struct {
+			Application json.RawMessage `json:"application"`
+		} `json:"applications"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, app := range oneOrMany(doc.Applications.Application) {
+		var a struct {
+			Instance json.RawMessage `json:"instance"`
+		}
+		if err := json.Unmarshal(app, &a); err != nil {
+			return nil, err
+		}
+		for _, raw := range oneOrMany(a.Instance) {
+			var in wireInstance
+			if err := json.Unmarshal(raw, &in); err != nil {
+				return nil, err
+			}
+			ids = append(ids, in.id())
+		}
+	}
+	return ids, nil
+}

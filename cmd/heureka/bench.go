@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/heureka-registry/heureka/bench"
+)
+
+const benchUsage = `Usage: heureka bench [flags]
+
+Runs the fixed workload of docs/bench.md (W1 register, W2 renew, W3 full
+registry, W4 delta, W5 one app, W6 propagation, W7 memory, W8 crash
+detection) against a Eureka-compatible cluster and against etcd, with a
+'limit' column for reads, and prints one table (or --json). Progress goes to
+stderr. The whole table at 10,000 instances:
+
+  heureka bench --local 3 --etcd local
+
+Flags:
+`
+
+// benchCmd is `heureka bench`.
+func benchCmd(args []string) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var s bench.Suite
+	d := bench.DefaultWorkload()
+	local := fs.Int("local", 0, "start a local heureka cluster of this many nodes (from this executable) and bench it")
+	targets := fs.String("targets", "", "comma-separated base URLs of an existing Eureka-compatible cluster (http://host:port,...)")
+	localArgs := fs.String("local-args", "", "extra flags for the --local nodes' heureka serve, space-separated (e.g. --pprof)")
+	cacheRefresh := fs.Duration("target-cache-refresh", 30*time.Second, "with --targets: their response cache refresh interval (W4 and W6 wait it out)")
+	deltaRetention := fs.Duration("target-delta-retention", 0, "with --targets: their delta retention; W4 waits this long after W1 (0: read the delta as it is)")
+	evictionInterval := fs.Duration("target-eviction-interval", 0, "with --targets: their eviction interval, for W8's note")
+	etcdMode := fs.String("etcd", "none", "local: start a local etcd cluster; none: no etcd column")
+	etcdMembers := fs.Int("etcd-members", 3, "members of the --etcd local cluster")
+	etcdEndpoints := fs.String("etcd-endpoints", "", "comma-separated client URLs of an existing etcd cluster")
+	fs.StringVar(&s.EtcdBinary, "etcd-bin", "etcd", "etcd executable for --etcd local")
+	fs.IntVar(&s.Workload.Instances, "instances", d.Instances, "W1: instances to register")
+	fs.IntVar(&s.Workload.Apps, "apps", 0, fmt.Sprintf("W1: applications the instances are spread over (default %d, at most --instances)", d.Apps))
+	fs.IntVar(&s.Workload.MetadataBytes, "metadata-bytes", d.MetadataBytes, "W1: metadata per instance, in bytes")
+	fs.IntVar(&s.Writers, "writers", 64, "W1: concurrent writers")
+	fs.IntVar(&s.Renewers, "renewers", 64, "W2: concurrent renewing clients")
+	fs.IntVar(&s.FullReaders, "full-readers", 8, "W3: concurrent full-registry readers")
+	fs.IntVar(&s.Readers, "readers", 32, "W4, W5: concurrent readers")
+	fs.DurationVar(&s.Duration, "duration", 5*time.Second, "length of each timed phase (W2–W5 and each limit run); W6 rows stop after 3× this")
+	fs.DurationVar(&s.RegisterTimeout, "register-timeout", 5*time.Minute, "W1: give up registering after this long")
+	fs.IntVar(&s.Samples, "samples", 300, "W6: samples per row at most")
+	fs.IntVar(&s.CrashInstances, "crash-instances", 100, "W8: instances that stop renewing")
+	fs.IntVar(&s.CrashLeaseSecs, "crash-lease", 2, "W8: their lease duration in seconds (etcd: TTL)")
+	fs.DurationVar(&s.CrashTimeout, "crash-timeout", time.Minute, "W8: give up waiting after this long")
+	fs.BoolVar(&s.NoLimit, "no-limit", false, "skip the limit column")
+	fs.StringVar(&s.TempDir, "tmp", "", "directory for local clusters' data (default: the system's temp dir)")
+	asJSON := fs.Bool("json", false, "print the report as JSON on stdout instead of the table")
+	jsonOut := fs.String("json-out", "", "also write the JSON report to this file")
+	compare := fs.String("compare", "", "A.json,B.json: print how each figure grows from report A to report B, and exit")
+	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(os.Stdout, benchUsage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "heureka bench: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "heureka bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *compare != "" {
+		return benchCompare(*compare)
+	}
+	if *local > 0 && *targets != "" {
+		fmt.Fprintln(os.Stderr, "heureka bench: give --local or --targets, not both")
+		return 2
+	}
+	s.LocalHeureka = *local
+	s.LocalHeurekaArgs = strings.Fields(*localArgs)
+	if *targets != "" {
+		s.Heureka = &bench.HeurekaTarget{URLs: splitList(*targets), CacheRefresh: *cacheRefresh,
+			DeltaRetention: *deltaRetention, EvictionInterval: *evictionInterval}
+	}
+	switch {
+	case *etcdEndpoints != "":
+		s.Etcd = &bench.EtcdTarget{Endpoints: splitList(*etcdEndpoints)}
+	case *etcdMode == "local":
+		s.LocalEtcd = *etcdMembers
+	case *etcdMode == "none" || *etcdMode == "":
+	default:
+		fmt.Fprintf(os.Stderr, "heureka bench: --etcd %q: want local or none\n", *etcdMode)
+		return 2
+	}
+	if exe, err := os.Executable(); err == nil {
+		s.Binary = exe
+	}
+	if !*quiet {
+		s.Progress = os.Stderr
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := s.Run(ctx)
+	if rep == nil {
+		fmt.Fprintf(os.Stderr, "heureka bench: %v\n", err)
+		return 2
+	}
+	rep.Command = "heureka bench " + strings.Join(args, " ")
+	if *jsonOut != "" {
+		if werr := writeJSON(*jsonOut, rep); werr != nil {
+			fmt.Fprintf(os.Stderr, "heureka bench: %v\n", werr)
+			return 1
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		fmt.Fprint(os.Stdout, rep.Table())
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "heureka bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimRight(strings.TrimSpace(p), "/"); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func writeJSON(path string, rep *bench.Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func readReport(path string) (*bench.Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r bench.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return &r, nil
+}
+
+func benchCompare(arg string) int {
+	parts := splitList(arg)
+	if len(parts) != 2 {
+		fmt.Fprintln(os.Stderr, "heureka bench: --compare wants A.json,B.json")
+		return 2
+	}
+	a, err := readReport(parts[0])
+	if err == nil {
+		var b *bench.Report
+		if b, err = readReport(parts[1]); err == nil {
+			fmt.Fprint(os.Stdout, bench.GrowthTable(a, b))
+			return 0
+		}
+	}
+	fmt.Fprintf(os.Stderr, "heureka bench: %v\n", err)
+	return 1
+}
