@@ -1,5 +1,5 @@
 // Command heureka is the one binary: the registry server (`heureka serve`)
-// and, later, the operator subcommands.
+// and the operator subcommands (status, members, mode, snapshot).
 package main
 
 import (
@@ -11,7 +11,13 @@ const usage = `heureka: a Eureka-compatible service registry on Raft
 
 Usage:
   heureka serve [flags]    run a node (heureka serve --help lists the flags)
+  heureka lab [--nodes 3] [--modes ap,cp]  play partitions and a leader kill on a local cluster, AP vs CP
   heureka limit-server     serve fixed bytes (a benchmark yardstick)
+  heureka bench [flags]    benchmark heureka, etcd and the limit (docs/bench.md)
+  heureka status           a node's view of itself and the cluster
+  heureka members          list, join or remove members
+  heureka mode [ap|cp]     show or switch the consistency mode
+  heureka snapshot         save or restore the registry (heureka snapshot --help)
 `
 
 func main() {
@@ -26,8 +32,20 @@ func run(args []string) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:])
+	case "lab":
+		return runLab(args[1:])
 	case "limit-server":
 		return limitServer(args[1:])
+	case "bench":
+		return benchCmd(args[1:])
+	case "status":
+		return opsStatusCmd(args[1:])
+	case "members":
+		return opsMembersCmd(args[1:])
+	case "mode":
+		return opsModeCmd(args[1:])
+	case "snapshot":
+		return opsSnapshotCmd(args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0
