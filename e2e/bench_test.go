@@ -131,7 +131,7 @@ func BenchmarkCachedReads(b *testing.B) {
 	if lim := os.Getenv("BENCH_GOMEMLIMIT"); lim != "" {
 		env = append(env, "GOMEMLIMIT="+lim)
 	}
-	c := StartCluster(b, 3, Options{Env: env, ExtraArgs: []string{"--delta-retention", "5s", "--response-cache-update-interval", "1s"}})
+	c := StartCluster(b, 3, Options{Env: env, DefaultRaftTimings: true, ExtraArgs: []string{"--delta-retention", "5s", "--response-cache-update-interval", "1s"}})
 	leader := c.WaitLeader(b, 10*time.Second)
 	follower := c.Followers(leader)[0]
 	start := time.Now()
@@ -270,7 +270,7 @@ func BenchmarkRenewals(b *testing.B) {
 	const n = 10000
 	var rows []string
 	for _, batch := range []string{"1s", "0s"} {
-		c := StartCluster(b, 3, Options{ExtraArgs: []string{"--renew-batch-interval", batch}})
+		c := StartCluster(b, 3, Options{DefaultRaftTimings: true, ExtraArgs: []string{"--renew-batch-interval", batch}})
 		leader := c.WaitLeader(b, 10*time.Second)
 		var wg sync.WaitGroup
 		next := make(chan int)

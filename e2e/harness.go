@@ -3,9 +3,11 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,10 +146,21 @@ type Options struct {
 	// NodeArgs, if set, returns further arguments for the node with the
 	// given id (n1, n2, ...); they come after ExtraArgs.
 	NodeArgs func(id string) []string
+	// DefaultRaftTimings starts nodes with production Raft timings instead
+	// of the fast test timings (benchmarks on a loaded machine want them).
+	DefaultRaftTimings bool
 	// RaftFront, if set, is called with each node's id and real Raft
 	// address and returns the address the node advertises instead (a
 	// faultproxy front): the initial cluster lists the fronts.
 	RaftFront func(id, realAddr string) string
+	// Credentials, if set ("user:password"), go into every node's BaseURL
+	// (and so into the harness's own requests, status polls included) as
+	// URL user info, which Go's HTTP client sends as basic auth.
+	Credentials string
+	// ClientTLS, if set, makes the harness talk HTTPS to the nodes with
+	// this configuration (BaseURL starts with https:// and status polls use
+	// it); requests through Do still use the plain package client.
+	ClientTLS *tls.Config
 }
 
 // Cluster is a set of heureka processes started by one test.
@@ -172,6 +185,10 @@ type Node struct {
 	args  []string // full argument list, starting with "serve"
 	extra []string // node-specific arguments added by the harness
 	env   []string
+
+	userinfo  string       // Options.Credentials
+	clientTLS *tls.Config  // Options.ClientTLS
+	statusCl  *http.Client // status polls when clientTLS is set
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -240,6 +257,12 @@ func (c *Cluster) newNode(id string) *Node {
 		DataDir:  filepath.Join(c.dir, id),
 		LogPath:  filepath.Join(c.dir, "logs", id+".log"),
 		env:      nodeEnv(c.opts.Env),
+		userinfo: c.opts.Credentials,
+	}
+	if c.opts.ClientTLS != nil {
+		nd.clientTLS = c.opts.ClientTLS
+		nd.statusCl = &http.Client{Timeout: 2 * time.Second,
+			Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, TLSClientConfig: c.opts.ClientTLS}}
 	}
 	c.mu.Lock()
 	c.Nodes = append(c.Nodes, nd)
@@ -258,7 +281,9 @@ func (c *Cluster) serveArgs(nd *Node, clusterArgs ...string) []string {
 	}
 	args = append(args, clusterArgs...)
 	args = append(args, nd.extra...)
-	args = append(args, raftTestArgs...)
+	if !c.opts.DefaultRaftTimings {
+		args = append(args, raftTestArgs...)
+	}
 	args = append(args, c.opts.ExtraArgs...)
 	if c.opts.NodeArgs != nil {
 		args = append(args, c.opts.NodeArgs(nd.ID)...)
@@ -420,8 +445,18 @@ func nodeEnv(extra []string) []string {
 // Args returns a copy of the node's `heureka serve` arguments.
 func (nd *Node) Args() []string { return append([]string(nil), nd.args...) }
 
-// BaseURL is "http://<http addr>".
-func (nd *Node) BaseURL() string { return "http://" + nd.HTTPAddr }
+// BaseURL is "http://<http addr>" ("https://" with Options.ClientTLS, and
+// with Options.Credentials as user info).
+func (nd *Node) BaseURL() string {
+	scheme := "http://"
+	if nd.clientTLS != nil {
+		scheme = "https://"
+	}
+	if nd.userinfo != "" {
+		return scheme + nd.userinfo + "@" + nd.HTTPAddr
+	}
+	return scheme + nd.HTTPAddr
+}
 
 // URL is BaseURL followed by path, e.g. nd.URL("/eureka/apps").
 func (nd *Node) URL(path string) string { return nd.BaseURL() + path }
