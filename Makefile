@@ -2,7 +2,7 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build test deps vet fmt-check
+.PHONY: build test deps vet fmt-check fuzz
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
@@ -16,6 +16,11 @@ deps:
 		echo "make deps: installing chromium"; \
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	fi
+# Debian's etcd-server for the etcd column of heureka bench (bench/bench_e2e_test.go).
+	@if ! command -v etcd >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "make deps: installing etcd-server"; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; \
+	fi
 
 test: deps
 	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./...
@@ -25,3 +30,14 @@ vet:
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# fuzz runs every fuzz target for FUZZTIME each (CI: a short time; issue 8
+# asks for 60s). Minimization is capped so a large new input cannot eat the
+# whole budget on a small machine.
+FUZZTIME ?= 10s
+FUZZ_TARGETS = ./fsm:FuzzDecodeCommand ./fsm:FuzzReadSnapshot ./store:FuzzReadJournal \
+	./cluster:FuzzDecodeRenewBatch ./httpapi/eureka:FuzzDecodeInstanceJSON ./httpapi/eureka:FuzzDecodeInstanceXML
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s; done
