@@ -90,7 +90,7 @@ func codeError(code, msg string) error {
 // post sends one internal call and decodes the reply.
 func (n *Node) post(ctx context.Context, addr, path, contentType string, body []byte) (internalReply, error) {
 	var rep internalReply
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url(addr, path), bytes.NewReader(body))
 	if err != nil {
 		return rep, fmt.Errorf("build forward request: %w", err)
 	}
@@ -120,7 +120,7 @@ func (n *Node) post(ctx context.Context, addr, path, contentType string, body []
 // postRaw sends an internal call whose success answer is raw bytes; an
 // error answer is an internalReply.
 func (n *Node) postRaw(ctx context.Context, addr, path string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url(addr, path), bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build forward request: %w", err)
 	}
@@ -243,6 +243,9 @@ func (n *Node) InternalHandler() http.Handler {
 		writeInternal(w, internalReply{}, n.removeLocal(r.Context(), m.ID))
 	})
 	n.snapshotRoutes(mux)
+	if n.cfg.ClusterSecret != "" {
+		return requireSecret(n.cfg.ClusterSecret, mux)
+	}
 	return mux
 }
 

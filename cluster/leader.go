@@ -150,7 +150,7 @@ func (n *Node) LeaseStatus(ctx context.Context) (LeaseStatus, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+pathLeaseStatus, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url(addr, pathLeaseStatus), nil)
 	if err != nil {
 		return LeaseStatus{}, err
 	}

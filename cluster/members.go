@@ -173,7 +173,7 @@ func (n *Node) joinLoop() {
 func (n *Node) askToJoin(body []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.cfg.Join+"/v1/members", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url(n.cfg.Join, "/v1/members"), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 	if addr == "" || addr == n.cfg.HTTPAdvertise || n.QuorumLost() {
 		return fmt.Errorf("linearizable read: %w", ErrNoQuorum)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+pathReadIndex, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url(addr, pathReadIndex), nil)
 	if err != nil {
 		return err
 	}

@@ -69,16 +69,17 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, fsm: f, store: st, log: log.Named("cluster"), stopCh: make(chan struct{}),
-		client: &http.Client{
-			Timeout: cfg.ApplyTimeout + time.Second,
-			Transport: &http.Transport{
-				DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-				MaxIdleConnsPerHost: 64,
-				IdleConnTimeout:     90 * time.Second,
-			},
-		},
+	n := &Node{cfg: cfg, fsm: f, store: st, log: log.Named("cluster"), stopCh: make(chan struct{})}
+	var rt http.RoundTripper = &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:     cfg.clientTLS(),
 	}
+	if cfg.ClusterSecret != "" {
+		rt = &secretTransport{base: rt, secret: cfg.ClusterSecret}
+	}
+	n.client = &http.Client{Timeout: cfg.ApplyTimeout + time.Second, Transport: rt}
 	n.applied.ch = make(chan struct{})
 	n.applied.idx = f.AppliedIndex()
 	n.refreshMode()
@@ -103,6 +104,7 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
@@ -113,7 +115,12 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	if err != nil {
 		return nil, fmt.Errorf("resolve raft advertise address: %w", err)
 	}
-	stream, err := newStreamLayer(cfg.RaftBind, adv, cfg.NodeID)
+	var stream raft.StreamLayer
+	if cfg.RaftTLS != nil {
+		stream, err = newTLSStreamLayer(cfg.RaftBind, adv, cfg.NodeID, cfg.RaftTLS)
+	} else {
+		stream, err = newStreamLayer(cfg.RaftBind, adv, cfg.NodeID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listen raft on %s: %w", cfg.RaftBind, err)
 	}
@@ -187,7 +194,9 @@ func (n *Node) Ready() bool {
 	if n.LeaderID() == "" {
 		return false
 	}
-	applied, commit := n.fsm.AppliedIndex(), n.raft.CommitIndex()
+	// raft's applied index counts every entry (no-ops and configuration
+	// changes too), unlike the FSM's, which only sees commands.
+	applied, commit := n.raft.AppliedIndex(), n.raft.CommitIndex()
 	if applied >= n.startIndex && applied >= commit && commit > 0 {
 		n.ready.Store(true)
 		return true

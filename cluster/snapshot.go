@@ -193,7 +193,7 @@ func (n *Node) snapshotRequest(ctx context.Context, method, addr, path string, b
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, n.url(addr, path), rd)
 	if err != nil {
 		return nil, fmt.Errorf("build forward request: %w", err)
 	}

@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -103,3 +105,132 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// tlsStreamLayer is the stream layer over mutual TLS: every connection,
+// dialed or accepted, completes a TLS handshake in which both sides present
+// a certificate the other verifies (Config.RaftTLS), and only then carries
+// the preamble and Raft's RPCs. A peer without such a certificate never
+// gets a byte to Raft. Handshakes run off the accept loop, so a slow or
+// silent client cannot hold up real peers.
+type tlsStreamLayer struct {
+	ln        net.Listener
+	cfg       *tls.Config
+	nodeID    string
+	advertise net.Addr
+	conns     chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// handshakeTimeout bounds a TLS handshake plus preamble on either side.
+const handshakeTimeout = 5 * time.Second
+
+func newTLSStreamLayer(bind string, advertise net.Addr, nodeID string, cfg *tls.Config) (*tlsStreamLayer, error) {
+	if cfg == nil || len(cfg.Certificates) == 0 && cfg.GetCertificate == nil {
+		return nil, errors.New("raft TLS needs a certificate")
+	}
+	if cfg.ClientAuth != tls.RequireAndVerifyClientCert {
+		return nil, errors.New("raft TLS must require and verify peer certificates")
+	}
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	s := &tlsStreamLayer{ln: ln, cfg: cfg, nodeID: nodeID, advertise: advertise,
+		conns: make(chan net.Conn), done: make(chan struct{})}
+	go s.acceptLoop()
+	return s, nil
+}
+
+func (s *tlsStreamLayer) acceptLoop() {
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go s.admit(conn)
+	}
+}
+
+// admit completes the server side handshake and reads the preamble.
+func (s *tlsStreamLayer) admit(raw net.Conn) {
+	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	conn := tls.Server(raw, s.cfg)
+	if err := conn.Handshake(); err != nil {
+		raw.Close()
+		return
+	}
+	br := bufio.NewReaderSize(conn, 4096)
+	if _, err := ReadPreamble(br); err != nil {
+		conn.Close()
+		return
+	}
+	_ = raw.SetDeadline(time.Time{})
+	select {
+	case s.conns <- &bufferedConn{Conn: conn, r: br}:
+	case <-s.done:
+		conn.Close()
+	}
+}
+
+// Accept implements net.Listener.
+func (s *tlsStreamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener.
+func (s *tlsStreamLayer) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.done)
+		err = s.ln.Close()
+	})
+	return err
+}
+
+// Addr implements net.Listener with the advertised address.
+func (s *tlsStreamLayer) Addr() net.Addr { return s.advertise }
+
+// Dial implements raft.StreamLayer: TCP, TLS handshake (verifying the
+// peer's certificate against the address dialed), then the preamble.
+func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(string(address))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := net.DialTimeout("tcp", string(address), timeout)
+	if err != nil {
+		return nil, err
+	}
+	cfg := s.cfg.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	_ = raw.SetDeadline(time.Now().Add(timeout))
+	conn := tls.Client(raw, cfg)
+	if err := conn.Handshake(); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("raft tls handshake with %s: %w", address, err)
+	}
+	if err := WritePreamble(conn, s.nodeID); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	_ = raw.SetDeadline(time.Time{})
+	return conn, nil
+}

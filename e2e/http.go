@@ -78,7 +78,11 @@ var statusClient = &http.Client{
 
 // TryStatus fetches GET /v1/status without failing the test.
 func (nd *Node) TryStatus() (Status, error) {
-	resp, err := statusClient.Get(nd.URL("/v1/status"))
+	cl := statusClient
+	if nd.statusCl != nil {
+		cl = nd.statusCl
+	}
+	resp, err := cl.Get(nd.URL("/v1/status"))
 	if err != nil {
 		return Status{}, err
 	}

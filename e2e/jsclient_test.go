@@ -112,43 +112,7 @@ func TestJSClient(t *testing.T) {
 		urls[i] = nd.BaseURL()
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), jsHardTimeout)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, node, "scenario.js", "--urls", strings.Join(urls, ","),
-		"--timeout-ms", fmt.Sprint(jsNodeTimeout.Milliseconds()))
-	cmd.Dir = jsDir
-	cmd.Env = jsEnv()
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	var exitErr *exec.ExitError
-	if runErr != nil && !errors.As(runErr, &exitErr) {
-		t.Fatalf("node scenario.js: %v\nstderr:\n%s", runErr, stderr.String())
-	}
-
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	var res jsResult
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("node scenario.js (%v): last line is not a result: %v\nstdout:\n%s\nstderr:\n%s", runErr, err, stdout.String(), stderr.String())
-	}
-	for _, cl := range res.Clients {
-		t.Logf("client %-16s node %s delta=%-5v full fetches %d, deltas %d, learned via delta %v, sees %v",
-			cl.Host, cl.Node, cl.Delta, cl.FullFetches, cl.DeltaFetches, cl.LearnedViaDelta, cl.ByVIP["js-all"])
-		for _, l := range cl.Logs {
-			t.Errorf("client %s logged %s", cl.Host, l)
-		}
-	}
-	for _, a := range res.Anomalies {
-		// eureka-js-client 4.5.0's delta code splices the wrong index out
-		// of its by-app list (spec §5.3); a client bug, not the server's.
-		t.Logf("known eureka-js-client delta quirk: %s", a)
-	}
-	if !res.OK || runErr != nil {
-		t.Fatalf("scenario failed in phase %q (exit %v): %v\nstderr:\n%s", res.Phase, runErr, res.Errors, stderr.String())
-	}
-	t.Logf("all five instances visible to every client after %d ms; the deregistered one gone from every client after %d ms (scenario %d ms)",
-		res.AllVisibleMs, res.RemovedMs, res.ElapsedMs)
+	runJSScenario(t, node, urls)
 
 	// Server side: every node holds exactly the four remaining instances,
 	// stored as registered (bare-number port, dataCenterInfo without @class
@@ -199,4 +163,48 @@ func TestJSClient(t *testing.T) {
 		}
 	}
 	t.Logf("TestJSClient took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// runJSScenario runs scenario.js against urls and fails the test unless it
+// reports success; it logs what each client saw.
+func runJSScenario(t *testing.T, node string, urls []string) jsResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), jsHardTimeout)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, node, "scenario.js", "--urls", strings.Join(urls, ","),
+		"--timeout-ms", fmt.Sprint(jsNodeTimeout.Milliseconds()))
+	cmd.Dir = jsDir
+	cmd.Env = jsEnv()
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var exitErr *exec.ExitError
+	if runErr != nil && !errors.As(runErr, &exitErr) {
+		t.Fatalf("node scenario.js: %v\nstderr:\n%s", runErr, stderr.String())
+	}
+
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var res jsResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("node scenario.js (%v): last line is not a result: %v\nstdout:\n%s\nstderr:\n%s", runErr, err, stdout.String(), stderr.String())
+	}
+	for _, cl := range res.Clients {
+		t.Logf("client %-16s node %s delta=%-5v full fetches %d, deltas %d, learned via delta %v, sees %v",
+			cl.Host, cl.Node, cl.Delta, cl.FullFetches, cl.DeltaFetches, cl.LearnedViaDelta, cl.ByVIP["js-all"])
+		for _, l := range cl.Logs {
+			t.Errorf("client %s logged %s", cl.Host, l)
+		}
+	}
+	for _, a := range res.Anomalies {
+		// eureka-js-client 4.5.0's delta code splices the wrong index out
+		// of its by-app list (spec §5.3); a client bug, not the server's.
+		t.Logf("known eureka-js-client delta quirk: %s", a)
+	}
+	if !res.OK || runErr != nil {
+		t.Fatalf("scenario failed in phase %q (exit %v): %v\nstderr:\n%s", res.Phase, runErr, res.Errors, stderr.String())
+	}
+	t.Logf("all five instances visible to every client after %d ms; the deregistered one gone from every client after %d ms (scenario %d ms)",
+		res.AllVisibleMs, res.RemovedMs, res.ElapsedMs)
+	return res
 }

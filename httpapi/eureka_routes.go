@@ -67,6 +67,12 @@ func (s *Server) eureka(c *gin.Context) {
 		s.fail(c, errNotFoundRoute)
 		return
 	}
+	if s.cfg.StrictInput {
+		if err := checkPath(segs); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
 	switch segs[0] {
 	case "apps":
 		switch {
@@ -167,6 +173,12 @@ func (s *Server) register(c *gin.Context, pathApp string) {
 		s.fail(c, err)
 		return
 	}
+	if s.cfg.StrictInput {
+		if err := checkInstance(in); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
 	if err := s.write(c, fsm.CmdRegister, &fsm.RegisterBody{Instance: in}); err != nil {
 		s.fail(c, err)
 		return
@@ -254,6 +266,12 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 			continue
 		}
 		md[k] = vs[0] // first value wins, as in Eureka
+	}
+	if s.cfg.StrictInput {
+		if err := checkMetadata(md); err != nil {
+			s.fail(c, err)
+			return
+		}
 	}
 	if err := s.write(c, fsm.CmdMetadata, &fsm.MetadataBody{App: app, ID: id, Metadata: md}); err != nil {
 		s.fail(c, err)

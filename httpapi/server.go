@@ -51,6 +51,14 @@ type Config struct {
 	Cache cache.Config
 	// Pprof serves Go's profiler under /debug/pprof (off by default).
 	Pprof bool
+	// Users turns on HTTP basic auth with roles (nil: no auth).
+	Users *Users
+	// ClusterSecret is the credential of node-to-node calls; with it set,
+	// POST /v1/members (join) is also accepted with the secret alone, and
+	// only with it (or an admin user) at all.
+	ClusterSecret string
+	// StrictInput turns on the name, id and metadata limits (limits.go).
+	StrictInput bool
 }
 
 // DefaultConfig returns the defaults.
@@ -101,7 +109,11 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false
 	m := s.newMetrics()
-	e.Use(m.observe, s.recoverPanics, s.nodeHeaders, s.logRequests)
+	e.Use(m.observe, s.recoverPanics)
+	if cfg.Users != nil || cfg.ClusterSecret != "" {
+		e.Use(s.authenticate)
+	}
+	e.Use(s.nodeHeaders, s.logRequests)
 	e.Any("/eureka/*path", s.eureka)
 	s.operatorRoutes(e)
 	m.routes(e)

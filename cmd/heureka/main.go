@@ -18,6 +18,7 @@ Usage:
   heureka members          list, join or remove members
   heureka mode [ap|cp]     show or switch the consistency mode
   heureka snapshot         save or restore the registry (heureka snapshot --help)
+  heureka auth hash        print a bcrypt hash of the password on stdin (for --auth-file)
 `
 
 func main() {
@@ -46,6 +47,8 @@ func run(args []string) int {
 		return opsModeCmd(args[1:])
 	case "snapshot":
 		return opsSnapshotCmd(args[1:])
+	case "auth":
+		return authCmd(args[1:], os.Stdin, os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0

@@ -21,6 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 )
 
@@ -35,6 +36,12 @@ const opsUsage = `Operator commands (each takes --addr HOST:PORT, --json and --t
   heureka mode ap|cp                      switch the cluster's mode
   heureka snapshot save FILE [--stale]    download the registry ("-" for stdout)
   heureka snapshot restore FILE           replace the cluster's registry with FILE
+
+With auth on, pass credentials as $HEUREKA_CREDENTIALS=user:password (or in
+--addr, http://user:password@host:port). HTTPS: --tls-ca, and --tls-cert and
+--tls-key for nodes that require client certificates ($HEUREKA_TLS_CA,
+$HEUREKA_TLS_CERT, $HEUREKA_TLS_KEY); an --addr without a scheme then means
+https. members join also sends $HEUREKA_CLUSTER_SECRET when set.
 `
 
 // opsClient talks to one node's operator API.
@@ -44,6 +51,13 @@ type opsClient struct {
 	client  *http.Client
 	stdout  io.Writer
 	command string
+
+	// credentials is "user:password" ($HEUREKA_CREDENTIALS), sent as basic
+	// auth unless --addr carries its own user info.
+	credentials string
+	// secret is $HEUREKA_CLUSTER_SECRET, sent with members join only.
+	secret                 string
+	tlsCA, tlsCert, tlsKey string
 }
 
 // errUsage marks a usage error (exit code 2).
@@ -60,6 +74,11 @@ func opsFlags(name string, c *opsClient, timeout *time.Duration, def time.Durati
 	fs.StringVar(&c.base, "addr", addr, "HTTP address of a node (host:port or http://host:port)")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of a summary")
 	fs.DurationVar(timeout, "timeout", def, "give up after this long")
+	fs.StringVar(&c.tlsCA, "tls-ca", os.Getenv("HEUREKA_TLS_CA"), "PEM CA bundle to verify the node's certificate (HTTPS)")
+	fs.StringVar(&c.tlsCert, "tls-cert", os.Getenv("HEUREKA_TLS_CERT"), "PEM client certificate (for nodes that require one)")
+	fs.StringVar(&c.tlsKey, "tls-key", os.Getenv("HEUREKA_TLS_KEY"), "PEM key for --tls-cert")
+	c.credentials = os.Getenv("HEUREKA_CREDENTIALS")
+	c.secret = os.Getenv("HEUREKA_CLUSTER_SECRET")
 	return fs
 }
 
@@ -99,11 +118,22 @@ func newOps(name string, args []string, def time.Duration, extra func(fs *flag.F
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	tr := &http.Transport{Proxy: nil}
+	if c.tlsCA != "" || c.tlsCert != "" || c.tlsKey != "" {
+		cfg, err := opsTLS(c.tlsCA, c.tlsCert, c.tlsKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		tr.TLSClientConfig = cfg
+		if !strings.Contains(c.base, "://") {
+			c.base = "https://" + c.base
+		}
+	}
 	if !strings.Contains(c.base, "://") {
 		c.base = "http://" + c.base
 	}
 	c.base = strings.TrimRight(c.base, "/")
-	c.client = &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: nil}}
+	c.client = &http.Client{Timeout: timeout, Transport: tr}
 	return c, pos, nil
 }
 
@@ -131,6 +161,12 @@ func (c *opsClient) do(method, path, contentType string, body io.Reader) ([]byte
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
+	if user, pw, ok := strings.Cut(c.credentials, ":"); ok && req.URL.User == nil {
+		req.SetBasicAuth(user, pw)
+	}
+	if c.secret != "" && method == http.MethodPost && path == "/v1/members" {
+		req.Header.Set(cluster.SecretHeader, c.secret)
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}

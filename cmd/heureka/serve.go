@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -52,9 +53,25 @@ type serveConfig struct {
 	heartbeatTimeout   time.Duration
 	electionTimeout    time.Duration
 	leaderLeaseTimeout time.Duration
+	commitTimeout      time.Duration
 	snapshotThreshold  uint64
 	snapshotInterval   time.Duration
 	trailingLogs       uint64
+
+	authFile          string
+	clusterSecret     string
+	clusterSecretFile string
+	strictInput       bool
+	tlsCert           string
+	tlsKey            string
+	tlsClientCA       string
+	tlsCA             string
+	raftTLS           bool
+
+	// Derived by check.
+	users  *httpapi.Users
+	secret string
+	tls    *tlsSetup
 }
 
 // newServeFlags declares the flags; every flag also reads HEUREKA_<NAME>
@@ -91,9 +108,19 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&c.heartbeatTimeout, "raft-heartbeat-timeout", def.HeartbeatTimeout, "Raft heartbeat timeout")
 	fs.DurationVar(&c.electionTimeout, "raft-election-timeout", def.ElectionTimeout, "Raft election timeout")
 	fs.DurationVar(&c.leaderLeaseTimeout, "raft-leader-lease-timeout", def.LeaderLeaseTimeout, "Raft leader lease timeout")
+	fs.DurationVar(&c.commitTimeout, "raft-commit-timeout", def.CommitTimeout, "longest a quiet leader waits before telling followers the commit index")
 	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "log entries between snapshots")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often to check whether to snapshot")
 	fs.Uint64Var(&c.trailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
+	fs.StringVar(&c.authFile, "auth-file", "", "file of user:role:bcrypt-hash lines; turns on HTTP basic auth (roles read, write, admin)")
+	fs.StringVar(&c.clusterSecret, "cluster-secret", "", "credential every node-to-node call carries; internal endpoints and joins require it")
+	fs.StringVar(&c.clusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (instead of --cluster-secret)")
+	fs.BoolVar(&c.strictInput, "strict-input", false, "refuse bad app names, instance ids and oversized metadata with 400")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve HTTPS (and talk HTTPS to peers)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require client certificates signed by it (mTLS)")
+	fs.BoolVar(&c.raftTLS, "raft-tls", false, "run Raft over mutual TLS with --tls-cert/--tls-key; peers must present a certificate from --tls-ca (else --tls-client-ca)")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM CA bundle peers' certificates are checked against (default: --tls-client-ca, else the system roots)")
 	return fs
 }
 
@@ -151,6 +178,9 @@ func (c *serveConfig) check() error {
 			return fmt.Errorf("--join %q: want host:port of a member's HTTP address", c.join)
 		}
 	}
+	if err := c.checkSecurity(); err != nil {
+		return err
+	}
 	_, err := c.clusterConfig()
 	return err
 }
@@ -194,10 +224,16 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	cc.HeartbeatTimeout = c.heartbeatTimeout
 	cc.ElectionTimeout = c.electionTimeout
 	cc.LeaderLeaseTimeout = c.leaderLeaseTimeout
+	cc.CommitTimeout = c.commitTimeout
 	cc.SnapshotThreshold = c.snapshotThreshold
 	cc.SnapshotInterval = c.snapshotInterval
 	cc.TrailingLogs = c.trailingLogs
 	cc.RenewBatchInterval = c.renewBatchInterval
+	cc.ClusterSecret = c.secret
+	if c.tls != nil {
+		cc.HTTPClientTLS = c.tls.client
+		cc.RaftTLS = c.tls.raft
+	}
 	cc.Lease = cluster.LeaseConfig{EvictionInterval: c.evictionInterval, RenewalPercentThreshold: c.renewalThreshold,
 		SelfPreservation: c.selfPreservation, RenewalRateWindow: c.renewalRateWindow}
 	if err := cc.Validate(); err != nil {
@@ -252,6 +288,9 @@ func serve(args []string) int {
 	hcfg.Cache.AutoExpiration = c.cacheAutoExpiration
 	hcfg.Cache.UseReadOnly = c.useReadOnlyCache
 	hcfg.Pprof = c.pprof
+	hcfg.Users = c.users
+	hcfg.ClusterSecret = c.secret
+	hcfg.StrictInput = c.strictInput
 	api, err := httpapi.New(hcfg, node, log)
 	if err != nil {
 		ln.Close()
@@ -268,9 +307,14 @@ func serve(args []string) int {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
+	if c.tls != nil {
+		srv.TLSConfig = c.tls.server
+		ln = tls.NewListener(ln, c.tls.server)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("serving", "http", ln.Addr().String(), "raft", cc.RaftBind, "data_dir", c.dataDir, "mode", cc.Mode)
+	log.Info("serving", "http", ln.Addr().String(), "raft", cc.RaftBind, "data_dir", c.dataDir, "mode", cc.Mode,
+		"auth", c.users != nil, "cluster_secret", c.secret != "", "tls", c.tls != nil, "raft_tls", c.raftTLS)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

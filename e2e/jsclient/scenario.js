@@ -4,6 +4,9 @@
 //
 //   node scenario.js --urls http://127.0.0.1:P1,http://127.0.0.1:P2,... [--timeout-ms 40000]
 //
+// A URL may carry credentials (http://user:pass@127.0.0.1:P1): the clients
+// then send basic auth (through eureka.serviceUrls).
+//
 // Starts 3 ALPHA and 2 BETA instances, each its own EurekaClient pointed at a
 // different node (round robin over --urls), some fetching deltas and some
 // full registries every 500 ms. Waits until every client sees all five
@@ -98,6 +101,11 @@ const clients = specs.map((spec, i) => {
       heartbeatInterval: 1000,
       maxRetries: 3,
       requestRetryDelay: 200,
+      // Credentials in a --urls entry (http://user:pass@host:port) go into
+      // a service URL, the way users configure basic auth for this client.
+      ...(url.username
+        ? { serviceUrls: { default: [url.protocol + '//' + url.username + ':' + url.password + '@' + url.host + args.servicePath] } }
+        : {}),
     },
   });
   const c = { spec, client, node: url.host, logs, fullFetches: 0, deltaFetches: 0, learnedViaDelta: new Set(), stopped: false };

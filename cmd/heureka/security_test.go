@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+func TestAuthHashCmd(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := authCmd([]string{"hash", "--cost", "4"}, strings.NewReader("s3cret\n"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	h := strings.TrimSpace(out.String())
+	if bcrypt.CompareHashAndPassword([]byte(h), []byte("s3cret")) != nil {
+		t.Fatalf("printed %q, not a hash of the password", h)
+	}
+	for _, args := range [][]string{{}, {"nope"}, {"hash", "extra"}, {"hash", "--cost", "99"}} {
+		if code := authCmd(args, strings.NewReader("pw\n"), &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code := authCmd([]string{"hash"}, strings.NewReader("\n"), &out, &errb); code != 2 {
+		t.Errorf("empty password: exit %d, want 2", code)
+	}
+}
+
+func TestParseServe_Security(t *testing.T) {
+	dir := t.TempDir()
+	h, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	users := filepath.Join(dir, "users")
+	os.WriteFile(users, []byte("alice:admin:"+string(h)+"\n"), 0o600)
+	secretFile := filepath.Join(dir, "secret")
+	os.WriteFile(secretFile, []byte("0123456789abcdef-from-file\n"), 0o600)
+	multi := []string{"--node-id", "a", "--initial-cluster", "a=127.0.0.1:1@127.0.0.1:2,b=127.0.0.1:3@127.0.0.1:4"}
+
+	c, _, err := parseServe(nil, noEnv)
+	if err != nil || c.users != nil || c.secret != "" || c.tls != nil || c.strictInput {
+		t.Fatalf("defaults must leave security off: %+v %v", c, err)
+	}
+	c, _, err = parseServe(append([]string{"--auth-file", users, "--cluster-secret-file", secretFile}, multi...), noEnv)
+	if err != nil || c.users == nil || c.secret != "0123456789abcdef-from-file" {
+		t.Fatalf("auth file and secret file: %v", err)
+	}
+	cc, _ := c.clusterConfig()
+	if cc.ClusterSecret != c.secret {
+		t.Fatalf("cluster config lacks the secret")
+	}
+	c, _, err = parseServe([]string{"--auth-file", users}, func(k string) string {
+		return map[string]string{"HEUREKA_CLUSTER_SECRET": "0123456789abcdef"}[k]
+	})
+	if err != nil || c.secret != "0123456789abcdef" {
+		t.Fatalf("secret from env: %v", err)
+	}
+	for name, args := range map[string][]string{
+		"missing auth file":         {"--auth-file", filepath.Join(dir, "none")},
+		"short secret":              {"--cluster-secret", "short"},
+		"secret and file":           {"--cluster-secret", "0123456789abcdef", "--cluster-secret-file", secretFile},
+		"auth multi-node no secret": append([]string{"--auth-file", users}, multi...),
+		"auth join no secret":       {"--auth-file", users, "--join", "127.0.0.1:9"},
+		"cert without key":          {"--tls-cert", users},
+		"ca without cert":           {"--tls-client-ca", users},
+		"raft tls without cert":     {"--raft-tls"},
+	} {
+		if _, _, err := parseServe(args, noEnv); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	// A single node may use auth without a secret.
+	if _, _, err := parseServe([]string{"--auth-file", users}, noEnv); err != nil {
+		t.Fatalf("single node with auth: %v", err)
+	}
+}

@@ -1,0 +1,101 @@
+package httpapi
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// Input limits applied when Config.StrictInput is on. Each refusal is a 400
+// with a message, before anything reaches the log.
+const (
+	maxNameBytes          = 256      // app names, instance ids, VIPs
+	maxMetadataEntries    = 1024     // per instance
+	maxMetadataKeyBytes   = 256      // per key
+	maxMetadataValueBytes = 16 << 10 // per value
+)
+
+// checkName refuses an app name, instance id or VIP that is empty, longer
+// than maxNameBytes, not UTF-8, holds a control character or '/', or is a
+// path trick ("." or "..").
+func checkName(kind, s string) error {
+	switch {
+	case s == "":
+		return badRequestf(kind + " must not be empty")
+	case len(s) > maxNameBytes:
+		return badRequestf(fmt.Sprintf("%s is %d bytes long; at most %d are allowed", kind, len(s), maxNameBytes))
+	case !utf8.ValidString(s):
+		return badRequestf(kind + " is not valid UTF-8")
+	case s == "." || s == "..":
+		return badRequestf(kind + " " + strconv.Quote(s) + " is not allowed")
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return badRequestf(kind + " " + strconv.Quote(s) + " holds a control character")
+		}
+		if r == '/' || r == '\\' {
+			return badRequestf(kind + " " + strconv.Quote(s) + " holds a slash")
+		}
+	}
+	return nil
+}
+
+// checkMetadata refuses too many entries and oversized keys or values.
+func checkMetadata(md map[string]string) error {
+	if len(md) > maxMetadataEntries {
+		return badRequestf(fmt.Sprintf("metadata has %d entries; at most %d are allowed", len(md), maxMetadataEntries))
+	}
+	for k, v := range md {
+		if len(k) > maxMetadataKeyBytes {
+			return badRequestf(fmt.Sprintf("metadata key %.40q... is %d bytes long; at most %d are allowed", k, len(k), maxMetadataKeyBytes))
+		}
+		if len(v) > maxMetadataValueBytes {
+			return badRequestf(fmt.Sprintf("metadata value of %q is %d bytes long; at most %d are allowed", k, len(v), maxMetadataValueBytes))
+		}
+		for _, r := range k {
+			if r < 0x20 || r == 0x7f {
+				return badRequestf("metadata key " + strconv.Quote(k) + " holds a control character")
+			}
+		}
+	}
+	return nil
+}
+
+// checkPath applies the name checks to a Eureka path's segments (after the
+// version segment): the app name and instance id of /apps routes, the id of
+// /instances, the VIP of /vips and /svips.
+func checkPath(segs []string) error {
+	if len(segs) < 2 {
+		return nil
+	}
+	switch segs[0] {
+	case "apps":
+		if len(segs) == 2 && segs[1] == "delta" {
+			return nil
+		}
+		if err := checkName("app name", segs[1]); err != nil {
+			return err
+		}
+		if len(segs) >= 3 {
+			return checkName("instance id", segs[2])
+		}
+	case "instances":
+		return checkName("instance id", segs[1])
+	case "vips", "svips":
+		return checkName("VIP address", segs[1])
+	}
+	return nil
+}
+
+// checkInstance applies the limits to a register body.
+func checkInstance(in *fsm.Instance) error {
+	if err := checkName("app name", in.App); err != nil {
+		return err
+	}
+	if err := checkName("instance id", in.ID()); err != nil {
+		return err
+	}
+	return checkMetadata(in.Metadata)
+}
