@@ -78,8 +78,47 @@ func (n *Node) renewFollower(req renewRequest) error {
 	renew, err := n.judgeRenewal(req)
 	if renew {
 		n.forwarder.add(req)
+		return err
+	}
+	if errors.Is(err, fsm.ErrInstanceNotFound) && n.absent(req) {
+		// This node may simply not have applied the registration yet (it
+		// is catching up after a start, or the register went through
+		// another node a moment ago): the leader decides.
+		return n.renewAtLeader(req)
 	}
 	return err
+}
+
+// absent reports whether this node does not hold the instance at all (a
+// 404 for one it holds, with status UNKNOWN, is already the answer).
+func (n *Node) absent(req renewRequest) bool {
+	var e *fsm.Entry
+	n.fsm.Read(func(r *fsm.Registry) { e = r.Get(req.App, req.ID) })
+	return e == nil
+}
+
+// renewAtLeader passes one heartbeat to the leader and waits for its answer.
+func (n *Node) renewAtLeader(req renewRequest) error {
+	addr := n.leaderHTTP()
+	if addr == "" || addr == n.cfg.HTTPAdvertise {
+		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, ErrNoLeader)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	res, err := n.postRaw(ctx, addr, pathRenewBatch, encodeRenewBatch([]renewRequest{req}))
+	if err != nil {
+		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, err)
+	}
+	if len(res) != 1 {
+		return fmt.Errorf("renew %s/%s: leader answered %d results: %w", req.App, req.ID, len(res), ErrNoLeader)
+	}
+	switch res[0] {
+	case renewOK:
+		return nil
+	case renewNotFound:
+		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
+	}
+	return fmt.Errorf("renew %s/%s: leader could not renew: %w", req.App, req.ID, ErrNoLeader)
 }
 
 func (n *Node) renewLocal(req renewRequest) error {
