@@ -98,9 +98,9 @@ func TestStrictInput_Refusals(t *testing.T) {
 	}
 }
 
-// TestStrictInput_OffByDefault: without StrictInput a long id is accepted
-// as before.
-func TestStrictInput_OffByDefault(t *testing.T) {
+// TestStrictInput_Off: with StrictInput off (--strict-input=false) a long id
+// is accepted, as eureka-server would.
+func TestStrictInput_Off(t *testing.T) {
 	ts, _ := newStrictServer(t, false)
 	if code, b, _ := do(t, "POST", ts.URL+"/eureka/apps/svc", "application/json", instanceJSON("svc", strings.Repeat("i", 300))); code != 204 {
 		t.Fatalf("long id without strict input: %d %s", code, b)

@@ -115,7 +115,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.authFile, "auth-file", "", "file of user:role:bcrypt-hash lines; turns on HTTP basic auth (roles read, write, admin)")
 	fs.StringVar(&c.clusterSecret, "cluster-secret", "", "credential every node-to-node call carries; internal endpoints and joins require it")
 	fs.StringVar(&c.clusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (instead of --cluster-secret)")
-	fs.BoolVar(&c.strictInput, "strict-input", false, "refuse bad app names, instance ids and oversized metadata with 400")
+	fs.BoolVar(&c.strictInput, "strict-input", true, "refuse bad app names, instance ids and oversized metadata with 400 (--strict-input=false accepts anything Eureka would)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve HTTPS (and talk HTTPS to peers)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require client certificates signed by it (mTLS)")
