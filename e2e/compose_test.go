@@ -1,18 +1,13 @@
 package e2e
 
 import (
-	"bufio"
-	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 )
 
@@ -42,61 +37,10 @@ type composeRun struct {
 }
 
 func loadComposeProject(t *testing.T, profiles ...string) *types.Project {
-	t.Helper()
-	abs, err := filepath.Abs(composePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(abs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir:  filepath.Dir(abs),
-		ConfigFiles: []types.ConfigFile{{Filename: abs, Content: data}},
-		Environment: types.Mapping{},
-	}, loader.WithProfiles(profiles), func(o *loader.Options) { o.SetProjectName("heureka", true) })
-	if err != nil {
-		t.Fatalf("load %s: %v", composePath, err)
-	}
-	return p
+	return LoadCompose(t, composePath, profiles...)
 }
 
-// imageEnvironment reads the ENV of the Dockerfile's last stage.
-func imageEnvironment(t *testing.T) map[string]string {
-	t.Helper()
-	f, err := os.Open("../Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	cur := ""
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		if strings.HasSuffix(line, "\\") {
-			cur += strings.TrimSuffix(line, "\\") + " "
-			continue
-		}
-		fields := strings.Fields(cur + line)
-		cur = ""
-		if len(fields) > 0 && strings.EqualFold(fields[0], "FROM") {
-			env = map[string]string{}
-		}
-		if len(fields) > 0 && strings.EqualFold(fields[0], "ENV") {
-			for _, kv := range fields[1:] {
-				if k, v, ok := strings.Cut(kv, "="); ok {
-					env[k] = v
-				}
-			}
-		}
-	}
-	return env
-}
+func imageEnvironment(t *testing.T) map[string]string { return DockerfileEnv(t, "../Dockerfile") }
 
 // newComposeRun allocates a node (ports, data dir) for every service of p.
 func newComposeRun(t *testing.T, p *types.Project) *composeRun {

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -13,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/e2e"
 )
 
 // The compose file and the Dockerfile are checked here, against the real
@@ -24,73 +21,11 @@ import (
 
 const composeFile = "../../docker-compose.yml"
 
-// loadCompose loads the repository's compose file with the given profiles.
 func loadCompose(t *testing.T, profiles ...string) *types.Project {
-	t.Helper()
-	abs, err := filepath.Abs(composeFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(abs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir:  filepath.Dir(abs),
-		ConfigFiles: []types.ConfigFile{{Filename: abs, Content: data}},
-		Environment: types.Mapping{},
-	}, loader.WithProfiles(profiles), func(o *loader.Options) { o.SetProjectName("heureka", true) })
-	if err != nil {
-		t.Fatalf("load %s with profiles %v: %v", composeFile, profiles, err)
-	}
-	return p
+	return e2e.LoadCompose(t, composeFile, profiles...)
 }
 
-// dockerfileEnv reads the ENV instructions of the final stage of the
-// Dockerfile (the KEY=value form, with line continuations).
-func dockerfileEnv(t *testing.T) map[string]string {
-	t.Helper()
-	f, err := os.Open("../../Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	env := map[string]string{}
-	var lines []string
-	sc := bufio.NewScanner(f)
-	cur := ""
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		if strings.HasSuffix(line, "\\") {
-			cur += strings.TrimSuffix(line, "\\") + " "
-			continue
-		}
-		lines = append(lines, cur+line)
-		cur = ""
-	}
-	for _, l := range lines {
-		fields := strings.Fields(l)
-		if len(fields) == 0 {
-			continue
-		}
-		if strings.EqualFold(fields[0], "FROM") {
-			env = map[string]string{} // a new stage starts with a clean environment
-		}
-		if strings.EqualFold(fields[0], "ENV") {
-			for _, kv := range fields[1:] {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					t.Fatalf("Dockerfile: ENV %q: use KEY=value", kv)
-				}
-				env[k] = strings.Trim(v, `"`)
-			}
-		}
-	}
-	return env
-}
+func dockerfileEnv(t *testing.T) map[string]string { return e2e.DockerfileEnv(t, "../../Dockerfile") }
 
 // node is a compose service as heureka sees it.
 type composeNode struct {
