@@ -56,6 +56,7 @@ func eurekaPath(escaped string) ([]string, error) {
 // irregular (optional version segment, trailing slashes, ids with ':' and
 // escaped characters), so they are matched here rather than in gin's tree.
 func (s *Server) eureka(c *gin.Context) {
+	c.Set(eurekaRouteKey, "other") // for the metrics, until a route matches
 	segs, err := eurekaPath(c.Request.URL.EscapedPath())
 	if err != nil {
 		s.fail(c, err)
@@ -73,41 +74,46 @@ func (s *Server) eureka(c *gin.Context) {
 			return
 		}
 	}
+	// route names the matched endpoint (the metrics label) and runs it.
+	route := func(kind string, handler func()) {
+		c.Set(eurekaRouteKey, kind)
+		handler()
+	}
 	switch segs[0] {
 	case "apps":
 		switch {
 		case n == 1 && m == http.MethodGet:
-			s.getApps(c)
+			route("apps", func() { s.getApps(c) })
 		case n == 2 && segs[1] == "delta" && m == http.MethodGet:
-			s.getDelta(c)
+			route("delta", func() { s.getDelta(c) })
 		case n == 2 && m == http.MethodGet:
-			s.getApp(c, appName(segs[1]))
+			route("app", func() { s.getApp(c, appName(segs[1])) })
 		case n == 2 && m == http.MethodPost:
-			s.register(c, segs[1])
+			route("register", func() { s.register(c, segs[1]) })
 		case n == 3 && m == http.MethodGet:
-			s.getInstance(c, appName(segs[1]), segs[2])
+			route("instance", func() { s.getInstance(c, appName(segs[1]), segs[2]) })
 		case n == 3 && m == http.MethodPut:
-			s.renew(c, appName(segs[1]), segs[2])
+			route("renew", func() { s.renew(c, appName(segs[1]), segs[2]) })
 		case n == 3 && m == http.MethodDelete:
-			s.cancel(c, appName(segs[1]), segs[2])
+			route("cancel", func() { s.cancel(c, appName(segs[1]), segs[2]) })
 		case n == 4 && segs[3] == "status" && m == http.MethodPut:
-			s.setOverride(c, appName(segs[1]), segs[2])
+			route("status_override", func() { s.setOverride(c, appName(segs[1]), segs[2]) })
 		case n == 4 && segs[3] == "status" && m == http.MethodDelete:
-			s.deleteOverride(c, appName(segs[1]), segs[2])
+			route("status_override", func() { s.deleteOverride(c, appName(segs[1]), segs[2]) })
 		case n == 4 && segs[3] == "metadata" && m == http.MethodPut:
-			s.updateMetadata(c, appName(segs[1]), segs[2])
+			route("metadata", func() { s.updateMetadata(c, appName(segs[1]), segs[2]) })
 		default:
 			s.fail(c, routeError(n <= 4))
 		}
 	case "instances":
 		if n == 2 && m == http.MethodGet {
-			s.getInstanceByID(c, segs[1])
+			route("instance_by_id", func() { s.getInstanceByID(c, segs[1]) })
 			return
 		}
 		s.fail(c, routeError(n == 2))
 	case "vips", "svips":
 		if n == 2 && m == http.MethodGet {
-			s.getVIP(c, segs[0] == "svips", segs[1])
+			route(segs[0][:len(segs[0])-1], func() { s.getVIP(c, segs[0] == "svips", segs[1]) })
 			return
 		}
 		s.fail(c, routeError(n == 2))
@@ -115,6 +121,11 @@ func (s *Server) eureka(c *gin.Context) {
 		s.fail(c, errNotFoundRoute)
 	}
 }
+
+// eurekaRouteKey holds, in the gin context, the name of the Eureka endpoint
+// a request matched ("register", "renew", ...): the dispatcher sets it and
+// the metrics label requests with it, so the path is parsed once.
+const eurekaRouteKey = "heureka.eureka_route"
 
 func routeError(pathKnown bool) error {
 	if pathKnown {

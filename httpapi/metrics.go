@@ -97,7 +97,7 @@ func routeName(c *gin.Context) string {
 	p := c.Request.URL.Path
 	switch {
 	case strings.HasPrefix(p, "/eureka/") || p == "/eureka":
-		return "eureka_" + eurekaKind(c.Request.Method, c.Request.URL.EscapedPath())
+		return "eureka_" + c.GetString(eurekaRouteKey)
 	case strings.HasPrefix(p, cluster.InternalPrefix):
 		if name := strings.TrimPrefix(p, cluster.InternalPrefix); internalRoutes[name] {
 			return "internal_" + name
@@ -108,46 +108,6 @@ func routeName(c *gin.Context) string {
 		return fp
 	}
 	return "unmatched"
-}
-
-// eurekaKind classifies an Eureka request by its path shape, as the
-// dispatcher in eureka_routes.go does.
-func eurekaKind(method, escapedPath string) string {
-	segs, err := eurekaPath(escapedPath)
-	if err != nil || len(segs) == 0 {
-		return "other"
-	}
-	n := len(segs)
-	switch segs[0] {
-	case "apps":
-		switch {
-		case n == 1:
-			return "apps"
-		case n == 2 && segs[1] == "delta":
-			return "delta"
-		case n == 2 && method == http.MethodPost:
-			return "register"
-		case n == 2:
-			return "app"
-		case n == 3 && method == http.MethodPut:
-			return "renew"
-		case n == 3 && method == http.MethodDelete:
-			return "cancel"
-		case n == 3:
-			return "instance"
-		case n == 4 && segs[3] == "status":
-			return "status_override"
-		case n == 4 && segs[3] == "metadata":
-			return "metadata"
-		}
-	case "instances":
-		return "instance_by_id"
-	case "vips":
-		return "vip"
-	case "svips":
-		return "svip"
-	}
-	return "other"
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {

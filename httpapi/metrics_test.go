@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gin-gonic/gin"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -220,7 +221,19 @@ func TestMetricsExposition(t *testing.T) {
 	}
 }
 
+// TestEurekaKind: the dispatcher names each Eureka endpoint for the metrics.
 func TestEurekaKind(t *testing.T) {
+	srv, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	eurekaKind := func(method, path string) string {
+		ctx, _ := gin.CreateTestContext(httptest.NewRecorder())
+		ctx.Request = httptest.NewRequest(method, path, nil)
+		srv.eureka(ctx)
+		return ctx.GetString(eurekaRouteKey)
+	}
 	for _, c := range []struct{ method, path, want string }{
 		{"GET", "/eureka/apps", "apps"},
 		{"GET", "/eureka/v2/apps/", "apps"},
