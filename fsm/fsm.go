@@ -19,8 +19,6 @@ type FSM struct {
 	reg         *Registry
 	retentionMs int64
 	lastIndex   uint64
-	// generation increases on every restore, so readers can tell a swapped state.
-	generation uint64
 
 	// appliedBytes and appliedEntries count command entries applied (for
 	// log-volume measurements).
@@ -126,7 +124,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.reg = reg
 	f.lastIndex = st.LastIndex
-	f.generation++
 	f.mu.Unlock()
 	f.log.Info("restored snapshot", "last_index", st.LastIndex, "instances", reg.count)
 	f.publish(Change{Index: st.LastIndex, All: true})
@@ -139,9 +136,3 @@ func (f *FSM) AppliedVolume() (entries, bytes uint64) {
 	return f.appliedEntries.Load(), f.appliedBytes.Load()
 }
 
-// Generation counts restores; it changes whenever the whole state was replaced.
-func (f *FSM) Generation() uint64 {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.generation
-}
