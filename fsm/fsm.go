@@ -135,4 +135,3 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 func (f *FSM) AppliedVolume() (entries, bytes uint64) {
 	return f.appliedEntries.Load(), f.appliedBytes.Load()
 }
-
