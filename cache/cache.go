@@ -1,11 +1,16 @@
 // Package cache is heureka's two-level response cache, after eureka-server's
 // ResponseCacheImpl: a readWrite level that builds finished response bytes
 // on demand (one build per key at a time, expiring after a while), and a
-// readOnly level, a plain concurrent map that readers try first and that a
-// timer refreshes from readWrite. Invalidation is driven by the FSM's change
-// notices and touches exactly the keys a change affects; renewals touch
-// nothing. The package knows nothing of HTTP or of the Eureka encoding: the
-// builder is injected.
+// readOnly level, a plain concurrent map that readers try first. Invalidation
+// is driven by the FSM's change notices and touches exactly the keys a change
+// affects; renewals touch nothing. Unlike eureka-server, whose readOnly level
+// changes only on a timer, the affected readOnly documents are rebuilt and
+// swapped in right after each change (coalesced over a short window), so
+// cached reads follow the registry within milliseconds; the timer remains as
+// an upper bound and, with the push turned off, as the only refresh
+// (eureka-server's behaviour). Watch lets readers block until a document
+// changes (push.go). The package knows nothing of HTTP or of the Eureka
+// encoding: the builder is injected.
 package cache
 
 import (
@@ -73,7 +78,14 @@ type Value struct {
 
 	gzipOnce sync.Once
 	gzipped  []byte
-	onGzip   func(int)
+	gzDone   atomic.Bool
+	onGzip   func(*Value, int)
+
+	// held and gzCounted are the cache's byte accounting (Cache.mu): held
+	// while readWrite holds the value, gzCounted once its gzip copy is
+	// counted.
+	held      bool
+	gzCounted int
 }
 
 // NewValue makes a value of segments.
@@ -120,8 +132,9 @@ func (v *Value) Gzip() []byte {
 		_, _ = v.WriteTo(zw)
 		_ = zw.Close()
 		v.gzipped = bytes.Clone(buf.Bytes()) // exact size: it lives as long as the value
+		v.gzDone.Store(true)
 		if v.onGzip != nil {
-			v.onGzip(len(v.gzipped))
+			v.onGzip(v, len(v.gzipped))
 		}
 	})
 	return v.gzipped
@@ -133,8 +146,14 @@ type Builder func(Key) (segments [][]byte, version uint64, err error)
 
 // Config tunes the cache.
 type Config struct {
-	// UpdateInterval is how often readOnly is refreshed from readWrite.
+	// UpdateInterval is how often readOnly is refreshed from readWrite
+	// as a whole: the upper bound on how stale it can be.
 	UpdateInterval time.Duration
+	// PushWindow is how long after a change the affected readOnly
+	// documents are rebuilt, gathering the changes that arrive meanwhile
+	// into one rebuild. 0 turns the push off: readOnly then changes only
+	// every UpdateInterval, exactly as in eureka-server.
+	PushWindow time.Duration
 	// AutoExpiration is how long a readWrite entry lives after its build.
 	AutoExpiration time.Duration
 	// UseReadOnly sends reads to readOnly first; false reads readWrite only.
@@ -147,8 +166,8 @@ type Config struct {
 
 // DefaultConfig returns eureka-server's defaults.
 func DefaultConfig() Config {
-	return Config{UpdateInterval: 30 * time.Second, AutoExpiration: 180 * time.Second, UseReadOnly: true,
-		Formats: 2, MaxEntries: 50000}
+	return Config{UpdateInterval: 30 * time.Second, PushWindow: 2 * time.Millisecond, AutoExpiration: 180 * time.Second,
+		UseReadOnly: true, Formats: 2, MaxEntries: 50000}
 }
 
 // Validate checks the config.
@@ -156,13 +175,18 @@ func (c Config) Validate() error {
 	if c.UpdateInterval <= 0 || c.AutoExpiration <= 0 {
 		return errors.New("cache intervals must be positive")
 	}
+	if c.PushWindow < 0 {
+		return errors.New("cache push window must not be negative")
+	}
 	if c.Formats == 0 || c.MaxEntries <= 0 {
 		return errors.New("cache formats and max entries must be positive")
 	}
 	return nil
 }
 
-// entry is one readWrite slot; ready closes when the build finishes.
+// entry is one readWrite slot; ready closes when the build finishes. val
+// and err are written under Cache.mu before ready closes: read them under
+// the lock, or without it once ready is closed.
 type entry struct {
 	ready chan struct{}
 	val   *Value
@@ -184,15 +208,33 @@ type Cache struct {
 
 	ro sync.Map // Key -> *Value
 
-	stats counters
-	stop  chan struct{}
-	done  chan struct{}
+	// refreshMu serializes readOnly refresh passes (timer and push);
+	// pace is the last rebuild of each readOnly key (refreshMu).
+	refreshMu sync.Mutex
+	pace      map[Key]pace
+
+	// pmu guards the topics changed since their readOnly documents were
+	// last refreshed (pendingAll: every topic); kick wakes the pusher.
+	pmu        sync.Mutex
+	pending    map[topic]struct{}
+	pendingAll bool
+	kick       chan struct{}
+
+	// wmu guards watchers: one channel per topic, closed when the topic's
+	// documents change (push.go).
+	wmu      sync.Mutex
+	watchers map[topic]chan struct{}
+
+	stats    counters
+	stop     chan struct{}
+	done     chan struct{}
+	pushDone chan struct{}
 }
 
 type counters struct {
 	roHits, roMisses, rwHits, rwMisses atomic.Uint64
 	builds, buildErrors, buildNanos    atomic.Uint64
-	invalidations, refreshes           atomic.Uint64
+	invalidations, refreshes, pushes   atomic.Uint64
 	bytes                              atomic.Int64
 }
 
@@ -205,12 +247,16 @@ func New(cfg Config, build Builder, log hclog.Logger) (*Cache, error) {
 		log = hclog.NewNullLogger()
 	}
 	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{},
-		instKeys: map[string]map[Key]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+		instKeys: map[string]map[Key]struct{}{}, pace: map[Key]pace{}, pending: map[topic]struct{}{},
+		kick: make(chan struct{}, 1), watchers: map[topic]chan struct{}{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	c.pushDone = make(chan struct{})
 	go c.refreshLoop()
+	go c.pushLoop()
 	return c, nil
 }
 
-// Close stops the refresher.
+// Close stops the refresher and the pusher.
 func (c *Cache) Close() {
 	select {
 	case <-c.stop:
@@ -218,6 +264,7 @@ func (c *Cache) Close() {
 		close(c.stop)
 	}
 	<-c.done
+	<-c.pushDone
 }
 
 // Get returns the document for key: from readOnly if enabled and present,
@@ -262,13 +309,14 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 		select {
 		case <-e.ready:
 			if e.err == nil && time.Since(e.val.BuiltAt) < c.cfg.AutoExpiration {
+				v := e.val
 				c.mu.Unlock()
 				if count {
 					c.stats.rwHits.Add(1)
 				}
-				return e.val, nil
+				return v, nil
 			}
-			e = nil // expired or failed: build again
+			c.dropLocked(key, e) // expired or failed: build again
 		default:
 			// A build is under way: wait for it rather than build twice.
 			c.mu.Unlock()
@@ -281,9 +329,6 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 	}
 	if count {
 		c.stats.rwMisses.Add(1)
-	}
-	if old := c.rw[key]; old != nil && old.val != nil {
-		c.stats.bytes.Add(-valueBytes(old.val))
 	}
 	if len(c.rw) >= c.cfg.MaxEntries {
 		c.shedLocked()
@@ -303,28 +348,39 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 	segments, version, err := c.build(key)
 	c.stats.builds.Add(1)
 	c.stats.buildNanos.Add(uint64(time.Since(start)))
+	var val *Value
 	if err != nil {
 		c.stats.buildErrors.Add(1)
-		e.err = err
-		c.mu.Lock()
-		if c.rw[key] == e {
-			delete(c.rw, key) // errors (404s) are not cached
-		}
-		c.mu.Unlock()
 	} else {
-		e.val = NewValue(segments, version)
-		e.val.onGzip = c.countGzip
-		c.stats.bytes.Add(int64(e.val.Len))
+		val = NewValue(segments, version)
+		val.onGzip = c.countGzip
+	}
+	c.mu.Lock()
+	e.val, e.err = val, err
+	current := c.rw[key] == e
+	switch {
+	case err != nil && current:
+		delete(c.rw, key) // errors (404s) are not cached
+	case err == nil && current:
+		// Counted only while held: an entry invalidated mid-build is
+		// already gone from readWrite and never enters the statistic.
+		val.held = true
+		c.stats.bytes.Add(int64(val.Len))
 	}
 	close(e.ready)
-	return e.val, e.err
+	c.mu.Unlock()
+	return val, err
 }
 
-func (c *Cache) countGzip(n int) { c.stats.bytes.Add(int64(n)) }
-
-// valueBytes is a value's logical size: segments shared with other
-// documents are counted in each.
-func valueBytes(v *Value) int64 { return int64(v.Len + len(v.gzipped)) }
+// countGzip counts a value's gzip copy if readWrite still holds the value.
+func (c *Cache) countGzip(v *Value, n int) {
+	c.mu.Lock()
+	if v.held && v.gzCounted == 0 {
+		v.gzCounted = n
+		c.stats.bytes.Add(int64(n))
+	}
+	c.mu.Unlock()
+}
 
 // shedLocked drops readWrite entries for client-named keys (VIPs and
 // instances) when the cache is full, so hostile names cannot grow it
@@ -341,10 +397,15 @@ func (c *Cache) shedLocked() {
 	}
 }
 
+// dropLocked removes k's entry from readWrite and its bytes from the
+// statistic. c.mu must be held.
 func (c *Cache) dropLocked(k Key, e *entry) {
-	delete(c.rw, k)
-	if e.val != nil {
-		c.stats.bytes.Add(-valueBytes(e.val))
+	if c.rw[k] == e {
+		delete(c.rw, k)
+	}
+	if v := e.val; v != nil && v.held {
+		c.stats.bytes.Add(-int64(v.Len + v.gzCounted))
+		v.held, v.gzCounted = false, 0
 	}
 }
 
@@ -352,13 +413,19 @@ func (c *Cache) dropLocked(k Key, e *entry) {
 // applications it touched, the full registry, the delta, the VIPs and
 // secure VIPs (each one, not the comma-separated list), and the instance
 // keys of those applications. readOnly keeps serving the old documents until
-// the next refresh, as in Eureka. Changes without content (renewals,
-// membership) invalidate nothing.
+// the pusher rebuilds the affected ones PushWindow later (or, with the push
+// off, until the next refresh, as in Eureka). Changes without content
+// (renewals, membership) invalidate nothing.
 func (c *Cache) Invalidate(ch fsm.Change) {
 	if ch.Empty() {
 		return
 	}
 	c.stats.invalidations.Add(1)
+	c.invalidateRW(ch)
+	c.changed(ch)
+}
+
+func (c *Cache) invalidateRW(ch fsm.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dirty = true
@@ -426,8 +493,11 @@ func (c *Cache) refreshLoop() {
 
 // Refresh brings readOnly up to date with readWrite now (the timer calls it;
 // tests may too). Documents that readWrite no longer holds are rebuilt here,
-// off the request path.
+// off the request path. Watchers of the changes it covers are woken.
 func (c *Cache) Refresh() {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	topics, all := c.takePending()
 	c.mu.Lock()
 	dirty := c.dirty
 	c.dirty = false
@@ -438,16 +508,29 @@ func (c *Cache) Refresh() {
 		if !dirty && old.BuiltAt.After(expiredBefore) {
 			return true
 		}
-		nv, err := c.getRW(key, false)
-		switch {
-		case err != nil:
-			c.ro.Delete(key) // e.g. the application is gone: readers get the 404 from readWrite
-		case nv != old:
-			c.ro.Store(key, nv)
-		}
+		c.refreshKey(key, old)
 		return true
 	})
 	c.stats.refreshes.Add(1)
+	c.notify(topics, all)
+}
+
+// refreshKey rebuilds one readOnly document (refreshMu held). A document
+// whose gzip copy was in use gets the new one made here too, so that the
+// first gzip reader after a change does not pay for it.
+func (c *Cache) refreshKey(key Key, old *Value) {
+	start := time.Now()
+	nv, err := c.getRW(key, false)
+	switch {
+	case err != nil:
+		c.ro.Delete(key) // e.g. the application is gone: readers get the 404 from readWrite
+	case nv != old:
+		if old != nil && old.gzDone.Load() {
+			nv.Gzip()
+		}
+		c.ro.Store(key, nv)
+	}
+	c.pace[key] = pace{at: start, cost: time.Since(start)}
 }
 
 // Stats is a point-in-time copy of the cache counters.
@@ -461,8 +544,10 @@ type Stats struct {
 	BuildSeconds    float64 `json:"build_seconds"`
 	Invalidations   uint64  `json:"invalidations"`
 	Refreshes       uint64  `json:"refreshes"`
-	ReadWriteKeys   int     `json:"read_write_entries"`
-	ReadOnlyKeys    int     `json:"read_only_entries"`
+	// Pushes counts readOnly rebuilds made right after changes.
+	Pushes        uint64 `json:"pushes"`
+	ReadWriteKeys int    `json:"read_write_entries"`
+	ReadOnlyKeys  int    `json:"read_only_entries"`
 	// Bytes is the logical size of the documents held, plain and gzipped;
 	// fragments shared by several documents count in each.
 	Bytes int64 `json:"bytes"`
@@ -480,7 +565,7 @@ func (c *Cache) Stats() Stats {
 		ReadWriteHits: c.stats.rwHits.Load(), ReadWriteMisses: c.stats.rwMisses.Load(),
 		Builds: c.stats.builds.Load(), BuildErrors: c.stats.buildErrors.Load(),
 		BuildSeconds:  float64(c.stats.buildNanos.Load()) / 1e9,
-		Invalidations: c.stats.invalidations.Load(), Refreshes: c.stats.refreshes.Load(),
+		Invalidations: c.stats.invalidations.Load(), Refreshes: c.stats.refreshes.Load(), Pushes: c.stats.pushes.Load(),
 		ReadWriteKeys: rwKeys, ReadOnlyKeys: roKeys, Bytes: c.stats.bytes.Load(),
 	}
 }

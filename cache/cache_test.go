@@ -53,6 +53,7 @@ func newTestCache(t *testing.T, mutate func(*Config)) (*Cache, *countingBuilder)
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.UpdateInterval = time.Hour // tests call Refresh themselves
+	cfg.PushWindow = 0             // push tests turn it on
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -1,0 +1,243 @@
+package cache
+
+import (
+	"strings"
+	"time"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// topic is what a change touches and a watcher waits on: one document in
+// every format (entity and name), or, for instance documents, every
+// instance of one application (Name is the application; "" stands for the
+// lookups by id alone, which any change may affect).
+type topic struct {
+	entity Entity
+	name   string
+}
+
+func topicOf(k Key) topic {
+	if k.Entity == EntityInstance {
+		app, _, _ := strings.Cut(k.Name, "/")
+		return topic{EntityInstance, app}
+	}
+	return topic{k.Entity, k.Name}
+}
+
+// pace is the last rebuild of a readOnly key by a refresh pass.
+type pace struct {
+	at   time.Time
+	cost time.Duration
+}
+
+// paceFactor bounds the share of a core the pusher spends on one key: a
+// key whose rebuild took d is rebuilt again no sooner than paceFactor × d
+// after the last rebuild started. Cheap documents (an application, the
+// delta) follow every change; a large gzip-served full registry under a
+// stream of changes is rebuilt every few hundred milliseconds instead of
+// once per change, keeping read throughput where it was.
+const paceFactor = 8
+
+// changed records the topics of a change for the pusher and wakes it. With
+// the readOnly level off, reads come from readWrite, which Invalidate has
+// already updated: watchers are woken at once.
+func (c *Cache) changed(ch fsm.Change) {
+	if !c.cfg.UseReadOnly {
+		if ch.All {
+			c.notify(nil, true)
+		} else {
+			c.notifyList(changeTopics(ch))
+		}
+		return
+	}
+	c.pmu.Lock()
+	if ch.All {
+		c.pendingAll = true
+	} else {
+		for _, t := range changeTopics(ch) {
+			c.pending[t] = struct{}{}
+		}
+	}
+	c.pmu.Unlock()
+	if c.cfg.PushWindow > 0 {
+		select {
+		case c.kick <- struct{}{}:
+		default: // a pass is already due; it will see these topics
+		}
+	}
+}
+
+// changeTopics lists the topics a change touches.
+func changeTopics(ch fsm.Change) []topic {
+	ts := make([]topic, 0, 3+2*len(ch.Apps)+len(ch.VIPs)+len(ch.SVIPs))
+	ts = append(ts, topic{EntityApps, ""}, topic{EntityDelta, ""}, topic{EntityInstance, ""})
+	for _, a := range ch.Apps {
+		ts = append(ts, topic{EntityApp, a}, topic{EntityInstance, a})
+	}
+	for _, v := range ch.VIPs {
+		ts = append(ts, topic{EntityVIP, v})
+	}
+	for _, v := range ch.SVIPs {
+		ts = append(ts, topic{EntitySVIP, v})
+	}
+	return ts
+}
+
+// takePending returns and clears the pending topics.
+func (c *Cache) takePending() (map[topic]struct{}, bool) {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	ts, all := c.pending, c.pendingAll
+	c.pending, c.pendingAll = map[topic]struct{}{}, false
+	return ts, all
+}
+
+// pushLoop runs a push pass PushWindow after a change, and again when a
+// pass left paced keys for later.
+func (c *Cache) pushLoop() {
+	defer close(c.pushDone)
+	if c.cfg.PushWindow <= 0 || !c.cfg.UseReadOnly {
+		<-c.stop
+		return
+	}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	sleep := func(d time.Duration) bool {
+		t.Reset(d)
+		select {
+		case <-c.stop:
+			t.Stop()
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.kick:
+		}
+		if !sleep(c.cfg.PushWindow) {
+			return
+		}
+		for next := c.push(); next > 0; next = c.push() {
+			if !sleep(max(next, c.cfg.PushWindow)) {
+				return
+			}
+		}
+	}
+}
+
+// push rebuilds the readOnly documents of the pending topics and wakes
+// their watchers. A topic with a key rebuilt too recently for its cost
+// (paceFactor) stays pending, untouched; push returns how long until the
+// first such key is due (0 when none is left).
+func (c *Cache) push() time.Duration {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	topics, all := c.takePending()
+	if all {
+		// A restore replaced everything: rebuild every readOnly document.
+		c.ro.Range(func(k, v any) bool {
+			c.refreshKey(k.(Key), v.(*Value))
+			return true
+		})
+		c.stats.pushes.Add(1)
+		c.notify(nil, true)
+		return 0
+	}
+	if len(topics) == 0 {
+		return 0
+	}
+	now := time.Now()
+	var wait time.Duration
+	var later, done []topic
+	for t := range topics {
+		due := true
+		for f := uint8(0); f < c.cfg.Formats; f++ {
+			k := Key{Entity: t.entity, Name: t.name, Format: f}
+			if p, ok := c.pace[k]; ok {
+				if left := p.at.Add(paceFactor * p.cost).Sub(now); left > 0 {
+					due = false
+					if wait == 0 || left < wait {
+						wait = left
+					}
+				}
+			}
+		}
+		if !due {
+			later = append(later, t)
+			continue
+		}
+		if t.entity != EntityInstance { // instance documents live in readWrite only
+			for f := uint8(0); f < c.cfg.Formats; f++ {
+				k := Key{Entity: t.entity, Name: t.name, Format: f}
+				if v, ok := c.ro.Load(k); ok {
+					c.refreshKey(k, v.(*Value))
+				} else {
+					delete(c.pace, k)
+				}
+			}
+		}
+		done = append(done, t)
+	}
+	c.stats.pushes.Add(1)
+	if len(later) > 0 {
+		c.pmu.Lock()
+		for _, t := range later {
+			c.pending[t] = struct{}{}
+		}
+		c.pmu.Unlock()
+	}
+	c.notifyList(done)
+	return wait
+}
+
+// Watch returns a channel closed once the document of key may have changed:
+// when readOnly (or, for documents served from readWrite, readWrite) holds
+// a newer build. Take the channel before reading the document, then wait
+// on it: a change in between closes it. One channel serves every watcher
+// of a document, so a waiting reader costs a channel receive and nothing
+// while it waits.
+func (c *Cache) Watch(key Key) <-chan struct{} {
+	t := topicOf(key)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	ch := c.watchers[t]
+	if ch == nil {
+		ch = make(chan struct{})
+		c.watchers[t] = ch
+	}
+	return ch
+}
+
+// notify wakes the watchers of topics (all: every watcher).
+func (c *Cache) notify(topics map[topic]struct{}, all bool) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if all {
+		for t, ch := range c.watchers {
+			close(ch)
+			delete(c.watchers, t)
+		}
+		return
+	}
+	for t := range topics {
+		if ch := c.watchers[t]; ch != nil {
+			close(ch)
+			delete(c.watchers, t)
+		}
+	}
+}
+
+func (c *Cache) notifyList(topics []topic) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for _, t := range topics {
+		if ch := c.watchers[t]; ch != nil {
+			close(ch)
+			delete(c.watchers, t)
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package cache
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+func withPush(cfg *Config) { cfg.PushWindow = time.Millisecond }
+
+// waitFor polls cond for up to 5 s (a bounded loop: the push itself takes
+// milliseconds).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within 5 s", what)
+}
+
+func TestPush_ChangeReachesReadOnlyWithoutTimer(t *testing.T) {
+	c, b := newTestCache(t, withPush)
+	mustGet(t, c, kApps)
+	mustGet(t, c, kAppA)
+	mustGet(t, c, kAppB)
+	mustGet(t, c, kDelta)
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	waitFor(t, "pushed documents", func() bool {
+		return mustGet(t, c, kApps) == "apps//0@1" && mustGet(t, c, kAppA) == "app/A/0@1" && mustGet(t, c, kDelta) == "delta//0@1"
+	})
+	if got := mustGet(t, c, kAppB); got != "app/B/0@0" {
+		t.Fatalf("an application the change did not touch was rebuilt: %s", got)
+	}
+	st := c.Stats()
+	if st.ReadOnlyMisses != 4 || st.Pushes == 0 {
+		t.Fatalf("want 4 readOnly misses (the first reads) and a push, got %+v", st)
+	}
+}
+
+func TestPush_RenewalsPushNothing(t *testing.T) {
+	c, b := newTestCache(t, withPush)
+	mustGet(t, c, kApps)
+	c.Invalidate(fsm.Change{Index: 7})
+	time.Sleep(20 * time.Millisecond)
+	if n := b.count(kApps); n != 1 || c.Stats().Pushes != 0 {
+		t.Fatalf("a renewal rebuilt something: %d builds, %d pushes", n, c.Stats().Pushes)
+	}
+}
+
+func TestPush_OffKeepsTimerOnlyBehaviour(t *testing.T) {
+	c, b := newTestCache(t, nil) // PushWindow 0
+	mustGet(t, c, kAppA)
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	time.Sleep(20 * time.Millisecond)
+	if got := mustGet(t, c, kAppA); got != "app/A/0@0" {
+		t.Fatalf("readOnly changed before the refresh with the push off: %s", got)
+	}
+	c.Refresh()
+	if got := mustGet(t, c, kAppA); got != "app/A/0@1" {
+		t.Fatalf("after the refresh: %s", got)
+	}
+}
+
+func TestPush_GoneApplicationLeavesReadOnly(t *testing.T) {
+	c, b := newTestCache(t, withPush)
+	mustGet(t, c, kAppA)
+	b.mu.Lock()
+	b.fail["A"] = true
+	b.mu.Unlock()
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	waitFor(t, "404 after the last instance left", func() bool {
+		_, err := c.Get(kAppA)
+		return err != nil
+	})
+}
+
+func TestPush_PacesExpensiveDocuments(t *testing.T) {
+	c, b := newTestCache(t, withPush)
+	b.delay = 20 * time.Millisecond // every build is "expensive"
+	mustGet(t, c, kApps)
+	// A stream of changes, one per millisecond, for 100 ms: the document
+	// is rebuilt at most once per paceFactor × 20 ms, yet ends current.
+	for i := 1; i <= 100; i++ {
+		b.gen.Store(uint64(i))
+		c.Invalidate(fsm.Change{Apps: []string{"A"}})
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, "final state pushed", func() bool { return mustGet(t, c, kApps) == "apps//0@100" })
+	if n := b.count(kApps); n > 6 {
+		t.Fatalf("%d builds for a paced document under 100 changes", n)
+	}
+}
+
+func TestWatch_ClosedAfterPush(t *testing.T) {
+	c, b := newTestCache(t, withPush)
+	mustGet(t, c, kAppA)
+	chA, chB, chInst := c.Watch(kAppA), c.Watch(kAppB), c.Watch(kInstA)
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	select {
+	case <-chA:
+	case <-time.After(5 * time.Second):
+		t.Fatal("watcher of the changed application not woken")
+	}
+	// readOnly already holds the new document when the watcher wakes.
+	if got := mustGet(t, c, kAppA); got != "app/A/0@1" {
+		t.Fatalf("woken before the document changed: %s", got)
+	}
+	<-chInst
+	select {
+	case <-chB:
+		t.Fatal("watcher of an untouched application woken")
+	default:
+	}
+	if c.Watch(kAppA) == chA {
+		t.Fatal("a closed channel was handed out again")
+	}
+}
+
+func TestWatch_RefreshWakesWithPushOff(t *testing.T) {
+	c, _ := newTestCache(t, nil)
+	mustGet(t, c, kApps)
+	ch := c.Watch(kApps)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	select {
+	case <-ch:
+		t.Fatal("woken before readOnly changed")
+	default:
+	}
+	c.Refresh()
+	<-ch
+}
+
+func TestWatch_RestoreWakesEveryone(t *testing.T) {
+	c, _ := newTestCache(t, withPush)
+	chs := []<-chan struct{}{c.Watch(kAppA), c.Watch(kVIPx), c.Watch(kByID)}
+	c.Invalidate(fsm.Change{All: true})
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("watcher not woken by a restore")
+		}
+	}
+}
+
+// TestCache_ConcurrentBuildAndInvalidate builds, reads, gzips, sheds,
+// refreshes and invalidates at once (run it with -race): afterwards the
+// bytes statistic equals what readWrite holds.
+func TestCache_ConcurrentBuildAndInvalidate(t *testing.T) {
+	c, b := newTestCache(t, func(cfg *Config) { cfg.PushWindow = time.Millisecond; cfg.MaxEntries = 40 })
+	b.delay = 100 * time.Microsecond
+	keys := []Key{kApps, kDelta, kAppA, kAppB, kVIPx, kVIPy, kInstA, kInstB, kByID}
+	for i := range 20 {
+		keys = append(keys, Key{Entity: EntityVIP, Name: fmt.Sprint("v", i)})
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := keys[(i*7+w)%len(keys)]
+				if v, err := c.Get(k); err == nil && i%3 == 0 {
+					v.Gzip()
+				}
+				_ = c.Watch(k)
+			}
+		}()
+	}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			b.gen.Add(1)
+			ch := fsm.Change{Apps: []string{"A"}, VIPs: []string{"x"}}
+			if i%5 == 0 {
+				ch = fsm.Change{Apps: []string{"B"}, VIPs: []string{"y"}}
+			}
+			if i%50 == 0 {
+				ch = fsm.Change{All: true}
+			}
+			c.Invalidate(ch)
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(3 * time.Millisecond):
+				c.Refresh()
+				_ = c.Stats()
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	c.Close() // no pass runs while the statistic is checked
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var want int64
+	for _, e := range c.rw {
+		select {
+		case <-e.ready:
+		default:
+			t.Fatal("a build still under way after every reader stopped")
+		}
+		if e.val != nil {
+			want += int64(e.val.Len + e.val.gzCounted)
+		}
+	}
+	if got := c.stats.bytes.Load(); got != want {
+		t.Fatalf("bytes statistic %d, readWrite holds %d", got, want)
+	}
+}
