@@ -371,10 +371,21 @@ var segmentWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil,
 func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	f := eureka.ResponseFormat(c.GetHeader("Accept"))
 	key := cache.Key{Entity: ent, Name: name, Format: uint8(f)}
+	block, blocks, err := parseBlocking(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	fresh, err := s.readGate(c)
 	if err != nil {
 		s.fail(c, err)
 		return
+	}
+	if blocks {
+		if err := s.awaitNewer(c, key, block); err != nil {
+			c.Abort() // the client went away
+			return
+		}
 	}
 	var v *cache.Value
 	if fresh {
@@ -391,6 +402,7 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		return
 	}
 	h := c.Writer.Header()
+	h.Set(IndexHeader, strconv.FormatUint(v.Version, 10))
 	h.Set("Content-Type", f.ContentType())
 	h.Add("Vary", "Accept, Accept-Encoding")
 	if strings.Contains(c.GetHeader("Accept-Encoding"), "gzip") {

@@ -152,6 +152,8 @@ var (
 	descCacheBytes    = desc("cache_bytes", "Logical size of the cached documents, plain and gzipped, by level; read_only shares read_write's values and is not counted again.", "level")
 	descCacheInval    = desc("cache_invalidations_total", "Cache invalidations caused by registry changes.")
 	descCacheRefresh  = desc("cache_refreshes_total", "Refreshes of the read_only level from read_write.")
+	descCachePushes   = desc("cache_pushes_total", "Passes that rebuilt the read_only documents a change touched, right after it.")
+	descBlocking      = desc("blocking_reads_waiting", "Blocking reads (?index=) waiting for their document to change.")
 )
 
 // nodeCollector reads the node, its registry and its cache at scrape time.
@@ -164,7 +166,7 @@ func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descFallback, descJournalItems, descJournalBytes, descInstances, descApps, descByStatus, descRegVersion,
 		descRenewals, descThreshold, descExpected, descSPEnabled, descSPActive, descExpired, descEvicted,
 		descLeaseKnown, descCacheHits, descCacheMisses, descCacheEntries, descCacheBuilds, descCacheBuildErr,
-		descCacheBuildSec, descCacheBytes, descCacheInval, descCacheRefresh} {
+		descCacheBuildSec, descCacheBytes, descCacheInval, descCacheRefresh, descCachePushes, descBlocking} {
 		ch <- d
 	}
 }
@@ -246,6 +248,8 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCacheBytes, float64(cs.Bytes), "read_write")
 	counter(descCacheInval, float64(cs.Invalidations))
 	counter(descCacheRefresh, float64(cs.Refreshes))
+	counter(descCachePushes, float64(cs.Pushes))
+	gauge(descBlocking, float64(s.waiting.Load()))
 }
 
 // readRegistry reads the registry this node's Eureka reads show (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	_ "net/http/pprof" // registers on http.DefaultServeMux, served only with Config.Pprof
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -74,6 +75,8 @@ type Server struct {
 	cache   *cache.Cache
 	log     hclog.Logger
 	engine  *gin.Engine
+	// waiting counts blocking reads parked in awaitNewer.
+	waiting atomic.Int64
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
@@ -130,6 +133,9 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 
 // Close stops the response cache's refresher.
 func (s *Server) Close() { s.cache.Close() }
+
+// Waiting is how many blocking reads are waiting for a change.
+func (s *Server) Waiting() int64 { return s.waiting.Load() }
 
 // CacheStats reports the response cache counters.
 func (s *Server) CacheStats() cache.Stats { return s.cache.Stats() }

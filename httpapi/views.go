@@ -192,7 +192,10 @@ func (v *views) app(f eureka.Format, name string) ([][]byte, uint64, error) {
 	found := false
 	v.read(func(r *fsm.Registry) {
 		if found = len(r.AppEntries(name)) > 0; found {
-			p, version = v.wholeApp(r, f, name), r.Version()
+			// The application's own version: its document changes only
+			// with it, and blocking reads of it wake only then.
+			p = v.wholeApp(r, f, name)
+			version = p.version
 		}
 	})
 	if !found {
@@ -241,9 +244,7 @@ func (v *views) vip(f eureka.Format, secure bool, vip string) ([][]byte, uint64,
 // instance is E10 (app given) and E11 (app empty: search every application).
 func (v *views) instance(f eureka.Format, app, id string) ([][]byte, uint64, error) {
 	var e *fsm.Entry
-	var version uint64
 	v.read(func(r *fsm.Registry) {
-		version = r.Version()
 		if app == "" {
 			e = r.FindByID(id)
 		} else {
@@ -253,5 +254,5 @@ func (v *views) instance(f eureka.Format, app, id string) ([][]byte, uint64, err
 	if e == nil {
 		return nil, 0, fmt.Errorf("instance %s/%s: %w", app, id, fsm.ErrInstanceNotFound)
 	}
-	return [][]byte{eureka.AppendInstanceDoc(nil, f, e)}, version, nil
+	return [][]byte{eureka.AppendInstanceDoc(nil, f, e)}, e.ModifyIndex, nil
 }

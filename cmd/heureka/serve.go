@@ -40,6 +40,7 @@ type serveConfig struct {
 	pprof          bool
 
 	cacheUpdateInterval time.Duration
+	cachePushWindow     time.Duration
 	cacheAutoExpiration time.Duration
 	useReadOnlyCache    bool
 	evictionInterval    time.Duration
@@ -95,7 +96,8 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log as JSON lines")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof")
-	fs.DurationVar(&c.cacheUpdateInterval, "response-cache-update-interval", 30*time.Second, "readOnly cache refresh interval")
+	fs.DurationVar(&c.cacheUpdateInterval, "response-cache-update-interval", 30*time.Second, "full readOnly cache refresh interval: the upper bound on how stale a cached read can be (changes are pushed within --response-cache-push-window)")
+	fs.DurationVar(&c.cachePushWindow, "response-cache-push-window", 2*time.Millisecond, "after a change, how long to gather further changes before the readOnly documents they touch are rebuilt; 0 = refresh only every --response-cache-update-interval, as eureka-server does")
 	fs.DurationVar(&c.cacheAutoExpiration, "response-cache-auto-expiration", 180*time.Second, "readWrite cache expiry")
 	fs.BoolVar(&c.useReadOnlyCache, "use-read-only-response-cache", true, "serve reads from the readOnly level first")
 	fs.DurationVar(&c.evictionInterval, "eviction-interval", 60*time.Second, "how often the leader evicts expired leases")
@@ -166,6 +168,9 @@ func (c *serveConfig) check() error {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
+	}
+	if c.cachePushWindow < 0 {
+		return errors.New("--response-cache-push-window must not be negative")
 	}
 	if c.maxBodyBytes < 1024 {
 		return errors.New("--max-body-bytes must be at least 1024")
@@ -285,6 +290,7 @@ func serve(args []string) int {
 	hcfg.MaxBodyBytes = c.maxBodyBytes
 	hcfg.DeltaRetention = c.deltaRetention
 	hcfg.Cache.UpdateInterval = c.cacheUpdateInterval
+	hcfg.Cache.PushWindow = c.cachePushWindow
 	hcfg.Cache.AutoExpiration = c.cacheAutoExpiration
 	hcfg.Cache.UseReadOnly = c.useReadOnlyCache
 	hcfg.Pprof = c.pprof

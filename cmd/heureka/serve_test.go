@@ -13,7 +13,8 @@ func TestParseServe_Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.httpAddr != "127.0.0.1:8761" || c.raftAddr != "127.0.0.1:8762" || c.dataDir != "heureka-data" || c.mode != "ap" {
+	if c.httpAddr != "127.0.0.1:8761" || c.raftAddr != "127.0.0.1:8762" || c.dataDir != "heureka-data" || c.mode != "ap" ||
+		c.cachePushWindow != 2*time.Millisecond || c.cacheUpdateInterval != 30*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	cc, err := c.clusterConfig()
@@ -55,6 +56,7 @@ func TestParseServe_BadInput(t *testing.T) {
 		{[]string{"--initial-cluster", "a=127.0.0.1:1@127.0.0.1:2,a=127.0.0.1:3@127.0.0.1:4", "--node-id", "a"}, "repeats"},
 		{[]string{"--renewal-percent-threshold", "2"}, "threshold"},
 		{[]string{"--log-level", "loud"}, "log-level"},
+		{[]string{"--response-cache-push-window", "-1ms"}, "push-window"},
 		{[]string{"--join", "127.0.0.1:1", "--initial-cluster", "a=127.0.0.1:1@127.0.0.1:2", "--node-id", "a"}, "exclude"},
 		{[]string{"extra"}, "unexpected"},
 		{[]string{"--raft-addr", "0.0.0.0:9"}, "raft-advertise"},

@@ -1,0 +1,246 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// newPushServer is a server with the default cache: readOnly on, changes
+// pushed into it.
+func newPushServer(t *testing.T) (*httptest.Server, *Server) {
+	t.Helper()
+	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	t.Cleanup(s.Close)
+	return ts, s
+}
+
+func register(t *testing.T, base, app, id string) {
+	t.Helper()
+	if code, body, _ := do(t, "POST", base+"/eureka/apps/"+app, "application/json", instanceJSON(app, id)); code != 204 {
+		t.Fatalf("register %s/%s: %d %s", app, id, code, body)
+	}
+}
+
+func index(t *testing.T, hdr http.Header) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(hdr.Get(IndexHeader), 10, 64)
+	if err != nil {
+		t.Fatalf("%s header %q: %v", IndexHeader, hdr.Get(IndexHeader), err)
+	}
+	return n
+}
+
+type answer struct {
+	code int
+	body string
+	hdr  http.Header
+}
+
+// async issues a GET in the background.
+func async(t *testing.T, url string) <-chan answer {
+	out := make(chan answer, 1)
+	go func() {
+		code, body, hdr := do(t, "GET", url, "", "", "Accept", "application/json")
+		out <- answer{code, body, hdr}
+	}()
+	return out
+}
+
+// waitParked waits until n reads are parked in the server.
+func waitParked(t *testing.T, s *Server, n int64) {
+	t.Helper()
+	for i := 0; i < 500 && s.Waiting() != n; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := s.Waiting(); got != n {
+		t.Fatalf("%d reads waiting, want %d", got, n)
+	}
+}
+
+func TestBlocking_EveryReadCarriesItsIndex(t *testing.T) {
+	ts, _ := newPushServer(t)
+	register(t, ts.URL, "A", "a-1")
+	register(t, ts.URL, "B", "b-1")
+	for _, p := range []string{"/apps", "/apps/delta", "/apps/B", "/apps/B/b-1", "/instances/b-1", "/vips/svc", "/svips/none"} {
+		code, _, hdr := do(t, "GET", ts.URL+"/eureka"+p, "", "", "Accept", "application/json")
+		if code != 200 {
+			t.Fatalf("GET %s: %d", p, code)
+		}
+		// B was registered by the second write, at index 2.
+		if got := index(t, hdr); got != 2 {
+			t.Fatalf("GET %s: index %d, want 2", p, got)
+		}
+	}
+	_, _, hdr := do(t, "GET", ts.URL+"/eureka/apps/A", "", "")
+	if got := index(t, hdr); got != 1 {
+		t.Fatalf("an application's index is its own last change: %d, want 1", got)
+	}
+}
+
+func TestBlocking_WakesOnChangeOfItsDocumentOnly(t *testing.T) {
+	ts, s := newPushServer(t)
+	register(t, ts.URL, "A", "a-1")
+	register(t, ts.URL, "B", "b-1")
+	_, _, hdr := do(t, "GET", ts.URL+"/eureka/apps/A", "", "")
+	n := index(t, hdr)
+	got := async(t, ts.URL+"/eureka/apps/A?index="+strconv.FormatUint(n, 10)+"&wait=1m")
+	waitParked(t, s, 1)
+	register(t, ts.URL, "B", "b-2") // another application: no answer
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case a := <-got:
+		t.Fatalf("woken by a change of another application: %d %s", a.code, a.body)
+	default:
+	}
+	register(t, ts.URL, "A", "a-2")
+	select {
+	case a := <-got:
+		if a.code != 200 || !strings.Contains(a.body, `"a-2"`) || index(t, a.hdr) <= n {
+			t.Fatalf("woken answer: %d %v %s", a.code, a.hdr, a.body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("blocking read not woken by a change of its application")
+	}
+	waitParked(t, s, 0)
+}
+
+func TestBlocking_CurrentOrOlderIndexAnswersAtOnceAndWaitEnds(t *testing.T) {
+	ts, _ := newPushServer(t)
+	register(t, ts.URL, "A", "a-1")
+	if code, _, hdr := do(t, "GET", ts.URL+"/eureka/apps?index=0", "", ""); code != 200 || index(t, hdr) != 1 {
+		t.Fatalf("index 0: %d %v", code, hdr)
+	}
+	code, _, hdr := do(t, "GET", ts.URL+"/eureka/apps/delta?index=1&wait=50ms", "", "")
+	if code != 200 || index(t, hdr) != 1 {
+		t.Fatalf("wait ended: %d %v", code, hdr)
+	}
+}
+
+func TestBlocking_MissingDocuments(t *testing.T) {
+	ts, s := newPushServer(t)
+	register(t, ts.URL, "A", "a-1")
+	// A missing application with index 0 waits for it to appear.
+	got := async(t, ts.URL+"/eureka/apps/NEW?index=0")
+	waitParked(t, s, 1)
+	register(t, ts.URL, "NEW", "n-1")
+	if a := <-got; a.code != 200 || !strings.Contains(a.body, `"n-1"`) {
+		t.Fatalf("appeared: %d %s", a.code, a.body)
+	}
+	// An application that goes away while read with its index answers 404.
+	_, _, hdr := do(t, "GET", ts.URL+"/eureka/apps/A", "", "")
+	got = async(t, ts.URL+"/eureka/apps/A?index="+hdr.Get(IndexHeader))
+	waitParked(t, s, 1)
+	if code, _, _ := do(t, "DELETE", ts.URL+"/eureka/apps/A/a-1", "", ""); code != 200 {
+		t.Fatalf("cancel: %d", code)
+	}
+	if a := <-got; a.code != 404 {
+		t.Fatalf("gone: %d %s", a.code, a.body)
+	}
+	// ... and an instance read likewise.
+	_, _, hdr = do(t, "GET", ts.URL+"/eureka/apps/NEW/n-1", "", "")
+	got = async(t, ts.URL+"/eureka/apps/NEW/n-1?index="+hdr.Get(IndexHeader))
+	waitParked(t, s, 1)
+	do(t, "PUT", ts.URL+"/eureka/apps/NEW/n-1/status?value=OUT_OF_SERVICE", "", "")
+	if a := <-got; a.code != 200 || !strings.Contains(a.body, "OUT_OF_SERVICE") {
+		t.Fatalf("instance change: %d %s", a.code, a.body)
+	}
+}
+
+func TestBlocking_ClosedClientReleasesItsWaiter(t *testing.T) {
+	ts, s := newPushServer(t)
+	register(t, ts.URL, "A", "a-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/eureka/apps/A?index=1&wait=5m", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitParked(t, s, 1)
+	cancel()
+	<-done
+	waitParked(t, s, 0)
+}
+
+func TestBlocking_BadParameters(t *testing.T) {
+	ts, _ := newPushServer(t)
+	for _, q := range []string{"index=x", "index=-1", "index=1&wait=soon", "index=1&wait=-1s", "wait=10s"} {
+		code, body, _ := do(t, "GET", ts.URL+"/eureka/apps?"+q, "", "")
+		if code != 400 || !strings.Contains(body, "error") {
+			t.Fatalf("?%s: %d %s", q, code, body)
+		}
+	}
+	if b, ok, err := parseBlockingQuery("index=3&wait=900"); err != nil || !ok || b.index != 3 || b.wait != maxBlockingWait {
+		t.Fatalf("wait is capped: %+v %v %v", b, ok, err)
+	}
+	if b, _, _ := parseBlockingQuery("index=3&wait=7"); b.wait != 7*time.Second {
+		t.Fatalf("bare seconds: %v", b.wait)
+	}
+	if b, _, _ := parseBlockingQuery("index=3"); b.wait != defaultBlockingWait {
+		t.Fatalf("default wait: %v", b.wait)
+	}
+}
+
+func parseBlockingQuery(raw string) (blocking, bool, error) {
+	c, _ := gin.CreateTestContext(httptest.NewRecorder())
+	c.Request = httptest.NewRequest("GET", "/eureka/apps?"+raw, nil)
+	return parseBlocking(c)
+}
+
+// TestBlocking_OutlastsServerTimeouts: the server's read and write
+// timeouts (short here, 30 s and 60 s in `heureka serve`) must not cut a
+// blocking read off before its wait ends.
+func TestBlocking_OutlastsServerTimeouts(t *testing.T) {
+	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ReadTimeout = 100 * time.Millisecond
+	ts.Config.WriteTimeout = 100 * time.Millisecond
+	ts.Start()
+	t.Cleanup(ts.Close)
+	register(t, ts.URL, "A", "a-1")
+	// A connection of its own: Go's client would silently retry a GET that
+	// failed on a reused one, hiding a cut-off answer.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := client.Get(ts.URL + "/eureka/apps/A?index=1&wait=2s")
+		if err != nil {
+			got <- answer{body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- answer{resp.StatusCode, string(b), resp.Header}
+	}()
+	waitParked(t, s, 1)
+	time.Sleep(500 * time.Millisecond) // past both timeouts
+	if s.Waiting() != 1 {
+		t.Fatal("the server's timeouts ended the blocking read")
+	}
+	register(t, ts.URL, "A", "a-2")
+	if a := <-got; a.code != 200 || !strings.Contains(a.body, "<instanceId>a-2</instanceId>") {
+		t.Fatalf("after the change: %d %.300s", a.code, a.body)
+	}
+}
