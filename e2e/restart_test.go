@@ -142,11 +142,13 @@ func (p *rsPoller) check(t *testing.T) {
 
 // rsWaitServing waits until nd answers a plain (cached) read with every
 // instance and without the stale mark.
-func rsWaitServing(t *testing.T, nd *Node) {
+func rsWaitServing(t *testing.T, nd *Node) { rsWaitServingN(t, nd, rsInstances) }
+
+func rsWaitServingN(t *testing.T, nd *Node, want int) {
 	t.Helper()
 	WaitFor(t, rsServeWait, func() bool {
 		code, body, hdr, err := TryDo("GET", nd.URL("/eureka/apps"), nil, "Accept", "application/json")
-		return err == nil && code == http.StatusOK && rsCount(body) == rsInstances && hdr.Get("X-Heureka-Stale") == ""
+		return err == nil && code == http.StatusOK && rsCount(body) == want && hdr.Get("X-Heureka-Stale") == ""
 	}, nd.ID+" serving every instance again")
 }
 
