@@ -96,10 +96,8 @@ func (fb *fallback) overlayLocked() *fsm.Registry {
 	if fb.overlay != nil {
 		return fb.overlay
 	}
-	var ov *fsm.Registry
-	var base uint64
-	fb.n.fsm.Read(func(r *fsm.Registry) { ov, base = r.Clone(), r.Version() })
-	fb.seq = max(fb.seq, base)
+	ov := fb.n.readBase() // the durable state while the node catches up
+	fb.seq = max(fb.seq, ov.Version())
 	for _, rec := range fb.journal.Records() {
 		if cmd, err := fsm.Decode(rec); err == nil {
 			fb.seq++

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
@@ -29,7 +31,7 @@ type LeaseStatus struct {
 }
 
 // leaseKeeper is the leader's lease bookkeeping: renewal rate, the moment
-// leadership began (for grace), and eviction totals.
+// leadership began (for grace), the lease deadlines, and eviction totals.
 type leaseKeeper struct {
 	n    *Node
 	rate *rateCounter
@@ -37,10 +39,54 @@ type leaseKeeper struct {
 	mu          sync.Mutex
 	leaderSince int64
 	evicted     uint64
+	// windowStart and windowEvicted enforce the eviction cap per eviction
+	// interval, however many passes the deadlines trigger in it.
+	windowStart   int64
+	windowEvicted int
+
+	// tracking is set while run is running; changes to the registry then
+	// mark their applications dirty so their deadlines are scheduled.
+	tracking atomic.Bool
+	dirtyMu  sync.Mutex
+	dirty    map[string]bool
+	allDirty bool
+	kick     chan struct{}
 }
 
+// minPassGap spaces eviction passes triggered by deadlines: expiries close
+// together are evicted in one batch, and a pass (a registry scan) runs at
+// most a few times a second.
+const minPassGap = 250 * time.Millisecond
+
+// retryEvictAfter is when a lease that expired but was not evicted
+// (self-preservation, the cap, a failed apply) is looked at again.
+const retryEvictAfter = time.Second
+
 func newLeaseKeeper(n *Node) *leaseKeeper {
-	return &leaseKeeper{n: n, rate: newRateCounter(n.cfg.Lease.RenewalRateWindow)}
+	k := &leaseKeeper{n: n, rate: newRateCounter(n.cfg.Lease.RenewalRateWindow),
+		dirty: map[string]bool{}, kick: make(chan struct{}, 1)}
+	n.Observe(k.onChange)
+	return k
+}
+
+// onChange runs for every applied change: it only notes which applications
+// changed, the keeper's goroutine schedules their deadlines.
+func (k *leaseKeeper) onChange(c fsm.Change) {
+	if !k.tracking.Load() || c.Empty() {
+		return
+	}
+	k.dirtyMu.Lock()
+	if c.All {
+		k.allDirty = true
+	}
+	for _, a := range c.Apps {
+		k.dirty[a] = true
+	}
+	k.dirtyMu.Unlock()
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
 }
 
 // evaluate scans the registry at now: which leases expired and the
@@ -58,7 +104,7 @@ func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
 	k.n.fsm.Read(func(r *fsm.Registry) {
 		r.Each(func(e *fsm.Entry) {
 			intervals = append(intervals, e.Instance.RenewalIntervalSecs)
-			last := max(e.LastRenewalTs, pending[e.App+"\x00"+e.ID])
+			last := max(e.LastRenewalTs, pending[leaseKey(e.App, e.ID)])
 			maxGrace = max(maxGrace, since+e.DurationMs())
 			if leaseExpired(last, e.DurationMs(), since, nowMs) {
 				expired = append(expired, fsm.KeyBody{App: e.App, ID: e.ID})
@@ -82,46 +128,164 @@ func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
 	return st, expired
 }
 
-// run evicts expired leases every eviction interval while this node leads.
+// run evicts expired leases while this node leads: at their deadlines,
+// which it tracks in a heap, and in a full pass every eviction interval
+// (Eureka's schedule, now only the upper bound).
 func (k *leaseKeeper) run(stop <-chan struct{}) {
 	now := time.Now()
 	k.mu.Lock()
 	k.leaderSince = now.UnixMilli()
+	k.windowStart, k.windowEvicted = 0, 0
 	k.mu.Unlock()
 	k.rate.reset(now)
-	t := time.NewTicker(k.n.cfg.Lease.EvictionInterval)
-	defer t.Stop()
+	dl := newDeadlines()
+	k.tracking.Store(true)
+	defer k.tracking.Store(false)
+	k.dirtyMu.Lock()
+	k.allDirty = true
+	k.dirtyMu.Unlock()
+	k.scheduleDirty(dl)
+
+	scan := time.NewTicker(k.n.cfg.Lease.EvictionInterval)
+	defer scan.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	wasActive := false
+	var lastPass time.Time
+	pass := func(now time.Time) {
+		lastPass = now
+		st, expired := k.evaluate(now)
+		if st.SelfPreservationActive != wasActive {
+			wasActive = st.SelfPreservationActive
+			k.n.log.Warn("self-preservation changed", "active", wasActive,
+				"renews_last_min", st.RenewsLastMin, "threshold", st.Threshold)
+		}
+		if st.SelfPreservationActive || len(expired) == 0 {
+			k.retryLater(dl, expired, now)
+			return
+		}
+		k.retryLater(dl, k.evict(expired, st.Instances, now), now)
+	}
 	for {
+		wait := time.Hour
+		if at, ok := dl.next(); ok {
+			due := time.UnixMilli(at + 1)
+			wait = max(time.Until(due), time.Until(lastPass.Add(minPassGap)), 0)
+		}
+		timer.Reset(wait)
 		select {
 		case <-stop:
 			return
-		case now := <-t.C:
-			st, expired := k.evaluate(now)
-			if st.SelfPreservationActive != wasActive {
-				wasActive = st.SelfPreservationActive
-				k.n.log.Warn("self-preservation changed", "active", wasActive,
-					"renews_last_min", st.RenewsLastMin, "threshold", st.Threshold)
+		case <-k.kick:
+			k.scheduleDirty(dl)
+		case now := <-scan.C:
+			pass(now)
+		case now := <-timer.C:
+			if k.dueExpired(dl, now) {
+				pass(now)
 			}
-			if st.SelfPreservationActive || len(expired) == 0 {
-				continue
-			}
-			k.evict(expired, st.Instances)
 		}
 	}
 }
 
-// evict removes at most the per-pass cap of expired leases, chosen in random
-// order so no application is wiped first.
-func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int) {
+// key is an instance's key in the deadline schedule.
+func leaseKey(app, id string) string { return app + "\x00" + id }
+
+// deadlineOf is when a lease expires for this leader (epoch ms).
+func (k *leaseKeeper) deadlineOf(e *fsm.Entry, pending map[string]int64, since int64) int64 {
+	last := max(e.LastRenewalTs, pending[leaseKey(e.App, e.ID)])
+	return max(last, since) + e.DurationMs()
+}
+
+// scheduleDirty schedules the deadlines of the instances of the
+// applications changed since the last call (all of them after a restore or
+// at the start of leadership).
+func (k *leaseKeeper) scheduleDirty(dl *deadlines) {
+	k.dirtyMu.Lock()
+	all, apps := k.allDirty, k.dirty
+	k.allDirty, k.dirty = false, map[string]bool{}
+	k.dirtyMu.Unlock()
+	if !all && len(apps) == 0 {
+		return
+	}
+	k.mu.Lock()
+	since := k.leaderSince
+	k.mu.Unlock()
+	pending := k.n.renew.pendingTimes()
+	k.n.fsm.Read(func(r *fsm.Registry) {
+		add := func(e *fsm.Entry) { dl.schedule(leaseKey(e.App, e.ID), k.deadlineOf(e, pending, since)) }
+		if all {
+			r.Each(add)
+			return
+		}
+		for app := range apps {
+			for _, e := range r.AppEntries(app) {
+				add(e)
+			}
+		}
+	})
+}
+
+// dueExpired takes the instances whose deadline passed, schedules the
+// renewed ones again and reports whether any lease really expired.
+func (k *leaseKeeper) dueExpired(dl *deadlines, now time.Time) bool {
+	keys := dl.popDue(now.UnixMilli())
+	if len(keys) == 0 {
+		return false
+	}
+	k.mu.Lock()
+	since := k.leaderSince
+	k.mu.Unlock()
+	pending := k.n.renew.pendingTimes()
+	nowMs := now.UnixMilli()
+	expired := false
+	k.n.fsm.Read(func(r *fsm.Registry) {
+		for _, key := range keys {
+			app, id, _ := strings.Cut(key, "\x00")
+			e := r.Get(app, id)
+			if e == nil {
+				continue // cancelled or evicted
+			}
+			at := k.deadlineOf(e, pending, since)
+			if nowMs > at {
+				expired = true
+				dl.schedule(key, nowMs+retryEvictAfter.Milliseconds()) // in case this pass leaves it
+				continue
+			}
+			dl.schedule(key, at)
+		}
+	})
+	return expired
+}
+
+// retryLater schedules expired leases a pass did not evict.
+func (k *leaseKeeper) retryLater(dl *deadlines, left []fsm.KeyBody, now time.Time) {
+	at := now.Add(retryEvictAfter).UnixMilli()
+	for _, kb := range left {
+		dl.schedule(leaseKey(kb.App, kb.ID), at)
+	}
+}
+
+// evict removes at most the cap of expired leases per eviction interval,
+// chosen in random order so no application is wiped first, in one log
+// entry. It returns the expired leases it left.
+func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int, now time.Time) []fsm.KeyBody {
 	limit := evictionCap(size, k.n.cfg.Lease.RenewalPercentThreshold)
+	k.mu.Lock()
+	if nowMs := now.UnixMilli(); nowMs-k.windowStart >= k.n.cfg.Lease.EvictionInterval.Milliseconds() {
+		k.windowStart, k.windowEvicted = nowMs, 0
+	}
+	limit -= k.windowEvicted
+	k.mu.Unlock()
 	rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
+	var left []fsm.KeyBody
 	if len(expired) > limit {
+		limit = max(limit, 0)
 		k.n.log.Warn("eviction capped", "expired", len(expired), "evicting", limit)
-		expired = expired[:limit]
+		expired, left = expired[:limit], expired[limit:]
 	}
 	if len(expired) == 0 {
-		return
+		return left
 	}
 	entry, err := fsm.Encode(fsm.CmdEvict, &fsm.EvictBody{Keys: expired})
 	if err == nil {
@@ -129,12 +293,14 @@ func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int) {
 	}
 	if err != nil {
 		k.n.log.Warn("eviction failed", "instances", len(expired), "error", err)
-		return
+		return append(left, expired...)
 	}
 	k.mu.Lock()
 	k.evicted += uint64(len(expired))
+	k.windowEvicted += len(expired)
 	k.mu.Unlock()
 	k.n.log.Info("evicted expired leases", "instances", len(expired))
+	return left
 }
 
 // LeaseStatus returns the leader's lease numbers (asking the leader when

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
 )
@@ -70,6 +71,14 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 func (n *Node) readIndexLocal() (uint64, error) {
 	if !n.IsLeader() {
 		return 0, ErrNotLeader
+	}
+	// Until the post-election barrier completed, this leader may not have
+	// applied entries an earlier leader acknowledged.
+	for wait := time.Now().Add(n.cfg.ApplyTimeout); !n.rd.leaderReady.Load(); {
+		if time.Now().After(wait) || !n.IsLeader() {
+			return 0, fmt.Errorf("leader still applying earlier terms: %w", ErrNoLeader)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	// Writes are acknowledged only after the leader applied them, so its
 	// applied index, read before confirming leadership, covers them all.

@@ -23,6 +23,9 @@ var (
 	ErrNotLeader = errors.New("not the leader")
 	// ErrNoLeader means the cluster has no reachable leader right now.
 	ErrNoLeader = errors.New("no leader")
+	// ErrNotReady means this node has not caught up since it started, so it
+	// refuses registry reads (see Node.Ready).
+	ErrNotReady = errors.New("not caught up since start")
 	// ErrUnknownMember is returned when removing a member that does not exist.
 	ErrUnknownMember = errors.New("unknown member")
 )
@@ -40,10 +43,8 @@ type Node struct {
 
 	// mode caches the FSM's mode: every response header carries it.
 	mode atomic.Pointer[string]
-	// startIndex is the last log index found at start; ready latches once
-	// the node applied it and caught up with the leader's commit index.
-	startIndex uint64
-	ready      atomic.Bool
+	// rd is the readiness gate (ready.go).
+	rd readiness
 
 	applied   appliedWaiter
 	renew     *renewBatcher
@@ -70,6 +71,7 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 		log = hclog.NewNullLogger()
 	}
 	n := &Node{cfg: cfg, fsm: f, store: st, log: log.Named("cluster"), stopCh: make(chan struct{})}
+	n.rd.started = time.Now()
 	var rt http.RoundTripper = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
@@ -135,7 +137,7 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 		n.trans.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n.startIndex = n.raft.LastIndex()
+	n.rd.bootIndex = n.raft.LastIndex()
 	n.fb.loadOverlay()
 	switch {
 	case hasState:
@@ -149,8 +151,9 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 			return nil, err
 		}
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.leaderLoop()
+	go n.watchReady()
 	go n.registerSelf()
 	go func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) }()
 	go func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) }()
@@ -182,27 +185,6 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 
 // FSM is the node's state machine.
 func (n *Node) FSM() *fsm.FSM { return n.fsm }
-
-// Ready reports whether this node has caught up since it started: it
-// applied every entry its log held at start and the leader's commit index
-// as first heard. Until then its registry may be partly replayed, and reads
-// are refused rather than served from it.
-func (n *Node) Ready() bool {
-	if n.ready.Load() {
-		return true
-	}
-	if n.LeaderID() == "" {
-		return false
-	}
-	// raft's applied index counts every entry (no-ops and configuration
-	// changes too), unlike the FSM's, which only sees commands.
-	applied, commit := n.raft.AppliedIndex(), n.raft.CommitIndex()
-	if applied >= n.startIndex && applied >= commit && commit > 0 {
-		n.ready.Store(true)
-		return true
-	}
-	return false
-}
 
 // IsLeader reports whether this node is the leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
@@ -405,9 +387,23 @@ func (n *Node) leaderLoop() {
 // leaderWork runs while this node leads: it writes the bootstrap mode once,
 // flushes renewal batches and evicts expired leases.
 func (n *Node) leaderWork(stop <-chan struct{}) {
-	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
-		n.log.Warn("barrier after election failed", "error", err)
+	// The barrier applies every entry of earlier terms: until it completes
+	// this leader's FSM may lack committed entries, so it neither serves
+	// read indexes nor counts as caught up.
+	for {
+		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		n.log.Warn("barrier after election failed; retrying", "error", err)
+		select {
+		case <-stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
+	n.rd.leaderReady.Store(true)
+	defer n.rd.leaderReady.Store(false)
 	if n.storedMode() == "" {
 		if entry, err := fsm.Encode(fsm.CmdSetMode, &fsm.ModeBody{Mode: n.cfg.Mode}); err == nil {
 			if _, err := n.applyLocal(entry); err != nil {

@@ -26,6 +26,13 @@ type Status struct {
 	Quorum            bool   `json:"quorum"`
 	// Ready is set once the node caught up after starting (see Node.Ready).
 	Ready bool `json:"ready"`
+	// ReadGate is how registry reads are answered: open, durable_stale
+	// (from the durable state, marked stale) or closed (refused, 503).
+	ReadGate string `json:"read_gate"`
+	// BootLogIndex is the last log index the node found at start;
+	// ReadyAfterMs how long after start it caught up (0 until then).
+	BootLogIndex uint64 `json:"boot_log_index"`
+	ReadyAfterMs int64  `json:"ready_after_ms"`
 	// QuorumLost is set once the node has been without quorum for longer
 	// than an election takes; Fallback when it then serves AP fallback (or
 	// still holds journal writes to replay).
@@ -60,6 +67,9 @@ func (n *Node) Status() Status {
 		Mode:              n.Mode(),
 		Quorum:            n.HasQuorum(),
 		Ready:             n.Ready(),
+		ReadGate:          n.ReadGate(),
+		BootLogIndex:      n.rd.bootIndex,
+		ReadyAfterMs:      n.rd.readyMs.Load(),
 		QuorumLost:        n.QuorumLost(),
 		Fallback:          n.InFallback(),
 		JournalEntries:    n.fb.journal.Len(),

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -110,26 +111,36 @@ var (
 	usedPort = map[string]bool{}
 )
 
-// FreeAddr returns a loopback address "127.0.0.1:P" whose port was free a
-// moment ago: it listens on 127.0.0.1:0, records the port and closes the
-// listener. A port is never handed out twice in one test process.
+// Ports come from below Linux's ephemeral range (32768–60999): a port picked
+// there may be taken by some outgoing connection's local end while its node
+// is down, and a node that restarts must bind the same port again.
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+// FreeAddr returns a loopback address "127.0.0.1:P" with P in [20000, 32000)
+// that was free a moment ago: it picks a random port, checks it by listening
+// on it, and closes the listener. A port is never handed out twice in one
+// test process.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	portMu.Lock()
 	defer portMu.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", portLow+rand.IntN(portHigh-portLow))
+		if usedPort[addr] {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatalf("listen on 127.0.0.1:0: %v", err)
+			continue // taken: try another
 		}
-		addr := l.Addr().String()
 		l.Close()
-		if !usedPort[addr] {
-			usedPort[addr] = true
-			return addr
-		}
+		usedPort[addr] = true
+		return addr
 	}
-	t.Fatal("no free loopback port found")
+	t.Fatal("no free loopback port found below the ephemeral range")
 	return ""
 }
 

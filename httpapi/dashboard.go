@@ -135,7 +135,13 @@ func (s *Server) dashboard(c *gin.Context) {
 		p.LeaseErr = err.Error()
 	}
 	p.Members, p.MembersErr = s.memberRows(c.Request.Context())
-	s.cluster.Read(func(r *fsm.Registry) { p.fillRegistry(r, now) })
+	// The registry view follows the read gate: nothing partly replayed.
+	switch p.Node.ReadGate {
+	case cluster.GateOpen, "":
+		s.cluster.Read(func(r *fsm.Registry) { p.fillRegistry(r, now) })
+	case cluster.GateDurable:
+		s.cluster.ReadDurable(func(r *fsm.Registry) { p.fillRegistry(r, now) })
+	}
 
 	var buf bytes.Buffer
 	if err := dashboardTmpl.Execute(&buf, &p); err != nil {

@@ -41,7 +41,8 @@ func errorStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoQuorum):
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoQuorum),
+		errors.Is(err, cluster.ErrNotReady):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -56,6 +57,16 @@ func (s *Server) fail(c *gin.Context, err error) {
 		c.Status(status)
 		c.Header("Content-Length", "0")
 		c.Abort()
+		return
+	case status == http.StatusServiceUnavailable && c.Request.Method == http.MethodGet && strings.HasPrefix(c.Request.URL.Path, "/eureka/"):
+		// A refused registry read carries no body: fargo decodes a body
+		// whatever the status, and a JSON error object would decode as an
+		// empty application (or crash its GetApps). The reason goes in a
+		// header instead.
+		c.Header("Retry-After", "1")
+		c.Header("X-Heureka-Error", err.Error())
+		c.Header("Content-Length", "0")
+		c.AbortWithStatus(status)
 		return
 	case status == http.StatusServiceUnavailable:
 		c.Header("Retry-After", "1")

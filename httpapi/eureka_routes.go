@@ -333,35 +333,52 @@ const (
 	consistencyLinearizable = "linearizable"
 )
 
-// readGate applies the mode's read rules (DESIGN.md, "AP and CP"): a node
-// without quorum marks its answers stale, and in CP mode refuses them unless
-// the request allows stale data; a linearizable read confirms leadership
-// first and is built fresh, bypassing the cache.
-func (s *Server) readGate(c *gin.Context) (fresh bool, err error) {
+// readSource is where a registry read is answered from.
+type readSource uint8
+
+const (
+	fromCache   readSource = iota // the response cache
+	fromFSM                       // built fresh from the FSM (linearizable reads)
+	fromDurable                   // built fresh from the durable state (gate closed)
+)
+
+// readGate applies the read rules (DESIGN.md, "AP and CP", and the readiness
+// gate in cluster/ready.go). A node that has not caught up since it started
+// refuses registry reads with 503, which every Eureka client treats as "try
+// another server, keep the registry you have" (docs/operations.md); in AP
+// mode, cut off from the quorum, or when the request allows stale data, it
+// answers from its durable state marked stale instead, never from a partly
+// replayed FSM. A caught-up node without quorum marks its answers stale,
+// and in CP mode refuses them unless the request allows stale data; a
+// linearizable read confirms leadership first and is built fresh, bypassing
+// the cache.
+func (s *Server) readGate(c *gin.Context) (readSource, error) {
 	level := c.Query("consistency")
 	switch level {
 	case consistencyDefault, consistencyStale, consistencyLinearizable:
 	default:
-		return false, badRequestf("consistency " + strconv.Quote(level) + ": want stale or linearizable")
+		return fromCache, badRequestf("consistency " + strconv.Quote(level) + ": want stale or linearizable")
 	}
 	if level == consistencyLinearizable {
 		if err := s.cluster.ReadBarrier(c.Request.Context()); err != nil {
-			return false, err
+			return fromCache, err
 		}
-		return true, nil
+		return fromFSM, nil
 	}
-	if s.cluster.HasQuorum() && !s.cluster.Ready() && level != consistencyStale {
-		// Right after a restart the registry may be partly replayed: send
-		// clients to another node instead of serving a partial view.
-		return false, fmt.Errorf("node is catching up after a restart (add ?consistency=stale to read anyway): %w", cluster.ErrNoLeader)
+	if !s.cluster.Ready() {
+		if level == consistencyStale || (s.cluster.Mode() == cluster.ModeAP && s.cluster.QuorumLost()) {
+			c.Header("X-Heureka-Stale", "true")
+			return fromDurable, nil
+		}
+		return fromCache, fmt.Errorf("node is catching up after a restart (add ?consistency=stale to read its durable state): %w", cluster.ErrNotReady)
 	}
 	if !s.cluster.HasQuorum() {
 		c.Header("X-Heureka-Stale", "true")
 		if s.cluster.Mode() == cluster.ModeCP && level != consistencyStale {
-			return false, fmt.Errorf("read without quorum in cp mode (add ?consistency=stale to accept stale data): %w", cluster.ErrNoQuorum)
+			return fromCache, fmt.Errorf("read without quorum in cp mode (add ?consistency=stale to accept stale data): %w", cluster.ErrNoQuorum)
 		}
 	}
-	return false, nil
+	return fromCache, nil
 }
 
 var segmentWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
@@ -376,7 +393,7 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		s.fail(c, err)
 		return
 	}
-	fresh, err := s.readGate(c)
+	src, err := s.readGate(c)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -388,14 +405,20 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		}
 	}
 	var v *cache.Value
-	if fresh {
+	switch src {
+	case fromCache:
+		v, err = s.cache.Get(key)
+	default:
+		// Never cached: the durable state is served only until the gate opens.
+		build := s.views.build
+		if src == fromDurable {
+			build = s.durableViews.build
+		}
 		var segs [][]byte
 		var version uint64
-		if segs, version, err = s.views.build(key); err == nil {
+		if segs, version, err = build(key); err == nil {
 			v = cache.NewValue(segs, version)
 		}
-	} else {
-		v, err = s.cache.Get(key)
 	}
 	if err != nil {
 		s.fail(c, err)

@@ -128,6 +128,8 @@ var (
 	descMembers       = desc("cluster_members", "Members in the Raft configuration.")
 	descQuorum        = desc("quorum", "1 when this node is in touch with a leader holding a quorum.")
 	descMode          = desc("mode", "1 for the cluster's consistency mode (ap or cp), 0 for the other.", "mode")
+	descReady         = desc("ready", "1 once this node caught up after start and serves registry reads.")
+	descReadGate      = desc("read_gate", "1 for the read gate's state: open, durable_stale (reads from the durable state, marked stale) or closed (reads refused).", "state")
 	descFallback      = desc("fallback_active", "1 while this node serves AP fallback (quorum lost, or journal writes awaiting replay).")
 	descJournalItems  = desc("journal_entries", "Writes in the AP fallback journal awaiting replay.")
 	descJournalBytes  = desc("journal_bytes", "Size of the AP fallback journal.")
@@ -162,7 +164,7 @@ type nodeCollector struct{ s *Server }
 // Describe implements prometheus.Collector.
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftLeader, descRaftTerm, descCommitIndex, descAppliedIndex,
-		descLastLogIndex, descSnapshotIndex, descLastContact, descLogBytes, descMembers, descQuorum, descMode,
+		descLastLogIndex, descSnapshotIndex, descLastContact, descLogBytes, descMembers, descQuorum, descMode, descReady, descReadGate,
 		descFallback, descJournalItems, descJournalBytes, descInstances, descApps, descByStatus, descRegVersion,
 		descRenewals, descThreshold, descExpected, descSPEnabled, descSPActive, descExpired, descEvicted,
 		descLeaseKnown, descCacheHits, descCacheMisses, descCacheEntries, descCacheBuilds, descCacheBuildErr,
@@ -202,6 +204,10 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descQuorum, b2f(st.Quorum))
 	for _, mode := range []string{cluster.ModeAP, cluster.ModeCP} {
 		gauge(descMode, b2f(st.Mode == mode), mode)
+	}
+	gauge(descReady, b2f(st.Ready))
+	for _, g := range []string{cluster.GateOpen, cluster.GateDurable, cluster.GateClosed} {
+		gauge(descReadGate, b2f(st.ReadGate == g), g)
 	}
 	gauge(descFallback, b2f(st.Fallback))
 	gauge(descJournalItems, float64(st.JournalEntries))

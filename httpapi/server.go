@@ -30,6 +30,7 @@ type Cluster interface {
 	SetMode(ctx context.Context, mode string) error
 	ReadBarrier(ctx context.Context) error
 	Read(fn func(r *fsm.Registry))
+	ReadDurable(fn func(r *fsm.Registry))
 	Observe(fn func(fsm.Change))
 	Status() cluster.Status
 	LeaseStatus(ctx context.Context) (cluster.LeaseStatus, error)
@@ -72,9 +73,12 @@ type Server struct {
 	cfg     Config
 	cluster Cluster
 	views   *views
-	cache   *cache.Cache
-	log     hclog.Logger
-	engine  *gin.Engine
+	// durableViews builds documents from the durable state while the
+	// node catches up (its fragments never mix with the FSM's).
+	durableViews *views
+	cache        *cache.Cache
+	log          hclog.Logger
+	engine       *gin.Engine
 	// waiting counts blocking reads parked in awaitNewer.
 	waiting atomic.Int64
 }
@@ -97,6 +101,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: cfg, cluster: c, log: log.Named("http")}
 	s.views = newViews(c.Read, cfg)
+	s.durableViews = newViews(c.ReadDurable, cfg)
 	var err error
 	if s.cache, err = cache.New(cfg.Cache, s.views.build, log); err != nil {
 		return nil, fmt.Errorf("response cache: %w", err)

@@ -1,0 +1,187 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/store"
+)
+
+func TestDeadlines_EarliestWinsAndDueOrder(t *testing.T) {
+	d := newDeadlines()
+	d.schedule("a", 300)
+	d.schedule("b", 100)
+	d.schedule("c", 200)
+	d.schedule("a", 400) // later than scheduled: ignored
+	d.schedule("c", 50)  // earlier: replaces
+	if at, ok := d.next(); !ok || at != 50 {
+		t.Fatalf("next = %d %v, want 50", at, ok)
+	}
+	if got := d.popDue(150); !slices.Equal(got, []string{"c", "b"}) {
+		t.Fatalf("popDue(150) = %v, want [c b]", got)
+	}
+	// c's superseded item at 200 must not come back.
+	if got := d.popDue(301); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("popDue(301) = %v, want [a]", got)
+	}
+	if _, ok := d.next(); ok || d.len() != 0 {
+		t.Fatalf("schedule not empty: len %d", d.len())
+	}
+	d.schedule("a", 10) // popped keys can be scheduled again
+	if got := d.popDue(11); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("rescheduled popDue = %v", got)
+	}
+}
+
+// testNode starts a single-node cluster in a temporary directory.
+func testNode(t *testing.T, lease LeaseConfig) *Node {
+	t.Helper()
+	st, err := store.Open(store.DefaultConfig(t.TempDir()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.RaftBind, cfg.HTTPAdvertise = "n1", addr, "127.0.0.1:1"
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	cfg.Lease = lease
+	n, err := New(cfg, st, fsm.New(180000, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown() })
+	deadline := time.Now().Add(10 * time.Second)
+	for !n.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("single node not ready after 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return n
+}
+
+func register(t *testing.T, n *Node, app, id string, durSecs int32) {
+	t.Helper()
+	entry, err := fsm.Encode(fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{
+		InstanceID: id, HostName: id, App: app, IPAddr: "10.0.0.1", Status: fsm.StatusUp,
+		RenewalIntervalSecs: 1, DurationSecs: durSecs, LastDirtyTimestamp: time.Now().UnixMilli(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Apply(context.Background(), entry); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func has(n *Node, app, id string) bool {
+	var ok bool
+	n.Read(func(r *fsm.Registry) { ok = r.Get(app, id) != nil })
+	return ok
+}
+
+// TestLeaderEvictsAtTheDeadline: with the default 60 s eviction interval,
+// a lease that is not renewed is evicted about when it expires, a renewed
+// one is kept, and registrations made later are tracked too.
+func TestLeaderEvictsAtTheDeadline(t *testing.T) {
+	lease := DefaultLeaseConfig()
+	lease.SelfPreservation = false
+	n := testNode(t, lease)
+	for i := range 5 {
+		register(t, n, "KEEP", fmt.Sprintf("k%d", i), 60)
+	}
+	start := time.Now()
+	register(t, n, "GONE", "g1", 1)
+	register(t, n, "RENEWED", "r1", 1)
+	stopRenew := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stopRenew:
+				return
+			case <-time.After(200 * time.Millisecond):
+				_ = n.Renew(context.Background(), "RENEWED", "r1", 0)
+			}
+		}
+	}()
+	defer func() { close(stopRenew); <-done }()
+	for has(n, "GONE", "g1") {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("GONE/g1 (1 s lease) still registered after 5 s with a 60 s eviction interval")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(start)
+	t.Logf("1 s lease evicted %v after registration", took.Round(time.Millisecond))
+	if took < time.Second {
+		t.Fatalf("evicted after %v, before the lease expired", took)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if !has(n, "RENEWED", "r1") {
+		t.Fatal("a renewed 1 s lease was evicted")
+	}
+	for i := range 5 {
+		if !has(n, "KEEP", fmt.Sprintf("k%d", i)) {
+			t.Fatalf("KEEP/k%d (60 s lease) evicted", i)
+		}
+	}
+	st, err := n.LeaseStatus(context.Background())
+	if err != nil || st.EvictedTotal != 1 {
+		t.Fatalf("lease status: evicted_total %d (%v), want 1", st.EvictedTotal, err)
+	}
+}
+
+// TestEvictionCapPerInterval: however many deadline passes run, one
+// eviction interval evicts at most the cap (size − ⌊size·threshold⌋).
+func TestEvictionCapPerInterval(t *testing.T) {
+	lease := DefaultLeaseConfig()
+	lease.SelfPreservation = false
+	n := testNode(t, lease)
+	// 10 instances: cap = 10 − ⌊8.5⌋ = 2 per interval.
+	for i := range 10 {
+		register(t, n, "CAP", fmt.Sprintf("c%d", i), 1)
+	}
+	count := func() int {
+		c := 0
+		n.Read(func(r *fsm.Registry) { c = r.Count() })
+		return c
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for count() > 8 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // several retry passes
+	if c := count(); c != 8 {
+		t.Fatalf("%d instances left, want 8 (2 evicted, the cap for one interval)", c)
+	}
+}
+
+// TestLeaderWorkStopsWithLeadership: the deadline tracker stops when the
+// node stops leading (no change notices are collected any more).
+func TestLeaderWorkStopsWithLeadership(t *testing.T) {
+	n := testNode(t, DefaultLeaseConfig())
+	deadline := time.Now().Add(5 * time.Second)
+	for !n.leases.tracking.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("lease tracking did not start on the leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = n.Shutdown()
+	if n.leases.tracking.Load() {
+		t.Fatal("lease tracking still on after shutdown")
+	}
+}
