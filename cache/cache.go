@@ -29,12 +29,12 @@ type Entity uint8
 
 // Entities, one per cached Eureka read.
 const (
-	EntityApps     Entity = iota // every application (E7)
-	EntityDelta                  // the delta (E8)
-	EntityApp                    // one application (E9); Name is the upper-cased app
-	EntityVIP                    // one VIP (E12); Name is the VIP
-	EntitySVIP                   // one secure VIP (E13)
-	EntityInstance               // one instance: Name is "APP/id" (E10) or "/id" (E11)
+	EntityApps     Entity = iota // every application (GET /apps)
+	EntityDelta                  // the delta (GET /apps/delta)
+	EntityApp                    // one application (GET /apps/{app}); Name is the upper-cased app
+	EntityVIP                    // one VIP (GET /vips/{vip}); Name is the VIP
+	EntitySVIP                   // one secure VIP (GET /svips/{svip})
+	EntityInstance               // one instance: Name is "APP/id" (GET /apps/{app}/{id}) or "/id" (GET /instances/{id})
 	numEntities
 )
 

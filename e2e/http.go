@@ -178,7 +178,7 @@ func TryDo(method, url string, body []byte, headers ...string) (int, []byte, htt
 // Eureka register bodies
 
 // InstanceMap returns an instance as the Netflix Java client's codec writes it
-// (spec §3.10 shape: timestamps and isCoordinatingDiscoveryServer as strings,
+// (docs/eureka-api.md, "Example" shape: timestamps and isCoordinatingDiscoveryServer as strings,
 // port objects with a numeric "$" and a string "@enabled", a MyOwn
 // dataCenterInfo, the empty-metadata marker). Keys in extra replace the
 // defaults; a nil value removes the key.
