@@ -2,10 +2,14 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build test deps vet fmt-check fuzz
+.PHONY: build build-bench test deps vet fmt-check fuzz
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
+
+# build-bench builds heureka with the etcd column of heureka bench (docs/bench.md, "The etcd column").
+build-bench:
+	$(GO) build -tags etcdclient -o bin/heureka ./cmd/heureka
 
 # deps installs the external tools the test suite drives (real Eureka
 # clients, a real browser); each is added here by the change that needs it.
@@ -27,6 +31,7 @@ test: deps
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags etcdclient ./bench
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -26,7 +26,7 @@ mkdir -p "$out"
 # group 50000 → 50,000
 group() { echo "$1" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta'; }
 
-go build -o "$out/heureka" ./cmd/heureka
+go build -tags etcdclient -o "$out/heureka" ./cmd/heureka
 
 if ! command -v etcd >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 	echo "scripts/bench.sh: installing etcd-server" >&2
