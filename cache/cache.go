@@ -5,7 +5,8 @@
 // timer refreshes from readWrite. Invalidation is driven by the FSM's change
 // notices and touches exactly the keys a change affects; renewals touch
 // nothing. The package knows nothing of HTTP or of the Eureka encoding: the
-// builder is injected.
+// builder is injected. It imports fsm (change notices) and opapi (its
+// counters' wire type) only; it must not import httpapi or cluster.
 package cache
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 // Entity is the kind of document a key names.
@@ -451,22 +453,7 @@ func (c *Cache) Refresh() {
 }
 
 // Stats is a point-in-time copy of the cache counters.
-type Stats struct {
-	ReadOnlyHits    uint64  `json:"read_only_hits"`
-	ReadOnlyMisses  uint64  `json:"read_only_misses"`
-	ReadWriteHits   uint64  `json:"read_write_hits"`
-	ReadWriteMisses uint64  `json:"read_write_misses"`
-	Builds          uint64  `json:"builds"`
-	BuildErrors     uint64  `json:"build_errors"`
-	BuildSeconds    float64 `json:"build_seconds"`
-	Invalidations   uint64  `json:"invalidations"`
-	Refreshes       uint64  `json:"refreshes"`
-	ReadWriteKeys   int     `json:"read_write_entries"`
-	ReadOnlyKeys    int     `json:"read_only_entries"`
-	// Bytes is the logical size of the documents held, plain and gzipped;
-	// fragments shared by several documents count in each.
-	Bytes int64 `json:"bytes"`
-}
+type Stats = opapi.CacheStats
 
 // Stats returns the counters.
 func (c *Cache) Stats() Stats {
