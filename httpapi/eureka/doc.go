@@ -49,4 +49,7 @@
 //     UTF-8 becomes U+FFFD in both formats.
 //   - Entry.ModifyIndex is not on the wire; Entry.Override is derived from
 //     the instance's overriddenStatus (UNKNOWN means none).
+//
+// It owns the codec only: it imports fsm (the model it maps) and must not
+// import httpapi, cluster or cache, and knows nothing of HTTP.
 package eureka
