@@ -2,13 +2,17 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build test deps vet fmt-check fuzz
+.PHONY: build build-bench test deps vet fmt-check fuzz
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
 
+# build-bench builds heureka with the etcd column of heureka bench (docs/bench.md, "The etcd column").
+build-bench:
+	$(GO) build -tags etcdclient -o bin/heureka ./cmd/heureka
+
 # deps installs the external tools the test suite drives (real Eureka
-# clients, a real browser); each is added here by the issue that needs it.
+# clients, a real browser); each is added here by the change that needs it.
 deps:
 	npm ci --prefix e2e/jsclient --no-audit --no-fund --loglevel=error
 # Debian's chromium for the dashboard test (e2e/dashboard_test.go): only as root, only when missing.
@@ -27,12 +31,13 @@ test: deps
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags etcdclient ./bench
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# fuzz runs every fuzz target for FUZZTIME each (CI: a short time; issue 8
-# asks for 60s). Minimization is capped so a large new input cannot eat the
+# fuzz runs every fuzz target for FUZZTIME each (CI: a short time; a
+# thorough run uses 60s). Minimization is capped so a large new input cannot eat the
 # whole budget on a small machine.
 FUZZTIME ?= 10s
 FUZZ_TARGETS = ./fsm:FuzzDecodeCommand ./fsm:FuzzReadSnapshot ./store:FuzzReadJournal \

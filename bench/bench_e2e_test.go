@@ -28,7 +28,12 @@ func TestMain(m *testing.M) {
 // stdout, stderr and how long it took; it fails the test unless it exits 0.
 func runBench(t *testing.T, deadline time.Duration, args ...string) (string, string, time.Duration) {
 	t.Helper()
-	bin := e2e.Binary(t)
+	return runBenchBin(t, e2e.Binary(t), deadline, args...)
+}
+
+// runBenchBin is runBench with a given heureka executable.
+func runBenchBin(t *testing.T, bin string, deadline time.Duration, args ...string) (string, string, time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"bench"}, args...)...)
@@ -142,7 +147,7 @@ func TestBenchCommand_EtcdTiny(t *testing.T) {
 		t.Skip("etcd not installed (apt-get install etcd-server; make deps does it)")
 	}
 	dir := t.TempDir()
-	stdout, stderr, took := runBench(t, 2*time.Minute, "--etcd", "local", "--instances", "200", "--duration", "1s",
+	stdout, stderr, took := runBenchBin(t, etcdClientBinary(t), 2*time.Minute, "--etcd", "local", "--instances", "200", "--duration", "1s",
 		"--samples", "30", "--crash-instances", "20", "--tmp", dir)
 	t.Logf("heureka bench took %s\n%s", took.Round(time.Millisecond), stdout)
 	for _, want := range []string{"not run (no target", "N/A (no delta read", "lease TTL 2 s"} {
@@ -154,6 +159,28 @@ func TestBenchCommand_EtcdTiny(t *testing.T) {
 		t.Errorf("a cell failed:\n%s", stdout)
 	}
 	checkStopped(t, stderr)
+}
+
+// etcdClientBinary builds heureka with the etcd client (build tag
+// etcdclient), which the default build leaves out.
+func etcdClientBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "heureka-etcdclient")
+	out, err := exec.Command("go", "build", "-tags", "etcdclient", "-o", bin, "github.com/heureka-registry/heureka/cmd/heureka").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build -tags etcdclient: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestBenchCommand_EtcdNeedsTheTag checks that the default build refuses the
+// etcd column with a pointer to the build that has it.
+func TestBenchCommand_EtcdNeedsTheTag(t *testing.T) {
+	out, err := exec.Command(e2e.Binary(t), "bench", "--etcd", "local").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "-tags etcdclient") {
+		t.Errorf("heureka bench --etcd local: %v, want exit code 2 naming -tags etcdclient; output:\n%s", err, out)
+	}
 }
 
 func TestBenchCommand_BadFlags(t *testing.T) {

@@ -1,3 +1,5 @@
+//go:build etcdclient
+
 package bench
 
 import (
@@ -46,16 +48,6 @@ import (
 //     on B no longer lists the key (the leader revokes expired leases).
 //   - memory     = RSS from /proc when the PIDs are known, else
 //     process_resident_memory_bytes from the member's /metrics.
-
-// EtcdTarget is an etcd cluster to drive with the same workload.
-type EtcdTarget struct {
-	// Endpoints are the members' client URLs.
-	Endpoints []string
-	// PIDs, parallel to Endpoints, when known.
-	PIDs []int
-	// Settings describes how the members run, for the table.
-	Settings string
-}
 
 type etcdRun struct {
 	s       *Suite

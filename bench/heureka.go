@@ -473,7 +473,7 @@ func (r *heurekaRun) memory(ctx context.Context) {
 		if i < len(r.t.PIDs) && r.t.PIDs[i] > 0 {
 			nm.Bytes, nm.Source = RSS(r.t.PIDs[i]), "rss"
 		} else if st, err := getHeurekaStatus(ctx, u); err == nil && st.Memory.SysBytes > 0 {
-			nm.Bytes, nm.Source = st.Memory.SysBytes, "Go sys_bytes from /v1/status"
+			nm.Bytes, nm.Source = int64(st.Memory.SysBytes), "Go sys_bytes from /v1/status"
 		}
 		m.Nodes = append(m.Nodes, nm)
 	}

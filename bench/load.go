@@ -4,6 +4,10 @@
 // machine can do at all (LimitHandler), and `heureka bench`, one fixed
 // workload (W1–W8, see docs/bench.md) driven against a Eureka-compatible
 // cluster and against etcd, reported as one table (Suite, Report).
+//
+// It talks to the systems it measures over HTTP (and etcd's client, with
+// the etcdclient build tag) and imports only opapi of heureka; it must not
+// import the server's packages, so it measures what clients see.
 package bench
 
 import (

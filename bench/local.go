@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 // Proc is one child process the bench started; it is stopped by its PID.
@@ -230,23 +232,11 @@ func StartHeureka(ctx context.Context, bin string, n int, tmp string, extra []st
 	return l, nil
 }
 
-// heurekaStatus is the part of GET /v1/status the bench reads.
-type heurekaStatus struct {
-	Node      string `json:"node"`
-	State     string `json:"state"`
-	Leader    string `json:"leader"`
-	Term      uint64 `json:"term"`
-	Instances int    `json:"instances"`
-	Memory    struct {
-		SysBytes int64 `json:"sys_bytes"`
-	} `json:"memory"`
-}
-
 var statusClient = &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 
 // getHeurekaStatus fetches GET <base>/v1/status.
-func getHeurekaStatus(ctx context.Context, base string) (heurekaStatus, error) {
-	var st heurekaStatus
+func getHeurekaStatus(ctx context.Context, base string) (opapi.Status, error) {
+	var st opapi.Status
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/status", nil)
 	if err != nil {
 		return st, err

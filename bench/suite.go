@@ -18,7 +18,7 @@ import (
 
 // Suite is one `heureka bench` run: the workload, its bounds, and the
 // systems to drive. Zero values take the defaults documented in
-// docs/bench.md (Defaults).
+// docs/bench.md, "The workload".
 type Suite struct {
 	Workload Workload
 	// Writers register in W1; Renewers renew in W2; FullReaders fetch the

@@ -10,7 +10,8 @@
 // an upper bound and, with the push turned off, as the only refresh
 // (eureka-server's behaviour). Watch lets readers block until a document
 // changes (push.go). The package knows nothing of HTTP or of the Eureka
-// encoding: the builder is injected.
+// encoding: the builder is injected. It imports fsm (change notices) and
+// opapi (its counters' wire type) only; it must not import httpapi or cluster.
 package cache
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 // Entity is the kind of document a key names.
@@ -34,12 +36,12 @@ type Entity uint8
 
 // Entities, one per cached Eureka read.
 const (
-	EntityApps     Entity = iota // every application (E7)
-	EntityDelta                  // the delta (E8)
-	EntityApp                    // one application (E9); Name is the upper-cased app
-	EntityVIP                    // one VIP (E12); Name is the VIP
-	EntitySVIP                   // one secure VIP (E13)
-	EntityInstance               // one instance: Name is "APP/id" (E10) or "/id" (E11)
+	EntityApps     Entity = iota // every application (GET /apps)
+	EntityDelta                  // the delta (GET /apps/delta)
+	EntityApp                    // one application (GET /apps/{app}); Name is the upper-cased app
+	EntityVIP                    // one VIP (GET /vips/{vip}); Name is the VIP
+	EntitySVIP                   // one secure VIP (GET /svips/{svip})
+	EntityInstance               // one instance: Name is "APP/id" (GET /apps/{app}/{id}) or "/id" (GET /instances/{id})
 	numEntities
 )
 
@@ -534,24 +536,7 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 }
 
 // Stats is a point-in-time copy of the cache counters.
-type Stats struct {
-	ReadOnlyHits    uint64  `json:"read_only_hits"`
-	ReadOnlyMisses  uint64  `json:"read_only_misses"`
-	ReadWriteHits   uint64  `json:"read_write_hits"`
-	ReadWriteMisses uint64  `json:"read_write_misses"`
-	Builds          uint64  `json:"builds"`
-	BuildErrors     uint64  `json:"build_errors"`
-	BuildSeconds    float64 `json:"build_seconds"`
-	Invalidations   uint64  `json:"invalidations"`
-	Refreshes       uint64  `json:"refreshes"`
-	// Pushes counts readOnly rebuilds made right after changes.
-	Pushes        uint64 `json:"pushes"`
-	ReadWriteKeys int    `json:"read_write_entries"`
-	ReadOnlyKeys  int    `json:"read_only_entries"`
-	// Bytes is the logical size of the documents held, plain and gzipped;
-	// fragments shared by several documents count in each.
-	Bytes int64 `json:"bytes"`
-}
+type Stats = opapi.CacheStats
 
 // Stats returns the counters.
 func (c *Cache) Stats() Stats {

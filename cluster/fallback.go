@@ -16,7 +16,7 @@ import (
 // refuses what it cannot serve consistently.
 var ErrNoQuorum = errors.New("no quorum")
 
-// fallback is AP mode's answer to quorum loss (DESIGN.md, "AP and CP"):
+// fallback is AP mode's answer to quorum loss (docs/design.md, "AP and CP"):
 // writes go to a journal on disk and into a local overlay of the registry
 // that this node's reads show at once; when quorum returns, the journal is
 // replayed through Raft in order and the overlay dropped.

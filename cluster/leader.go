@@ -12,23 +12,12 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
-// LeaseStatus is the leader's view of leases and self-preservation.
-type LeaseStatus struct {
-	SelfPreservationEnabled bool    `json:"self_preservation_enabled"`
-	SelfPreservationActive  bool    `json:"self_preservation_active"`
-	RenewsLastMin           int64   `json:"renews_last_min"`
-	Threshold               int64   `json:"renews_threshold"`
-	ExpectedRenewsPerMin    float64 `json:"expected_renews_per_min"`
-	Instances               int     `json:"instances"`
-	Expired                 int     `json:"expired"`
-	EvictedTotal            uint64  `json:"evicted_total"`
-	LeaderSinceMs           int64   `json:"leader_since_ms"`
-	GraceUntilMs            int64   `json:"grace_until_ms"`
-	// From names the node that computed it (always the leader).
-	From string `json:"from"`
-}
+// LeaseStatus is the leader's view of leases and self-preservation (a
+// wire type of /v1/status, defined in opapi).
+type LeaseStatus = opapi.LeaseStatus
 
 // leaseKeeper is the leader's lease bookkeeping: renewal rate, the moment
 // leadership began (for grace), the lease deadlines, and eviction totals.

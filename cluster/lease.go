@@ -9,7 +9,7 @@ import (
 )
 
 // Lease arithmetic, kept pure so it can be table-tested. The rules are in
-// DESIGN.md ("Leases, told once"):
+// docs/design.md, "Leases":
 //   - a lease expires one duration after its last renewal (eureka-server
 //     adds the duration twice; heureka does not);
 //   - a leader grants every lease a full duration of grace from the moment

@@ -12,16 +12,11 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 // MemberInfo describes one member for the operator API.
-type MemberInfo struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
-	Voter    bool   `json:"voter"`
-	Leader   bool   `json:"leader"`
-}
+type MemberInfo = opapi.Member
 
 // Members lists the Raft configuration with each member's HTTP address.
 func (n *Node) Members() ([]MemberInfo, error) {

@@ -20,11 +20,11 @@ type renewRequest struct {
 // Renew records a heartbeat for (app, id). It answers fsm.ErrInstanceNotFound
 // (HTTP 404, the client re-registers) when the registry holds no such
 // instance, when its effective status is UNKNOWN, or when the client's
-// lastDirtyTimestamp is newer than the stored one (spec §4.4).
+// lastDirtyTimestamp is newer than the stored one (docs/eureka-api.md, "Renew").
 //
 // The leader renews the lease in its memory at once; the log gets it with
 // the next renewal batch. A follower judges the heartbeat against its own
-// applied state (spec §7 allows a fresh FSM view: an eviction reaches every
+// applied state (docs/leases.md, "Renewals": a fresh FSM view is enough: an eviction reaches every
 // follower within a replication round trip) and passes it to the leader in
 // a batch within 100 ms, so a heartbeat costs no round trip to the leader.
 func (n *Node) Renew(ctx context.Context, app, id string, lastDirty int64) error {
@@ -56,7 +56,7 @@ func (n *Node) renewWithoutQuorum(req renewRequest) error {
 	return nil
 }
 
-// judgeRenewal applies spec §4.4 to a heartbeat against this node's state:
+// judgeRenewal applies docs/eureka-api.md, "Renew" to a heartbeat against this node's state:
 // whether it renews the lease, and the answer the client gets.
 func (n *Node) judgeRenewal(req renewRequest) (renew bool, err error) {
 	var e *fsm.Entry
@@ -68,7 +68,7 @@ func (n *Node) judgeRenewal(req renewRequest) (renew bool, err error) {
 		return false, fmt.Errorf("renew %s/%s: status UNKNOWN, register again: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
 	case req.LastDirtyTimestamp > e.Instance.LastDirtyTimestamp:
 		// The client changed since it last registered; renewing is not
-		// enough, it must register again (spec §4.4 step 5).
+		// enough, it must register again (docs/eureka-api.md, "Renew").
 		return true, fmt.Errorf("renew %s/%s: client lastDirtyTimestamp is newer: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
 	}
 	return true, nil

@@ -7,48 +7,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
-// Status is a node's view of itself and the cluster, for /v1/status.
-type Status struct {
-	Node              string `json:"node"`
-	State             string `json:"state"`
-	Leader            string `json:"leader"`
-	LeaderHTTPAddr    string `json:"leader_http_addr"`
-	Term              uint64 `json:"term"`
-	CommitIndex       uint64 `json:"commit_index"`
-	AppliedIndex      uint64 `json:"applied_index"`
-	LastLogIndex      uint64 `json:"last_log_index"`
-	FirstLogIndex     uint64 `json:"first_log_index"`
-	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
-	LastContactMs     int64  `json:"last_contact_ms"`
-	Mode              string `json:"mode"`
-	Quorum            bool   `json:"quorum"`
-	// Ready is set once the node caught up after starting (see Node.Ready).
-	Ready bool `json:"ready"`
-	// ReadGate is how registry reads are answered: open, durable_stale
-	// (from the durable state, marked stale) or closed (refused, 503).
-	ReadGate string `json:"read_gate"`
-	// BootLogIndex is the last log index the node found at start;
-	// ReadyAfterMs how long after start it caught up (0 until then).
-	BootLogIndex uint64 `json:"boot_log_index"`
-	ReadyAfterMs int64  `json:"ready_after_ms"`
-	// QuorumLost is set once the node has been without quorum for longer
-	// than an election takes; Fallback when it then serves AP fallback (or
-	// still holds journal writes to replay).
-	QuorumLost      bool   `json:"quorum_lost"`
-	Fallback        bool   `json:"fallback"`
-	JournalEntries  int    `json:"journal_entries"`
-	JournalBytes    int64  `json:"journal_bytes"`
-	Instances       int    `json:"instances"`
-	Applications    int    `json:"applications"`
-	RegistryVersion uint64 `json:"registry_version"`
-	LogBytes        int64  `json:"log_bytes"`
-	// AppliedEntries and AppliedBytes count the commands this node applied
-	// since it started, and their encoded size.
-	AppliedEntries uint64 `json:"applied_entries"`
-	AppliedBytes   uint64 `json:"applied_bytes"`
-}
+// Status is a node's view of itself and the cluster, for /v1/status; the
+// wire type lives in opapi, shared with every reader.
+type Status = opapi.NodeStatus
 
 // Status reports the node's Raft and registry state.
 func (n *Node) Status() Status {

@@ -129,7 +129,7 @@ func biCases() []biCase {
 		// The body's app disagrees with the path.
 		withMsg(j("app-mismatch", map[string]string{"app": `"OTHER"`}), "Mismatched appName, expecting BADIN but was OTHER"),
 		withMsg(x("app-mismatch", map[string]string{"app": "<app>other</app>"}), "Mismatched appName, expecting BADIN but was OTHER"),
-		// Eureka's register validations (spec §2.1).
+		// Eureka's register validations (docs/eureka-api.md, "Register").
 		withMsg(j("no-ids", map[string]string{"instanceId": "", "hostName": ""}), "Missing instanceId"),
 		withMsg(j("no-ip", map[string]string{"ipAddr": ""}), "Missing ip address"),
 		withMsg(j("no-app", map[string]string{"app": ""}), "Missing appName"),

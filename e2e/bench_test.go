@@ -112,7 +112,7 @@ func nodeCache(b *testing.B, nd *Node) cacheCounters {
 	return c
 }
 
-// BenchmarkCachedReads is issue 4's load benchmark (run it with
+// BenchmarkCachedReads is the response cache's load benchmark (BENCHMARKS.md, "Response cache"; run it with
 // `go test ./e2e -run XXX -bench CachedReads -benchtime 1x -v`): a 3-node
 // cluster holding 10,000 instances (500 apps, ~1 KB metadata each); cached
 // GET /eureka/apps/delta and GET /eureka/apps/{app} on a follower against a
@@ -260,7 +260,7 @@ func clusterCPU(c *Cluster) float64 {
 	return sum
 }
 
-// BenchmarkRenewals is issue 5's benchmark (run it with
+// BenchmarkRenewals is the renewals benchmark (BENCHMARKS.md, "Renewals"; run it with
 // `go test ./e2e -run XXX -bench Renewals -benchtime 1x -v`): for
 // --renew-batch-interval 1s and 0, a 3-node cluster with 10,000 instances;
 // renewals/s sustained by 64 concurrent clients spread over all nodes with

@@ -2,8 +2,8 @@
 // Raft core. It starts real `heureka serve` processes on loopback ports, each
 // with its own data directory and log file, and drives them over HTTP.
 //
-// The harness (harness.go, http.go) uses only the standard library and
-// testing, so tests in any package may import it:
+// The harness (harness.go, http.go) uses only the standard library, testing
+// and the operator API types of opapi, so tests in any package may import it:
 //
 //	c := e2e.StartCluster(t, 3, e2e.Options{ExtraArgs: []string{"--response-cache-update-interval", "100ms"}})
 //	leader := c.WaitLeader(t, 10*time.Second)
@@ -38,4 +38,7 @@
 // Options.Env instead.
 //
 // The tests run with a plain `go test ./e2e/`; they need no build tag.
+//
+// The harness talks to nodes over HTTP only: it imports opapi and must not
+// import the server's packages (fsm, store, cluster, cache, httpapi).
 package e2e

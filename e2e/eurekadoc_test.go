@@ -3,7 +3,7 @@ package e2e
 // Helpers shared by the real-client and delta tests (fargo_test.go,
 // jsclient_test.go, delta_test.go, badinput_test.go): decoding Eureka
 // applications documents in both formats into comparable records, the
-// reconcile hash (spec §4.11), writes that ride out an election, and waiting
+// reconcile hash (docs/eureka-api.md, "Hash code"), writes that ride out an election, and waiting
 // for a quiet cluster. Names start with "ed" so they cannot collide with the
 // harness's helpers.
 
@@ -77,7 +77,7 @@ func edStates(instances []edInstance) []string {
 	return out
 }
 
-// edHashCode is the reconcile hash of a set of instances (spec §4.11):
+// edHashCode is the reconcile hash of a set of instances (docs/eureka-api.md, "Hash code"):
 // "<STATUS>_<count>_" per status present, statuses in ascending order.
 func edHashCode(instances []edInstance) string {
 	counts := map[string]int{}
@@ -108,7 +108,7 @@ func edID(instanceID, dcName string, dcMeta map[string]string, hostName string) 
 	return hostName
 }
 
-// edEmptyMapClass is the legacy marker of an empty metadata map (spec §3.6).
+// edEmptyMapClass is the legacy marker of an empty metadata map (docs/eureka-api.md, "Metadata map").
 const edEmptyMapClass = "java.util.Collections$EmptyMap"
 
 // ---------------------------------------------------------------------------
@@ -238,7 +238,7 @@ type edXMLInstance struct {
 	ActionType         string `xml:"actionType"`
 }
 
-// edXMLName reverses XStream's element-name escaping (spec §3.6): "__" is
+// edXMLName reverses XStream's element-name escaping (docs/eureka-api.md, "Metadata map"): "__" is
 // "_" and "_-" is "$".
 func edXMLName(s string) string {
 	if !strings.Contains(s, "_") {

@@ -576,9 +576,9 @@ func (r *fgRecorder) take() []string {
 // TestFargoReregisterAfterDeregister: a fargo program that deregisters and
 // registers again (a restart, a redeploy on the same host) calls
 // RegisterInstance, which first GETs the instance and skips the POST on a
-// 200 (spec §2.10, §5.4). GET /apps/{app}/{id} therefore must not answer
+// 200 (docs/eureka-api.md, "One instance", "Client traps"). GET /apps/{app}/{id} therefore must not answer
 // from a cache that still holds the cancelled instance: Eureka does not
-// cache E10. With the default 30 s cache refresh the window is 30 s.
+// cache GET /apps/{app}/{id}. With the default 30 s cache refresh the window is 30 s.
 func TestFargoReregisterAfterDeregister(t *testing.T) {
 	fgQuietLogs()
 	rec := &fgRecorder{next: fargo.HttpClient.Transport}

@@ -45,7 +45,7 @@ func (r reg) registryID() string {
 	return InstanceMap(r.app, r.id, r.extra)["hostName"].(string)
 }
 
-// instanceURL is the E10 URL of r on nd.
+// instanceURL is the GET /apps/{app}/{id} URL of r on nd.
 func (r reg) instanceURL(nd *Node) string {
 	return nd.URL("/eureka/apps/" + strings.ToUpper(r.app) + "/" + url.PathEscape(r.registryID()))
 }
@@ -188,7 +188,7 @@ func head(s []string, n int) []string {
 	return s
 }
 
-// getInstance does GET E10 for r on nd and returns the status and body.
+// getInstance does GET /apps/{app}/{id} for r on nd and returns the status and body.
 func getInstance(t *testing.T, nd *Node, r reg) (int, []byte) {
 	t.Helper()
 	code, body, _ := Do(t, "GET", r.instanceURL(nd), nil)

@@ -11,29 +11,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/opapi"
 )
 
-// Status is the body of GET /v1/status.
+// Status is the body of GET /v1/status (opapi.Status), with every
+// top-level field also kept raw.
 type Status struct {
-	Node              string `json:"node"`
-	State             string `json:"state"` // Leader, Follower, Candidate or Shutdown
-	Leader            string `json:"leader"`
-	LeaderHTTPAddr    string `json:"leader_http_addr"`
-	Term              uint64 `json:"term"`
-	CommitIndex       uint64 `json:"commit_index"`
-	AppliedIndex      uint64 `json:"applied_index"`
-	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
-	// FirstLogIndex and LastLogIndex are the bounds of the Raft log on disk,
-	// if the server reports them (0 otherwise; see Has).
-	FirstLogIndex   uint64 `json:"first_log_index"`
-	LastLogIndex    uint64 `json:"last_log_index"`
-	Mode            string `json:"mode"`
-	Quorum          bool   `json:"quorum"`
-	Instances       int    `json:"instances"`
-	RegistryVersion uint64 `json:"registry_version"`
+	opapi.Status
 
-	// Raw holds every top-level field of the response, including those not
-	// decoded above.
+	// Raw holds every top-level field of the response, including those
+	// opapi.Status does not know.
 	Raw map[string]json.RawMessage `json:"-"`
 }
 
@@ -44,18 +32,10 @@ func (s Status) Has(field string) bool {
 }
 
 // Members is the body of GET /v1/members.
-type Members struct {
-	Members []Member `json:"members"`
-}
+type Members = opapi.Members
 
 // Member is one entry of Members.
-type Member struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
-	Voter    bool   `json:"voter"`
-	Leader   bool   `json:"leader"`
-}
+type Member = opapi.Member
 
 // httpClient is used for every request the harness makes. It never uses a
 // proxy and gives up after 15 s.
@@ -178,7 +158,7 @@ func TryDo(method, url string, body []byte, headers ...string) (int, []byte, htt
 // Eureka register bodies
 
 // InstanceMap returns an instance as the Netflix Java client's codec writes it
-// (spec §3.10 shape: timestamps and isCoordinatingDiscoveryServer as strings,
+// (docs/eureka-api.md, "Example" shape: timestamps and isCoordinatingDiscoveryServer as strings,
 // port objects with a numeric "$" and a string "@enabled", a MyOwn
 // dataCenterInfo, the empty-metadata marker). Keys in extra replace the
 // defaults; a nil value removes the key.

@@ -198,7 +198,7 @@ func runJSScenario(t *testing.T, node string, urls []string) jsResult {
 	}
 	for _, a := range res.Anomalies {
 		// eureka-js-client 4.5.0's delta code splices the wrong index out
-		// of its by-app list (spec §5.3); a client bug, not the server's.
+		// of its by-app list (docs/eureka-api.md, "Client traps"); a client bug, not the server's.
 		t.Logf("known eureka-js-client delta quirk: %s", a)
 	}
 	if !res.OK || runErr != nil {

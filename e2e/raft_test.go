@@ -143,8 +143,8 @@ func TestSingleNodeRestartKeepsEverything(t *testing.T) {
 	}
 
 	// Instance documents must come back byte for byte. The one field allowed
-	// to differ is leaseInfo.lastRenewalTimestamp: DESIGN.md ("Leases, told
-	// once") gives every lease a full duration of grace when a cluster
+	// to differ is leaseInfo.lastRenewalTimestamp: docs/design.md, "Leases"
+	// gives every lease a full duration of grace when a cluster
 	// restarts, and a server may implement that by moving the renewal time
 	// forward (never backward). Everything else, including
 	// registrationTimestamp, lastUpdatedTimestamp, lastDirtyTimestamp and
@@ -367,7 +367,7 @@ func TestSnapshotTruncatesLogAndRestores(t *testing.T) {
 	snap := waitTruncated(t, n1)
 
 	// The data dir holds the log in raft.db and each snapshot in
-	// snapshots/<id>/ (DESIGN.md contract; hashicorp/raft's file snapshot
+	// snapshots/<id>/ (docs/design.md, "The data directory"; hashicorp/raft's file snapshot
 	// store writes meta.json and state.bin into each).
 	if _, err := os.Stat(filepath.Join(n1.DataDir, "raft.db")); err != nil {
 		t.Errorf("no Raft log at <data-dir>/raft.db: %v; data dir holds %v", err, listTree(n1.DataDir, 1))

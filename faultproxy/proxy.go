@@ -3,6 +3,9 @@
 // Each node's advertised Raft address is a proxy front; the proxy learns
 // which node dialled from the connection's preamble (see cluster's
 // WritePreamble) and drops, or passes, each directed link as told.
+//
+// It imports cluster for the preamble only and must not import httpapi or
+// the tool packages that use it.
 package faultproxy
 
 import (

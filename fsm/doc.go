@@ -11,4 +11,8 @@
 // command.go); snapshots are a magic header, a format byte and the msgpack
 // encoding of State. After each apply FSM publishes a Change naming the
 // applications and VIPs touched, so caches invalidate exactly those keys.
+//
+// fsm owns the registry state and nothing else. It must import no other
+// heureka package, and Apply must touch no clock, random source, file or
+// network (docs/design.md, "Invariants").
 package fsm

@@ -25,7 +25,7 @@ type Application struct {
 
 // DeltaEntry is one instance in the recently-changed queue. The queue holds
 // at most one entry per instance: the latest change wins (heureka does not
-// copy Eureka's duplicate entries, see spec §6.3).
+// copy Eureka's duplicate entries, see docs/eureka-api.md, "Where heureka differs").
 type DeltaEntry struct {
 	App    string `codec:"a"`
 	ID     string `codec:"id"`
@@ -346,7 +346,7 @@ func effectiveStatus(candidate, override string, existing *Entry) string {
 	return candidate
 }
 
-// RenewStatus is the status a heartbeat for e is judged by (spec §4.4): when
+// RenewStatus is the status a heartbeat for e is judged by (docs/eureka-api.md, "Renew"): when
 // it is UNKNOWN the heartbeat must answer 404 so the client re-registers.
 func RenewStatus(e *Entry) string {
 	return effectiveStatus(e.Instance.Status, e.Override, e)
@@ -358,7 +358,7 @@ func touched(c *Change, in *Instance) {
 	c.SVIPs = append(c.SVIPs, VIPs(in.SecureVIPAddress)...)
 }
 
-// Register applies spec §4.2 (with heureka's replicated override).
+// Register applies docs/eureka-api.md, "Register" (with heureka's replicated override).
 func (r *Registry) Register(idx uint64, ts int64, in *Instance, c *Change) {
 	in = in.clone()
 	app, id := in.App, in.ID()
@@ -427,8 +427,8 @@ func (r *Registry) Renew(renewals []Renewal) {
 	}
 }
 
-// SetOverride applies spec §4.6 E4. heureka records the override even when
-// the status already equals it (a harmless choice the spec allows), so that
+// SetOverride applies docs/eureka-api.md, "Status override" (PUT .../status). heureka records the override even when
+// the status already equals it (harmless: docs/eureka-api.md, "Where heureka differs"), so that
 // an operator's override always sticks.
 func (r *Registry) SetOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
@@ -462,7 +462,7 @@ func (r *Registry) SetOverride(idx uint64, ts int64, b *OverrideBody, c *Change)
 	return nil
 }
 
-// DeleteOverride applies spec §4.6 E5: b.Status is the status left behind
+// DeleteOverride applies docs/eureka-api.md, "Status override" (DELETE .../status): b.Status is the status left behind
 // (UNKNOWN by default, which makes the next heartbeat 404).
 func (r *Registry) DeleteOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
@@ -494,7 +494,7 @@ func (r *Registry) DeleteOverride(idx uint64, ts int64, b *OverrideBody, c *Chan
 }
 
 // UpdateMetadata merges entries into the instance's metadata in place and
-// emits MODIFIED (heureka does not copy Eureka's full re-register, spec §6.3).
+// emits MODIFIED (heureka does not copy Eureka's full re-register, docs/eureka-api.md, "Where heureka differs").
 func (r *Registry) UpdateMetadata(idx uint64, ts int64, b *MetadataBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
 	if e == nil {

@@ -3,4 +3,8 @@
 // /internal/v1. Handlers are thin: decode, call the cluster or read a view,
 // encode. errorStatus in errors.go is the one place errors become status
 // codes.
+//
+// It imports cluster, cache, fsm, httpapi/eureka and opapi; it must not
+// import store (the data directory is cluster's) or any tool package (bench,
+// lab, e2e), and nothing below it may import it.
 package httpapi

@@ -49,7 +49,7 @@ func errorStatus(err error) int {
 }
 
 // fail writes err as a response. Eureka clients expect an empty body on 404
-// (spec §1.5); everything else, and every operator API error, carries {"error": message}.
+// (docs/eureka-api.md, "Status codes and bodies"); everything else, and every operator API error, carries {"error": message}.
 func (s *Server) fail(c *gin.Context, err error) {
 	status := errorStatus(err)
 	switch {

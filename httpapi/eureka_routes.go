@@ -22,7 +22,7 @@ import (
 )
 
 // resourceNames are the first path segments Eureka mounts; anything else in
-// that place is a version segment ("v2", "v1") and is dropped (spec §1.1).
+// that place is a version segment ("v2", "v1") and is dropped (docs/eureka-api.md, "Paths").
 var resourceNames = map[string]bool{
 	"apps": true, "instances": true, "vips": true, "svips": true,
 	"status": true, "asg": true, "peerreplication": true, "serverinfo": true,
@@ -163,7 +163,7 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	return body, nil
 }
 
-// register is E1: POST /apps/{app}.
+// register is POST /apps/{app} (docs/eureka-api.md, "Register").
 func (s *Server) register(c *gin.Context, pathApp string) {
 	body, err := s.readBody(c)
 	if err != nil {
@@ -213,7 +213,7 @@ func okEmpty(c *gin.Context) {
 	c.Status(http.StatusOK)
 }
 
-// renew is E2: PUT /apps/{app}/{id}.
+// renew is PUT /apps/{app}/{id} (docs/eureka-api.md, "Renew").
 func (s *Server) renew(c *gin.Context, app, id string) {
 	ldt, err := optionalMillis(c, "lastDirtyTimestamp")
 	if err != nil {
@@ -227,7 +227,7 @@ func (s *Server) renew(c *gin.Context, app, id string) {
 	okEmpty(c)
 }
 
-// cancel is E3: DELETE /apps/{app}/{id}.
+// cancel is DELETE /apps/{app}/{id} (docs/eureka-api.md, "Cancel").
 func (s *Server) cancel(c *gin.Context, app, id string) {
 	if err := s.write(c, fsm.CmdCancel, &fsm.KeyBody{App: app, ID: id}); err != nil {
 		s.fail(c, err)
@@ -236,14 +236,14 @@ func (s *Server) cancel(c *gin.Context, app, id string) {
 	okEmpty(c)
 }
 
-// setOverride is E4: PUT /apps/{app}/{id}/status?value=S.
+// setOverride is PUT /apps/{app}/{id}/status?value=S.
 func (s *Server) setOverride(c *gin.Context, app, id string) {
 	value, _ := c.GetQuery("value")
 	s.override(c, fsm.CmdSetOverride, app, id, value)
 }
 
-// deleteOverride is E5: DELETE /apps/{app}/{id}/status[?value=S]; S, the
-// status left behind, defaults to UNKNOWN (spec §4.6).
+// deleteOverride is DELETE /apps/{app}/{id}/status[?value=S]; S, the
+// status left behind, defaults to UNKNOWN (docs/eureka-api.md, "Status override").
 func (s *Server) deleteOverride(c *gin.Context, app, id string) {
 	value, given := c.GetQuery("value")
 	if !given {
@@ -269,7 +269,7 @@ func (s *Server) override(c *gin.Context, t fsm.CmdType, app, id, value string) 
 	okEmpty(c)
 }
 
-// updateMetadata is E6: PUT /apps/{app}/{id}/metadata?k=v&...
+// updateMetadata is PUT /apps/{app}/{id}/metadata?k=v&... (docs/eureka-api.md, "Metadata").
 func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 	md := map[string]string{}
 	for k, vs := range c.Request.URL.Query() {
@@ -342,7 +342,7 @@ const (
 	fromDurable                   // built fresh from the durable state (gate closed)
 )
 
-// readGate applies the read rules (DESIGN.md, "AP and CP", and the readiness
+// readGate applies the read rules (docs/design.md, "AP and CP", and the readiness
 // gate in cluster/ready.go). A node that has not caught up since it started
 // refuses registry reads with 503, which every Eureka client treats as "try
 // another server, keep the registry you have" (docs/operations.md); in AP

@@ -7,9 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/heureka-registry/heureka/cache"
-	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 func (s *Server) operatorRoutes(e *gin.Engine) {
@@ -58,32 +57,15 @@ func (s *Server) removeMember(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"removed": c.Param("id")})
 }
 
-// nodeStatus is GET /v1/status: the node's Raft and registry state plus the
-// response cache counters.
-type nodeStatus struct {
-	cluster.Status
-	Cache cache.Stats `json:"cache"`
-	// Leases comes from the leader; it is absent while there is none.
-	Leases *cluster.LeaseStatus `json:"leases,omitempty"`
-	Memory memoryStatus         `json:"memory"`
-}
-
-// memoryStatus is the Go runtime's view of the process memory.
-type memoryStatus struct {
-	HeapAllocBytes uint64 `json:"heap_alloc_bytes"`
-	HeapInuseBytes uint64 `json:"heap_inuse_bytes"`
-	SysBytes       uint64 `json:"sys_bytes"`
-	NumGC          uint32 `json:"num_gc"`
-}
-
-func readMemory() memoryStatus {
+func readMemory() opapi.Memory {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return memoryStatus{HeapAllocBytes: m.HeapAlloc, HeapInuseBytes: m.HeapInuse, SysBytes: m.Sys, NumGC: m.NumGC}
+	return opapi.Memory{HeapAllocBytes: m.HeapAlloc, HeapInuseBytes: m.HeapInuse, SysBytes: m.Sys, NumGC: m.NumGC}
 }
 
+// status is GET /v1/status (opapi.Status).
 func (s *Server) status(c *gin.Context) {
-	st := nodeStatus{Status: s.cluster.Status(), Cache: s.cache.Stats(), Memory: readMemory()}
+	st := opapi.Status{NodeStatus: s.cluster.Status(), Cache: s.cache.Stats(), Memory: readMemory()}
 	if ls, err := s.cluster.LeaseStatus(c.Request.Context()); err == nil {
 		st.Leases = &ls
 	}

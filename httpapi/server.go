@@ -112,7 +112,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	})
 	e := gin.New()
 	// Eureka clients send writes to paths with and without trailing slashes;
-	// a redirect would turn a POST into a GET in some clients (spec §5.5).
+	// a redirect would turn a POST into a GET in some clients (docs/eureka-api.md, "Client traps").
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false

@@ -127,7 +127,7 @@ func (v *views) collectionLocked(f eureka.Format, versionsDelta, hash string, pa
 	return append(segs, suffix)
 }
 
-// apps is E7: every application, versions__delta 1, the registry's hash.
+// apps is GET /apps: every application, versions__delta 1, the registry's hash.
 // The fragment lock is held for the whole build (lock order: fragments,
 // then FSM); the FSM lock only while collecting entries, which are
 // immutable and encoded afterwards.
@@ -157,9 +157,9 @@ func (v *views) apps(f eureka.Format) ([][]byte, uint64, error) {
 	return segs, version, nil
 }
 
-// delta is E8: the recently changed instances grouped per application in
+// delta is GET /apps/delta: the recently changed instances grouped per application in
 // order of first appearance, with the hash of the full registry taken from
-// the same view (spec §4.11).
+// the same view (docs/eureka-api.md, "Hash code").
 func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 	var parts []part
 	var hash string
@@ -183,7 +183,7 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 	return v.collectionLocked(f, strconv.FormatUint(version, 10), hash, parts), version, nil
 }
 
-// app is E9, sharing the fragment the full registry uses.
+// app is GET /apps/{app}, sharing the fragment the full registry uses.
 func (v *views) app(f eureka.Format, name string) ([][]byte, uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -206,7 +206,7 @@ func (v *views) app(f eureka.Format, name string) ([][]byte, uint64, error) {
 	return [][]byte{prefix, v.fragmentLocked(f, p), suffix}, version, nil
 }
 
-// vip is E12/E13: instances whose (secure) VIP list contains vip exactly;
+// vip is GET /vips/{vip} and /svips/{svip}: instances whose (secure) VIP list contains vip exactly;
 // versions__delta is -1 and the hash covers only what is returned. An
 // application whose every instance matches reuses its fragment.
 func (v *views) vip(f eureka.Format, secure bool, vip string) ([][]byte, uint64, error) {
@@ -241,7 +241,7 @@ func (v *views) vip(f eureka.Format, secure bool, vip string) ([][]byte, uint64,
 	return v.collectionLocked(f, "-1", fsm.HashCode(counts), parts), version, nil
 }
 
-// instance is E10 (app given) and E11 (app empty: search every application).
+// instance is GET /apps/{app}/{id} (app given) and /instances/{id} (app empty: search every application).
 func (v *views) instance(f eureka.Format, app, id string) ([][]byte, uint64, error) {
 	var e *fsm.Entry
 	v.read(func(r *fsm.Registry) {

@@ -125,7 +125,7 @@ func TestViews_FragmentsMatchFullBuild(t *testing.T) {
 	}
 	applyCmd(t, f, idx, fsm.CmdMetadata, &fsm.MetadataBody{App: "APP-003", ID: "10.0.0.3:app-003:8080", Metadata: map[string]string{"z": "1"}})
 	applyCmd(t, f, idx, fsm.CmdCancel, &fsm.KeyBody{App: "APP-004", ID: "10.0.0.4:app-004:8080"})
-	// The E9 document shares the fragment and must match a fresh build too.
+	// The GET /apps/{app} document shares the fragment and must match a fresh build too.
 	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
 		key := cache.Key{Entity: cache.EntityApp, Name: "APP-003", Format: uint8(format)}
 		segs, _, _ := v.build(key)

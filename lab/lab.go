@@ -2,6 +2,9 @@
 // processes with a fault-injecting proxy between their Raft links, runs a
 // small client workload, plays a scripted fault scenario in AP and in CP
 // mode, and reports what clients saw on each side of the faults.
+//
+// It drives real processes over HTTP and imports only faultproxy and opapi
+// of heureka; it must not import the server's packages.
 package lab
 
 import (

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/faultproxy"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 // node is one heureka process the lab started.
@@ -135,19 +136,10 @@ func (c *cluster) stop() {
 	c.proxy.Close()
 }
 
-// status is the part of GET /v1/status the lab reads.
-type status struct {
-	Node       string `json:"node"`
-	State      string `json:"state"`
-	Leader     string `json:"leader"`
-	QuorumLost bool   `json:"quorum_lost"`
-	Journal    int    `json:"journal_entries"`
-}
-
 var client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 
-func (nd *node) status() (status, error) {
-	var st status
+func (nd *node) status() (opapi.Status, error) {
+	var st opapi.Status
 	resp, err := client.Get("http://" + nd.httpAddr + "/v1/status")
 	if err != nil {
 		return st, err

@@ -1,6 +1,7 @@
 // Package store owns heureka's data directory: the Raft log and stable store
 // (raft-boltdb), the file snapshot store, and the lock that keeps a second
-// process out. Nothing above it touches bolt directly.
+// process out. Nothing above it touches bolt directly. It must import no other
+// heureka package.
 package store
 
 import (

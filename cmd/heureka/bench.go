@@ -26,6 +26,10 @@ stderr. The whole table at 10,000 instances:
 
   heureka bench --local 3 --etcd local
 
+The etcd column needs a build with the etcd client (go build -tags
+etcdclient ./cmd/heureka, or make build-bench); the server binary leaves it
+out.
+
 Flags:
 `
 
@@ -99,6 +103,10 @@ func benchCmd(args []string) int {
 	case *etcdMode == "none" || *etcdMode == "":
 	default:
 		fmt.Fprintf(os.Stderr, "heureka bench: --etcd %q: want local or none\n", *etcdMode)
+		return 2
+	}
+	if (s.Etcd != nil || s.LocalEtcd > 0) && !bench.EtcdClient {
+		fmt.Fprintln(os.Stderr, "heureka bench: the etcd column needs a build with the etcd client: go build -tags etcdclient ./cmd/heureka (make build-bench)")
 		return 2
 	}
 	if exe, err := os.Executable(); err == nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 const defaultOpsAddr = "127.0.0.1:8761"
@@ -231,42 +232,6 @@ func (c *opsClient) printValue(v any) error {
 // ---------------------------------------------------------------------------
 // heureka status
 
-// opsStatus is the part of GET /v1/status the summary shows.
-type opsStatus struct {
-	Node            string          `json:"node"`
-	State           string          `json:"state"`
-	Leader          string          `json:"leader"`
-	LeaderHTTPAddr  string          `json:"leader_http_addr"`
-	Term            uint64          `json:"term"`
-	CommitIndex     uint64          `json:"commit_index"`
-	AppliedIndex    uint64          `json:"applied_index"`
-	LastLogIndex    uint64          `json:"last_log_index"`
-	LastSnapshot    uint64          `json:"last_snapshot_index"`
-	Mode            string          `json:"mode"`
-	Quorum          bool            `json:"quorum"`
-	Fallback        json.RawMessage `json:"fallback"`
-	Instances       int             `json:"instances"`
-	Applications    int             `json:"applications"`
-	RegistryVersion uint64          `json:"registry_version"`
-	LogBytes        int64           `json:"log_bytes"`
-	Leases          *struct {
-		Enabled   bool    `json:"self_preservation_enabled"`
-		Active    bool    `json:"self_preservation_active"`
-		Renews    int64   `json:"renews_last_min"`
-		Threshold int64   `json:"renews_threshold"`
-		Expected  float64 `json:"expected_renews_per_min"`
-		Evicted   uint64  `json:"evicted_total"`
-	} `json:"leases"`
-	Cache *struct {
-		ROHits   uint64 `json:"read_only_hits"`
-		ROMisses uint64 `json:"read_only_misses"`
-		RWHits   uint64 `json:"read_write_hits"`
-		RWMisses uint64 `json:"read_write_misses"`
-		Builds   uint64 `json:"builds"`
-		Bytes    int64  `json:"bytes"`
-	} `json:"cache"`
-}
-
 func opsStatusCmd(args []string) int {
 	c, _, err := newOps("status", args, 5*time.Second, nil)
 	if err != nil {
@@ -276,7 +241,7 @@ func opsStatusCmd(args []string) int {
 }
 
 func (c *opsClient) status() error {
-	var st opsStatus
+	var st opapi.Status
 	raw, err := c.getJSON("/v1/status", &st)
 	if err != nil {
 		return err
@@ -297,48 +262,33 @@ func (c *opsClient) status() error {
 	fmt.Fprintf(w, "leader\t%s\n", leader)
 	fmt.Fprintf(w, "mode\t%s, quorum %s%s\n", st.Mode, quorum, fallbackText(st.Fallback))
 	fmt.Fprintf(w, "raft\tterm %d, commit %d, applied %d, last log %d, snapshot %d, log %s\n",
-		st.Term, st.CommitIndex, st.AppliedIndex, st.LastLogIndex, st.LastSnapshot, sizeText(st.LogBytes))
+		st.Term, st.CommitIndex, st.AppliedIndex, st.LastLogIndex, st.LastSnapshotIndex, sizeText(st.LogBytes))
 	fmt.Fprintf(w, "registry\t%d applications, %d instances (version %d)\n", st.Applications, st.Instances, st.RegistryVersion)
 	if l := st.Leases; l != nil {
 		sp := "disabled"
 		switch {
-		case l.Active:
+		case l.SelfPreservationActive:
 			sp = "ACTIVE (EMERGENCY: renewals below threshold, eviction stopped)"
-		case l.Enabled:
+		case l.SelfPreservationEnabled:
 			sp = "enabled, inactive"
 		}
-		fmt.Fprintf(w, "leases\trenews %d/min, threshold %d, expected %.0f/min, evicted %d\n", l.Renews, l.Threshold, l.Expected, l.Evicted)
+		fmt.Fprintf(w, "leases\trenews %d/min, threshold %d, expected %.0f/min, evicted %d\n", l.RenewsLastMin, l.Threshold, l.ExpectedRenewsPerMin, l.EvictedTotal)
 		fmt.Fprintf(w, "self-preservation\t%s\n", sp)
 	} else {
 		fmt.Fprintf(w, "leases\tunknown (no leader)\n")
 	}
-	if ch := st.Cache; ch != nil {
-		fmt.Fprintf(w, "cache\treadOnly %d hits / %d misses, readWrite %d hits / %d misses, %d builds, %s\n",
-			ch.ROHits, ch.ROMisses, ch.RWHits, ch.RWMisses, ch.Builds, sizeText(ch.Bytes))
-	}
+	ch := st.Cache
+	fmt.Fprintf(w, "cache\treadOnly %d hits / %d misses, readWrite %d hits / %d misses, %d builds, %s\n",
+		ch.ReadOnlyHits, ch.ReadOnlyMisses, ch.ReadWriteHits, ch.ReadWriteMisses, ch.Builds, sizeText(ch.Bytes))
 	return w.Flush()
 }
 
-// fallbackText describes the status' "fallback" field, whatever its shape.
-func fallbackText(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
+// fallbackText describes the status' "fallback" field.
+func fallbackText(active bool) string {
+	if active {
+		return ", AP fallback ACTIVE"
 	}
-	var b bool
-	if json.Unmarshal(raw, &b) == nil {
-		if b {
-			return ", AP fallback ACTIVE"
-		}
-		return ", fallback off"
-	}
-	var obj map[string]any
-	if json.Unmarshal(raw, &obj) == nil {
-		if active, ok := obj["active"].(bool); ok && active {
-			return ", AP fallback ACTIVE"
-		}
-		return ", fallback off"
-	}
-	return ""
+	return ", fallback off"
 }
 
 func sizeText(n int64) string {
@@ -355,14 +305,6 @@ func sizeText(n int64) string {
 
 // ---------------------------------------------------------------------------
 // heureka members
-
-type opsMember struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
-	Voter    bool   `json:"voter"`
-	Leader   bool   `json:"leader"`
-}
 
 func opsMembersCmd(args []string) int {
 	var id, raftAddr, httpAddr string
@@ -388,7 +330,7 @@ func opsMembersCmd(args []string) int {
 		if len(pos) != 0 || id == "" || raftAddr == "" || httpAddr == "" {
 			return opsExit("members", fmt.Errorf("%w: members join needs --id, --raft-addr and --http-addr", errUsage))
 		}
-		err = c.membersJoin(opsMember{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr})
+		err = c.membersJoin(opapi.Member{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr})
 	case "remove":
 		if len(pos) != 1 {
 			return opsExit("members", fmt.Errorf("%w: members remove takes one node id", errUsage))
@@ -401,9 +343,7 @@ func opsMembersCmd(args []string) int {
 }
 
 func (c *opsClient) membersList() error {
-	var body struct {
-		Members []opsMember `json:"members"`
-	}
+	var body opapi.Members
 	raw, err := c.getJSON("/v1/members", &body)
 	if err != nil {
 		return err
@@ -427,7 +367,7 @@ func (c *opsClient) membersList() error {
 	return w.Flush()
 }
 
-func (c *opsClient) membersJoin(m opsMember) error {
+func (c *opsClient) membersJoin(m opapi.Member) error {
 	body, _ := json.Marshal(m)
 	raw, err := c.do(http.MethodPost, "/v1/members", "application/json", bytes.NewReader(body))
 	if err != nil {

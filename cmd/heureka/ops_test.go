@@ -3,9 +3,14 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 func TestOpsFlagsAnywhere(t *testing.T) {
@@ -25,17 +30,33 @@ func TestOpsFlagsAnywhere(t *testing.T) {
 	}
 }
 
-func TestFallbackText(t *testing.T) {
-	for raw, want := range map[string]string{
-		"":                  "",
-		"null":              "",
-		"true":              ", AP fallback ACTIVE",
-		"false":             ", fallback off",
-		`{"active": true}`:  ", AP fallback ACTIVE",
-		`{"active": false}`: ", fallback off",
-	} {
-		if got := fallbackText(json.RawMessage(raw)); got != want {
-			t.Errorf("fallbackText(%q) = %q, want %q", raw, got, want)
+// TestStatusSummary renders heureka status from a server's /v1/status body
+// (the one opapi.Status type both sides share).
+func TestStatusSummary(t *testing.T) {
+	body, err := json.Marshal(opapi.Status{
+		NodeStatus: opapi.NodeStatus{Node: "n1", State: "Follower", Mode: "ap", Fallback: true, Instances: 3, Applications: 2},
+		Leases:     &opapi.LeaseStatus{SelfPreservationEnabled: true, SelfPreservationActive: true, RenewsLastMin: 4, Threshold: 5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	c, _, err := newOps("status", []string{"--addr", srv.URL}, time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	c.stdout = &out
+	if err := c.status(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"n1 (Follower)", "quorum no, AP fallback ACTIVE", "2 applications, 3 instances", "renews 4/min, threshold 5", "EMERGENCY"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -208,7 +208,7 @@ async function main() {
   const alphaLeft = alpha.filter((h) => h !== STOP_HOST);
   const others = clients.filter((c) => c !== gone);
   // eureka-js-client 4.5.0's delta handling removes the wrong entry from its
-  // by-app list (it splices index 0, spec §5.3); it converges only over the
+  // by-app list (it splices index 0, docs/eureka-api.md, "Client traps"); it converges only over the
   // next fetches. Record what the by-app view shows meanwhile.
   const watch = setInterval(() => {
     for (const c of others) {

@@ -11,7 +11,7 @@ import (
 
 // BadRequestError is a request body or register instance the server must
 // refuse with 400. Msg is meant for the client as it is: for the validation
-// failures of ValidateInstance it is Eureka's exact text (spec §2.1), which
+// failures of ValidateInstance it is Eureka's exact text (docs/eureka-api.md, "Register"), which
 // belongs in a text/plain body.
 type BadRequestError struct {
 	Msg string
@@ -24,7 +24,7 @@ func badRequest(format string, args ...any) error {
 	return &BadRequestError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// Applications is a decoded applications document (spec §3.7).
+// Applications is a decoded applications document (docs/eureka-api.md, "Applications").
 type Applications struct {
 	VersionsDelta string
 	AppsHashCode  string
@@ -38,7 +38,7 @@ type Application struct {
 	Instances []*fsm.Entry
 }
 
-// DecodeInstance decodes a register body (E1, spec §2.1, §3.9) in format f,
+// DecodeInstance decodes a register body (docs/eureka-api.md, "Register", "Register bodies clients send") in format f,
 // with or without the {"instance": ...} wrapper in JSON; XML needs its
 // <instance> root. nowMs stands in for an absent or zero lastDirtyTimestamp.
 //
@@ -70,7 +70,7 @@ func DecodeInstance(body []byte, f Format, nowMs int64) (*fsm.Instance, error) {
 	return e.Instance, nil
 }
 
-// ValidateInstance applies Eureka's register checks (spec §2.1) in order and
+// ValidateInstance applies Eureka's register checks (docs/eureka-api.md, "Register") in order and
 // returns the first failure as a *BadRequestError with Eureka's exact
 // message. pathApp is the {app} path segment; both names are compared
 // upper-cased.
@@ -102,7 +102,7 @@ func ValidateInstance(in *fsm.Instance, pathApp string) error {
 }
 
 // NormalizeAppName upper-cases an application name the way heureka keys its
-// registry: ASCII letters only, independent of locale (spec §1.1). Handlers
+// registry: ASCII letters only, independent of locale (docs/eureka-api.md, "Paths"). Handlers
 // must use it for the {app} path segment so that lookups match what
 // DecodeInstance stored.
 func NormalizeAppName(s string) string { return upperASCII(s) }
@@ -275,7 +275,7 @@ func (d *decoder) application(n *node) (Application, error) {
 	return a, nil
 }
 
-// instance reads an instance object (spec §3.2). Members are applied in
+// instance reads an instance object (docs/eureka-api.md, "Instance"). Members are applied in
 // document order, so the last of duplicates (or of the two overriddenStatus
 // spellings) wins.
 func (d *decoder) instance(n *node) (*fsm.Entry, error) {
@@ -348,7 +348,7 @@ func (d *decoder) instance(n *node) (*fsm.Entry, error) {
 			in.LastDirtyTimestamp, err = d.int64(name, v, in.LastDirtyTimestamp)
 		case "asgName":
 			in.ASGName, err = d.text(name, v)
-		// Server-owned fields: a registrant cannot set them (spec §3.2).
+		// Server-owned fields: a registrant cannot set them (docs/eureka-api.md, "Instance").
 		case "isCoordinatingDiscoveryServer":
 			if d.full {
 				in.IsCoordinatingDiscoveryServer, err = d.bool(name, v)
@@ -376,7 +376,7 @@ func (d *decoder) instance(n *node) (*fsm.Entry, error) {
 	return e, nil
 }
 
-// dataCenter reads dataCenterInfo (spec §3.4). @class is optional; a present
+// dataCenter reads dataCenterInfo (docs/eureka-api.md, "Data center"). @class is optional; a present
 // object always comes back with a Class so that it is distinguishable from an
 // absent one. Metadata is kept for Amazon only.
 func (d *decoder) dataCenter(n *node) (fsm.DataCenterInfo, error) {
@@ -412,7 +412,7 @@ func (d *decoder) dataCenter(n *node) (fsm.DataCenterInfo, error) {
 	return dc, nil
 }
 
-// lease reads leaseInfo (spec §3.5). A register body contributes only the
+// lease reads leaseInfo (docs/eureka-api.md, "Lease info"). A register body contributes only the
 // two durations; documents also carry the lease timestamps.
 func (d *decoder) lease(n *node, e *fsm.Entry) error {
 	fs, err := d.object("leaseInfo", n)
@@ -456,7 +456,7 @@ func (d *decoder) lease(n *node, e *fsm.Entry) error {
 	return nil
 }
 
-// metadata reads a string map (spec §3.6). Values are taken as text (numbers
+// metadata reads a string map (docs/eureka-api.md, "Metadata map"). Values are taken as text (numbers
 // and booleans as written). JSON drops the key "@class", Eureka's empty-map
 // marker; XML drops attributes and unescapes element names.
 func (d *decoder) metadata(path string, n *node) (map[string]string, error) {
@@ -486,7 +486,7 @@ func (d *decoder) metadata(path string, n *node) (map[string]string, error) {
 	return m, nil
 }
 
-// port reads a port (spec §3.3), starting from the defaults num and enabled.
+// port reads a port (docs/eureka-api.md, "Ports"), starting from the defaults num and enabled.
 // JSON: {"$": n, "@enabled": b} with n a number or numeric string and b a
 // boolean or string, or a bare number (taken as enabled). XML: the text is
 // the number; enabled="false" disables a port, only enabled="true" enables a
@@ -557,7 +557,7 @@ func (d *decoder) text(path string, n *node) (string, error) {
 	return "", badRequest("%s: expected a string, got %s", path, n.describe())
 }
 
-// status reads a status name: empty means UNKNOWN (spec §3.2); any other
+// status reads a status name: empty means UNKNOWN (docs/eureka-api.md, "Instance"); any other
 // value must be one of the five names, matched exactly in JSON and ignoring
 // case (and surrounding blanks) in XML.
 func (d *decoder) status(path string, n *node) (string, error) {

@@ -13,7 +13,7 @@ import (
 
 const now = 1718000009999
 
-// Register bodies as the clients of spec §3.9 send them, all describing the
+// Register bodies as the clients of docs/eureka-api.md, "Register bodies clients send" send them, all describing the
 // same instance.
 var clientBodies = []struct {
 	name   string
@@ -152,7 +152,7 @@ func TestDecodeClientBodies(t *testing.T) {
 	}
 }
 
-// TestDecodeSpecExamples reads the documents of spec §3.10/§3.11 back into
+// TestDecodeSpecExamples reads the documents of docs/eureka-api.md, "Example" back into
 // the fixtures they were built from.
 func TestDecodeSpecExamples(t *testing.T) {
 	for _, f := range formats {

@@ -1,16 +1,16 @@
 // Package eureka is heureka's codec for Netflix Eureka's wire format: the
-// JSON and XML documents of the Eureka REST API (spec/eureka-rest.md §3),
+// JSON and XML documents of the Eureka REST API (docs/eureka-api.md, "Documents"),
 // mapped onto the registry model of package fsm.
 //
 // The package has three parts:
 //
 //   - Negotiation (format.go): ResponseFormat picks JSON iff Accept contains
-//     "json" (spec §1.2); RequestFormat picks the decoder for a request body
+//     "json" (docs/eureka-api.md, "Formats"); RequestFormat picks the decoder for a request body
 //     from its Content-Type, sniffing the body when the type is generic.
 //
 //   - Encoding (encode.go): hand-written append-style encoders with no
 //     reflection. They emit exactly Eureka's field order, types and omission
-//     rules (spec §3.1–§3.8), because clients depend on them: Spring's strict
+//     rules (docs/eureka-api.md, "Documents"), because clients depend on them: Spring's strict
 //     Jackson model fails on any unknown key, fargo fails on a JSON boolean
 //     where it expects a string, js-client crashes on an application with no
 //     instances. The API is shaped for a response cache: AppendApplication
@@ -18,9 +18,9 @@
 //     registry document from fragments without re-encoding them.
 //
 //   - Decoding (decode.go, parse.go): DecodeInstance reads a register body
-//     leniently, accepting every variant real clients send (spec §3.9), and
+//     leniently, accepting every variant real clients send (docs/eureka-api.md, "Register bodies clients send"), and
 //     normalises it as Eureka does; ValidateInstance applies the register
-//     checks of spec §2.1 with Eureka's exact messages. DecodeEntry,
+//     checks of docs/eureka-api.md, "Register" with Eureka's exact messages. DecodeEntry,
 //     DecodeApplication and DecodeApplications read our own documents back
 //     (tests, tools). Every decoding error is a *BadRequestError.
 //
@@ -37,16 +37,19 @@
 //     (com.netflix.appinfo.AmazonInfo for "Amazon", else
 //     com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo), so a
 //     non-canonical Class does not survive a round trip. Metadata is kept only
-//     for the Amazon data center (spec §3.4).
+//     for the Amazon data center (docs/eureka-api.md, "Data center").
 //   - leaseInfo durations ≤ 0 decode as 0 (the fsm applies the defaults) but
 //     are encoded as 30 / 90, the values the server actually uses.
-//   - sid "unknown" and "" are not emitted (spec §3.2), so they decode as
+//   - sid "unknown" and "" are not emitted (docs/eureka-api.md, "Instance"), so they decode as
 //     "na"; an empty OverriddenStatus is emitted as UNKNOWN.
 //   - XML cannot carry every string: control characters other than tab, line
 //     feed and carriage return, U+FFFE and U+FFFF are written as U+FFFD, and a
 //     metadata key that is not a plain ASCII XML name after XStream escaping
-//     (spec §3.6) is left out of XML output. JSON carries every string; invalid
+//     (docs/eureka-api.md, "Metadata map") is left out of XML output. JSON carries every string; invalid
 //     UTF-8 becomes U+FFFD in both formats.
 //   - Entry.ModifyIndex is not on the wire; Entry.Override is derived from
 //     the instance's overriddenStatus (UNKNOWN means none).
+//
+// It owns the codec only: it imports fsm (the model it maps) and must not
+// import httpapi, cluster or cache, and knows nothing of HTTP.
 package eureka

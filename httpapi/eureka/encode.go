@@ -9,7 +9,7 @@ import (
 
 // Data-center class names. Both Java decoders resolve the data-center type
 // from @class and have no default, so output always carries one of the two
-// canonical names (spec §3.4).
+// canonical names (docs/eureka-api.md, "Data center").
 const (
 	classAmazonInfo  = "com.netflix.appinfo.AmazonInfo"
 	classDefaultInfo = "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo"
@@ -32,10 +32,10 @@ func dataCenterClass(name string) string {
 // bookkeeping.
 
 // AppendInstance appends the bare instance object of e, {...} in JSON and
-// <instance>...</instance> in XML, with the fields of spec §3.2 in Eureka's
+// <instance>...</instance> in XML, with the fields of docs/eureka-api.md, "Instance" in Eureka's
 // order. e.Instance must not be nil. The lease times come from e:
 // lastRenewalTimestamp is e.LastRenewalTs (heureka reports the real last
-// renewal, spec §6.4).
+// renewal, docs/eureka-api.md, "Where heureka differs").
 func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
 	in := e.Instance
 	if f == XML {
@@ -54,7 +54,7 @@ func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
 	}
 	dst = str(dst, f, "status", orUnknown(in.Status))
 	// The XML element is spelt with a lower-case s; fargo's XML decoder is
-	// case-sensitive (spec §3.2, §3.8).
+	// case-sensitive (docs/eureka-api.md, "Instance", "Documents").
 	if f == JSON {
 		dst = str(dst, f, "overriddenStatus", orUnknown(in.OverriddenStatus))
 	} else {
@@ -75,7 +75,7 @@ func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
 	dst = num(dst, f, "serviceUpTimestamp", e.ServiceUpTs)
 	dst = closeObj(dst, f, "leaseInfo")
 	dst = metadata(dst, f, in.Metadata)
-	// Eureka's "auto" fields: strings, written only when set (spec §3.2).
+	// Eureka's "auto" fields: strings, written only when set (docs/eureka-api.md, "Instance").
 	dst = optStr(dst, f, "appGroupName", in.AppGroupName)
 	dst = optStr(dst, f, "homePageUrl", in.HomePageURL)
 	dst = optStr(dst, f, "statusPageUrl", in.StatusPageURL)
@@ -92,7 +92,7 @@ func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
 }
 
 // AppendInstanceDoc appends e as a root document: {"instance":{...}} in JSON,
-// <instance>...</instance> in XML (E10, E11, spec §3.1).
+// <instance>...</instance> in XML (instance reads, docs/eureka-api.md, "Documents").
 func AppendInstanceDoc(dst []byte, f Format, e *fsm.Entry) []byte {
 	if f == XML {
 		return AppendInstance(dst, f, e)
@@ -107,7 +107,7 @@ func AppendInstanceDoc(dst []byte, f Format, e *fsm.Entry) []byte {
 // {"name":"X","instance":[...]} in JSON (instance is always an array),
 // <application><name>X</name><instance>...</instance>...</application> in XML.
 // Callers never pass zero entries: Eureka never lists an application without
-// instances and js-client crashes on one (spec §3.1).
+// instances and js-client crashes on one (docs/eureka-api.md, "Documents").
 func AppendApplication(dst []byte, f Format, name string, entries []*fsm.Entry) []byte {
 	if f == XML {
 		dst = append(dst, "<application><name>"...)
@@ -131,7 +131,7 @@ func AppendApplication(dst []byte, f Format, name string, entries []*fsm.Entry) 
 }
 
 // AppendApplicationDoc wraps a fragment from AppendApplication as a root
-// document (E9): {"application":<fragment>} in JSON; in XML the fragment is
+// document (GET /apps/{app}): {"application":<fragment>} in JSON; in XML the fragment is
 // already the root.
 func AppendApplicationDoc(dst []byte, f Format, fragment []byte) []byte {
 	prefix, suffix := ApplicationDocParts(f)
@@ -150,8 +150,8 @@ func ApplicationDocParts(f Format) (prefix, suffix []byte) {
 	return []byte(`{"application":`), []byte{'}'}
 }
 
-// AppendApplications appends an applications document (E7, E8, E12, E13,
-// spec §3.7) built from AppendApplication fragments in the given format:
+// AppendApplications appends an applications document (full registry, delta, VIPs;
+// docs/eureka-api.md, "Applications") built from AppendApplication fragments in the given format:
 //
 //	{"applications":{"versions__delta":"1","apps__hashcode":"UP_3_","application":[frag,frag]}}
 //	<applications><versions__delta>1</versions__delta><apps__hashcode>UP_3_</apps__hashcode>fragfrag</applications>
@@ -189,7 +189,7 @@ func ApplicationsParts(f Format, versionsDelta, hashCode string) (prefix, sep, s
 }
 
 // dataCenter writes dataCenterInfo with its canonical class; metadata only for
-// Amazon, since Spring maps every other name to a class without it (spec §3.4).
+// Amazon, since Spring maps every other name to a class without it (docs/eureka-api.md, "Data center").
 func dataCenter(dst []byte, f Format, dc *fsm.DataCenterInfo) []byte {
 	class := dataCenterClass(dc.Name)
 	if f == XML {
@@ -210,7 +210,7 @@ func dataCenter(dst []byte, f Format, dc *fsm.DataCenterInfo) []byte {
 }
 
 // metadata writes a string map with its keys sorted, so that equal registries
-// encode to equal bytes. An empty map is Eureka's EmptyMap marker (spec §3.6).
+// encode to equal bytes. An empty map is Eureka's EmptyMap marker (docs/eureka-api.md, "Metadata map").
 func metadata(dst []byte, f Format, m map[string]string) []byte {
 	if len(m) == 0 {
 		if f == XML {
@@ -244,7 +244,7 @@ func metadata(dst []byte, f Format, m map[string]string) []byte {
 
 // port writes a port object: {"$":8080,"@enabled":"true"} with a numeric $
 // and a string @enabled (fargo rejects a JSON boolean), or
-// <port enabled="true">8080</port> (spec §3.3).
+// <port enabled="true">8080</port> (docs/eureka-api.md, "Ports").
 func port(dst []byte, f Format, name string, n int32, enabled bool) []byte {
 	if f == XML {
 		dst = append(dst, '<')
@@ -332,7 +332,7 @@ func num(dst []byte, f Format, name string, v int64) []byte {
 }
 
 // numStr writes a number that Eureka emits as a JSON string (the timestamps
-// among the auto fields, spec §3.1).
+// among the auto fields, docs/eureka-api.md, "Documents").
 func numStr(dst []byte, f Format, name string, v int64) []byte {
 	if f == XML {
 		return num(dst, f, name, v)

@@ -31,7 +31,7 @@ var goldens = []struct {
 	}},
 	{"applications", registry},
 	{"applications_empty", func(f Format) []byte { return AppendApplications(nil, f, "1", "", nil) }},
-	// The delta of spec §3.12: 10.20.1.16 put OUT_OF_SERVICE, PAYMENTS cancelled.
+	// The delta of docs/eureka-api.md, "Delta": 10.20.1.16 put OUT_OF_SERVICE, PAYMENTS cancelled.
 	{"delta", func(f Format) []byte {
 		return AppendApplications(nil, f, "42", "OUT_OF_SERVICE_1_UP_1_", [][]byte{
 			AppendApplication(nil, f, "ORDER-SERVICE", []*fsm.Entry{orderB()}),
@@ -87,7 +87,7 @@ func xmlWellFormed(b []byte) error {
 }
 
 // TestGoldenMatchesSpec compares our registry document with the examples of
-// spec §3.10 and §3.11, kept verbatim under testdata/spec: same JSON value,
+// the two documents of docs/eureka-api.md, "Example", kept verbatim under testdata/spec: same JSON value,
 // same XML tree (whitespace and the order of metadata children aside; we sort
 // metadata keys).
 func TestGoldenMatchesSpec(t *testing.T) {
@@ -103,7 +103,7 @@ func TestGoldenMatchesSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("JSON registry differs from spec §3.10:\n got: %v\nwant: %v", got, want)
+		t.Errorf("JSON registry differs from the example document:\n got: %v\nwant: %v", got, want)
 	}
 
 	specXML, err := os.ReadFile("testdata/spec/applications.xml")
@@ -111,7 +111,7 @@ func TestGoldenMatchesSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	if g, w := canonXML(t, registry(XML)), canonXML(t, specXML); g != w {
-		t.Errorf("XML registry differs from spec §3.11:\n got: %s\nwant: %s", g, w)
+		t.Errorf("XML registry differs from the example document:\n got: %s\nwant: %s", g, w)
 	}
 }
 

@@ -107,7 +107,7 @@ func appendXMLText(dst []byte, s string) []byte {
 // xmlNameOK reports whether a metadata key, once escaped by appendXMLName,
 // is an XML element name that every parser accepts. heureka keeps to ASCII
 // names without colons (namespace prefixes); other keys are left out of XML
-// output, where Eureka would emit a broken document (spec §3.6).
+// output, where Eureka would emit a broken document (docs/eureka-api.md, "Metadata map").
 func xmlNameOK(key string) bool {
 	if key == "" {
 		return false
@@ -127,7 +127,7 @@ func xmlNameOK(key string) bool {
 }
 
 // appendXMLName appends a metadata key as an element name using XStream's
-// escaping, "_" → "__" and "$" → "_-" (spec §3.6). The key must satisfy
+// escaping, "_" → "__" and "$" → "_-" (docs/eureka-api.md, "Metadata map"). The key must satisfy
 // xmlNameOK.
 func appendXMLName(dst []byte, key string) []byte {
 	for i := 0; i < len(key); i++ {

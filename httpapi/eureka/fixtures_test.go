@@ -7,7 +7,7 @@ import (
 	"github.com/heureka-registry/heureka/fsm"
 )
 
-// The fixtures mirror the registry of spec §3.10/§3.11: ORDER-SERVICE with
+// The fixtures mirror the registry of docs/eureka-api.md, "Example": ORDER-SERVICE with
 // two instances (one OUT_OF_SERVICE with empty metadata) and PAYMENTS on
 // Amazon without an instanceId.
 
@@ -81,14 +81,14 @@ func payments() *fsm.Entry {
 	}
 }
 
-// paymentsDeleted is payments as a DELETED delta entry (spec §3.12).
+// paymentsDeleted is payments as a DELETED delta entry (docs/eureka-api.md, "Delta").
 func paymentsDeleted() *fsm.Entry {
 	e := payments()
 	e.EvictionTs, e.LastUpdatedTs, e.ActionType = 1718000600100, 1718000600100, fsm.ActionDeleted
 	return e
 }
 
-// registry encodes the spec §3.10 registry.
+// registry encodes the docs/eureka-api.md, "Example" registry.
 func registry(f Format) []byte {
 	return AppendApplications(nil, f, "1", "OUT_OF_SERVICE_1_UP_2_", [][]byte{
 		AppendApplication(nil, f, "ORDER-SERVICE", []*fsm.Entry{orderA(), orderB()}),

@@ -6,7 +6,7 @@ import "strings"
 type Format uint8
 
 // The two formats Eureka speaks. XML is the zero value because it is
-// Eureka's default whenever a client does not ask for JSON (spec §1.2).
+// Eureka's default whenever a client does not ask for JSON (docs/eureka-api.md, "Formats").
 const (
 	XML Format = iota
 	JSON
@@ -30,7 +30,7 @@ func (f Format) String() string {
 
 // ResponseFormat picks the response format from an Accept header: JSON iff
 // the header contains "json" in any case, XML otherwise, including when the
-// header is missing or "*/*" (spec §1.2). Java, Spring and js-client ask for
+// header is missing or "*/*" (docs/eureka-api.md, "Formats"). Java, Spring and js-client ask for
 // JSON; fargo and browsers get XML.
 func ResponseFormat(accept string) Format {
 	if containsFold(accept, "json") {
@@ -43,7 +43,7 @@ func ResponseFormat(accept string) Format {
 // subtype is json (or ends in +json) selects JSON and xml (or +xml) selects
 // XML. A missing or generic type (*/*, text/plain, octet-stream, ...) is
 // resolved by sniffing the first non-blank byte of the body: '{' is JSON,
-// anything else XML, Eureka's default (spec §1.2).
+// anything else XML, Eureka's default (docs/eureka-api.md, "Formats").
 func RequestFormat(contentType string, body []byte) Format {
 	mt, _, _ := strings.Cut(contentType, ";")
 	_, sub, _ := strings.Cut(strings.TrimSpace(mt), "/")

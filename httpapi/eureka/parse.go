@@ -15,7 +15,7 @@ import (
 // already maps XML (Jettison/Badgerfish style): an XML attribute becomes a
 // member named "@attr", a child element a member named after it, and an
 // element without child elements a string. One decoder (decode.go) then
-// reads both formats; only a few rules differ (spec §3.2, §3.3, §3.6).
+// reads both formats; only a few rules differ (docs/eureka-api.md, "Instance", "Ports", "Metadata map").
 
 type kind uint8
 
@@ -483,7 +483,7 @@ func xmlError(err error) error {
 
 // charsetReader lets encoding/xml read documents declared as ISO-8859-1 (or
 // US-ASCII, a subset), the one charset besides UTF-8 Eureka accepts
-// (spec §1.2).
+// (docs/eureka-api.md, "Formats").
 func charsetReader(label string, r io.Reader) (io.Reader, error) {
 	switch strings.ToLower(label) {
 	case "iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii":

@@ -1,0 +1,65 @@
+package layers
+
+import (
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/heureka-registry/heureka/"
+
+// allowed lists, per package, the heureka packages its non-test code may
+// import. A package missing here fails the test until it is given a line.
+var allowed = map[string][]string{
+	"fsm":             nil,
+	"store":           nil,
+	"opapi":           nil,
+	"httpapi/eureka":  {"fsm"},
+	"cache":           {"fsm", "opapi"},
+	"cluster":         {"fsm", "store", "opapi"},
+	"httpapi":         {"cache", "cluster", "fsm", "httpapi/eureka", "opapi"},
+	"faultproxy":      {"cluster"},
+	"lab":             {"faultproxy", "opapi"},
+	"bench":           {"opapi"},
+	"e2e":             {"opapi"},
+	"internal/docref": nil,
+	"internal/layers": nil,
+	"cmd/heureka":     {"*"},
+}
+
+func TestImportsPointOneWay(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module)
+		ok, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %s has no entry in allowed: say which heureka packages it may import", pkg)
+			continue
+		}
+		seen++
+		var bad []string
+		for _, imp := range f[1:] {
+			dep, ours := strings.CutPrefix(imp, module)
+			if !ours || (len(ok) == 1 && ok[0] == "*") {
+				continue
+			}
+			if !slices.Contains(ok, dep) {
+				bad = append(bad, dep)
+			}
+		}
+		sort.Strings(bad)
+		if len(bad) > 0 {
+			t.Errorf("%s imports %s; it may import only %v", pkg, strings.Join(bad, ", "), ok)
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("go list named only %d packages:\n%s", seen, out)
+	}
+}

@@ -1,0 +1,112 @@
+package opapi
+
+// Status is the body of GET /v1/status: this node's view of itself and the
+// cluster, its response cache, the leader's lease numbers and the process
+// memory.
+type Status struct {
+	NodeStatus
+	Cache CacheStats `json:"cache"`
+	// Leases is the leader's view; nil when no leader answered.
+	Leases *LeaseStatus `json:"leases,omitempty"`
+	Memory Memory       `json:"memory"`
+}
+
+// NodeStatus is the node's Raft and registry state.
+type NodeStatus struct {
+	Node              string `json:"node"`
+	State             string `json:"state"` // Leader, Follower, Candidate or Shutdown
+	Leader            string `json:"leader"`
+	LeaderHTTPAddr    string `json:"leader_http_addr"`
+	Term              uint64 `json:"term"`
+	CommitIndex       uint64 `json:"commit_index"`
+	AppliedIndex      uint64 `json:"applied_index"`
+	LastLogIndex      uint64 `json:"last_log_index"`
+	FirstLogIndex     uint64 `json:"first_log_index"`
+	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
+	LastContactMs     int64  `json:"last_contact_ms"`
+	Mode              string `json:"mode"`
+	Quorum            bool   `json:"quorum"`
+	// Ready is set once the node caught up after starting.
+	Ready bool `json:"ready"`
+	// ReadGate is how registry reads are answered: open, durable_stale
+	// (from the durable state, marked stale) or closed (refused, 503).
+	ReadGate string `json:"read_gate"`
+	// BootLogIndex is the last log index the node found at start;
+	// ReadyAfterMs how long after start it caught up (0 until then).
+	BootLogIndex uint64 `json:"boot_log_index"`
+	ReadyAfterMs int64  `json:"ready_after_ms"`
+	// QuorumLost is set once the node has been without quorum for longer
+	// than an election takes; Fallback when it then serves AP fallback (or
+	// still holds journal writes to replay).
+	QuorumLost      bool   `json:"quorum_lost"`
+	Fallback        bool   `json:"fallback"`
+	JournalEntries  int    `json:"journal_entries"`
+	JournalBytes    int64  `json:"journal_bytes"`
+	Instances       int    `json:"instances"`
+	Applications    int    `json:"applications"`
+	RegistryVersion uint64 `json:"registry_version"`
+	LogBytes        int64  `json:"log_bytes"`
+	// AppliedEntries and AppliedBytes count the commands this node applied
+	// since it started, and their encoded size.
+	AppliedEntries uint64 `json:"applied_entries"`
+	AppliedBytes   uint64 `json:"applied_bytes"`
+}
+
+// LeaseStatus is the leader's view of leases and self-preservation
+// (docs/leases.md, "Self-preservation").
+type LeaseStatus struct {
+	SelfPreservationEnabled bool    `json:"self_preservation_enabled"`
+	SelfPreservationActive  bool    `json:"self_preservation_active"`
+	RenewsLastMin           int64   `json:"renews_last_min"`
+	Threshold               int64   `json:"renews_threshold"`
+	ExpectedRenewsPerMin    float64 `json:"expected_renews_per_min"`
+	Instances               int     `json:"instances"`
+	Expired                 int     `json:"expired"`
+	EvictedTotal            uint64  `json:"evicted_total"`
+	LeaderSinceMs           int64   `json:"leader_since_ms"`
+	GraceUntilMs            int64   `json:"grace_until_ms"`
+	// From names the node that computed it (always the leader).
+	From string `json:"from"`
+}
+
+// CacheStats are the response cache's counters.
+type CacheStats struct {
+	ReadOnlyHits    uint64  `json:"read_only_hits"`
+	ReadOnlyMisses  uint64  `json:"read_only_misses"`
+	ReadWriteHits   uint64  `json:"read_write_hits"`
+	ReadWriteMisses uint64  `json:"read_write_misses"`
+	Builds          uint64  `json:"builds"`
+	BuildErrors     uint64  `json:"build_errors"`
+	BuildSeconds    float64 `json:"build_seconds"`
+	Invalidations   uint64  `json:"invalidations"`
+	Refreshes       uint64  `json:"refreshes"`
+	// Pushes counts readOnly rebuilds made right after changes.
+	Pushes        uint64 `json:"pushes"`
+	ReadWriteKeys int    `json:"read_write_entries"`
+	ReadOnlyKeys  int    `json:"read_only_entries"`
+	// Bytes is the logical size of the documents held, plain and gzipped;
+	// fragments shared by several documents count in each.
+	Bytes int64 `json:"bytes"`
+}
+
+// Memory is the Go runtime's view of the process memory.
+type Memory struct {
+	HeapAllocBytes uint64 `json:"heap_alloc_bytes"`
+	HeapInuseBytes uint64 `json:"heap_inuse_bytes"`
+	SysBytes       uint64 `json:"sys_bytes"`
+	NumGC          uint32 `json:"num_gc"`
+}
+
+// Members is the body of GET /v1/members.
+type Members struct {
+	Members []Member `json:"members"`
+}
+
+// Member is one member of the Raft configuration.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
