@@ -74,6 +74,8 @@ type Server struct {
 	cache   *cache.Cache
 	log     hclog.Logger
 	engine  *gin.Engine
+	// started is when the node's HTTP layer came up (the status document's uptime).
+	started time.Time
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
@@ -92,7 +94,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 		log = hclog.NewNullLogger()
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, cluster: c, log: log.Named("http")}
+	s := &Server{cfg: cfg, cluster: c, log: log.Named("http"), started: time.Now()}
 	s.views = newViews(c.Read, cfg)
 	var err error
 	if s.cache, err = cache.New(cfg.Cache, s.views.build, log); err != nil {
