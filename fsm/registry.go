@@ -427,9 +427,10 @@ func (r *Registry) Renew(renewals []Renewal) {
 	}
 }
 
-// SetOverride applies docs/eureka-api.md, "Status override" (PUT .../status). heureka records the override even when
-// the status already equals it (harmless: docs/eureka-api.md, "Where heureka differs"), so that
-// an operator's override always sticks.
+// SetOverride applies docs/eureka-api.md, "Status override". As in eureka-server, a status equal to
+// the instance's current one records nothing (no override, no delta): the
+// request only counts as a heartbeat. Otherwise the override is recorded and
+// the status changes with it.
 func (r *Registry) SetOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
 	if e == nil {
@@ -437,9 +438,9 @@ func (r *Registry) SetOverride(idx uint64, ts int64, b *OverrideBody, c *Change)
 	}
 	n := *e
 	n.LastRenewalTs = max(n.LastRenewalTs, ts) // a status change counts as a heartbeat
-	changed := e.Instance.Status != b.Status || e.Override != b.Status
-	n.Override = b.Status
+	changed := e.Instance.Status != b.Status
 	if changed {
+		n.Override = b.Status
 		n.Instance = e.Instance.clone()
 		n.Instance.Status = b.Status
 		n.Instance.OverriddenStatus = b.Status

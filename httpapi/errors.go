@@ -18,6 +18,7 @@ var (
 	errNoApp         = errors.New("application not found")
 	errBodyTooLarge  = errors.New("request body too large")
 	errMethod        = errors.New("method not allowed")
+	errMediaType     = errors.New("unsupported media type")
 )
 
 // badRequest is a client error carrying its own message.
@@ -41,6 +42,8 @@ func errorStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed
+	case errors.Is(err, errMediaType):
+		return http.StatusUnsupportedMediaType
 	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoQuorum),
 		errors.Is(err, cluster.ErrNotReady):
 		return http.StatusServiceUnavailable

@@ -63,6 +63,9 @@ func (s *Server) eureka(c *gin.Context) {
 		return
 	}
 	m := c.Request.Method
+	if m == http.MethodHead {
+		m = http.MethodGet // Jersey answers HEAD on every GET resource; net/http drops the body
+	}
 	n := len(segs)
 	if n == 0 {
 		s.fail(c, errNotFoundRoute)
@@ -73,6 +76,14 @@ func (s *Server) eureka(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
+	}
+	if m == http.MethodGet {
+		if finish, ok := s.v1Rewrite(c); ok {
+			defer finish()
+		}
+	}
+	if s.eurekaExtra(c, segs, m) {
+		return
 	}
 	// route names the matched endpoint (the metrics label) and runs it.
 	route := func(kind string, handler func()) {
@@ -165,6 +176,10 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 
 // register is POST /apps/{app} (docs/eureka-api.md, "Register").
 func (s *Server) register(c *gin.Context, pathApp string) {
+	if err := checkRegisterType(c.GetHeader("Content-Type")); err != nil {
+		s.fail(c, err)
+		return
+	}
 	body, err := s.readBody(c)
 	if err != nil {
 		s.fail(c, err)
@@ -184,6 +199,7 @@ func (s *Server) register(c *gin.Context, pathApp string) {
 		s.fail(c, err)
 		return
 	}
+	normalizeRegister(in)
 	if s.cfg.StrictInput {
 		if err := checkInstance(in); err != nil {
 			s.fail(c, err)
@@ -262,6 +278,10 @@ func (s *Server) override(c *gin.Context, t fsm.CmdType, app, id, value string) 
 		s.fail(c, err)
 		return
 	}
+	if err := s.liveLease(app, id); err != nil {
+		s.fail(c, err)
+		return
+	}
 	if err := s.write(c, t, &fsm.OverrideBody{App: app, ID: id, Status: value, LastDirtyTimestamp: ldt}); err != nil {
 		s.fail(c, err)
 		return
@@ -271,6 +291,10 @@ func (s *Server) override(c *gin.Context, t fsm.CmdType, app, id, value string) 
 
 // updateMetadata is PUT /apps/{app}/{id}/metadata?k=v&... (docs/eureka-api.md, "Metadata").
 func (s *Server) updateMetadata(c *gin.Context, app, id string) {
+	if err := s.liveLease(app, id); err != nil {
+		s.fail(c, err)
+		return
+	}
 	md := map[string]string{}
 	for k, vs := range c.Request.URL.Query() {
 		if k == "" || len(vs) == 0 {
@@ -319,10 +343,18 @@ func (s *Server) getVIP(c *gin.Context, secure bool, vip string) {
 }
 
 func (s *Server) getInstance(c *gin.Context, app, id string) {
+	if err := s.liveLease(app, id); err != nil {
+		s.fail(c, err)
+		return
+	}
 	s.serve(c, cache.EntityInstance, cache.InstanceName(app, id))
 }
 
 func (s *Server) getInstanceByID(c *gin.Context, id string) {
+	if err := s.liveLease("", id); err != nil {
+		s.fail(c, err)
+		return
+	}
 	s.serve(c, cache.EntityInstance, cache.InstanceName("", id))
 }
 

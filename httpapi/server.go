@@ -81,6 +81,8 @@ type Server struct {
 	engine       *gin.Engine
 	// waiting counts blocking reads parked in awaitNewer.
 	waiting atomic.Int64
+	// started is when the node's HTTP layer came up (the status document's uptime).
+	started time.Time
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
@@ -99,7 +101,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 		log = hclog.NewNullLogger()
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, cluster: c, log: log.Named("http")}
+	s := &Server{cfg: cfg, cluster: c, log: log.Named("http"), started: time.Now()}
 	s.views = newViews(c.Read, cfg)
 	s.durableViews = newViews(c.ReadDurable, cfg)
 	var err error

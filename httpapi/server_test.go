@@ -79,10 +79,19 @@ func (f *fakeCluster) InternalHandler() http.Handler          { return http.NotF
 
 func newTestServer(t *testing.T) (*httptest.Server, *fakeCluster) {
 	t.Helper()
+	return newTestServerWith(t, nil)
+}
+
+// newTestServerWith is newTestServer with a hook to adjust the config.
+func newTestServerWith(t *testing.T, adjust func(*Config)) (*httptest.Server, *fakeCluster) {
+	t.Helper()
 	f := fsm.New(0, nil)
 	fc := &fakeCluster{fsm: f}
 	cfg := DefaultConfig()
 	cfg.Cache.UseReadOnly = false // these tests read their own writes at once
+	if adjust != nil {
+		adjust(&cfg)
+	}
 	s, err := New(cfg, fc, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -164,10 +173,10 @@ func TestServer_BadInputIsRefusedAndNothingRecorded(t *testing.T) {
 		{"not json at all", "POST", "/svc", "application/json", `hello`, 400},
 		{"malformed xml", "POST", "/svc", "application/xml", `<instance><hostName>x</host`, 400},
 		{"empty body", "POST", "/svc", "application/json", ``, 400},
-		{"wrong type port", "POST", "/svc", "application/json", strings.Replace(instanceJSON("svc", "i-1"), `"$":8080`, `"$":"abc"`, 1), 400},
+		{"port not an object", "POST", "/svc", "application/json", strings.Replace(instanceJSON("svc", "i-1"), `"$":8080`, `"$":{}`, 1), 400},
 		{"missing instance id", "POST", "/svc", "application/json", strings.NewReplacer(`"instanceId":"i-1",`, "", `"hostName":"h-i-1",`, "").Replace(instanceJSON("svc", "i-1")), 400},
 		{"app mismatch", "POST", "/other", "application/json", instanceJSON("svc", "i-1"), 400},
-		{"unknown status", "POST", "/svc", "application/json", strings.Replace(instanceJSON("svc", "i-1"), `"UP"`, `"SLEEPY"`, 1), 400},
+		{"data-center name outside the enum", "POST", "/svc", "application/json", strings.Replace(instanceJSON("svc", "i-1"), `"MyOwn"`, `"myown"`, 1), 400},
 		{"renew unknown", "PUT", "/svc/i-9", "", ``, 404},
 		{"cancel unknown app", "DELETE", "/nope/i-1", "", ``, 404},
 		{"status unknown instance", "PUT", "/svc/i-9/status?value=UP", "", ``, 404},

@@ -53,16 +53,20 @@ type Application struct {
 // server owns (leaseInfo timestamps, lastUpdatedTimestamp, actionType,
 // isCoordinatingDiscoveryServer) are ignored.
 //
-// Where Eureka would quietly turn an unknown status name into UNKNOWN, heureka
-// refuses it. Names match case-sensitively in JSON and case-insensitively in
-// XML, as in Eureka. See the package documentation for how dataCenterInfo is
+// Like eureka-server, it turns an unknown status name into UNKNOWN (names
+// match case-sensitively in JSON and case-insensitively in XML), reads a
+// non-numeric JSON number (port.$, countryId, lastDirtyTimestamp, leaseInfo
+// values) and a non-numeric XML leaseInfo value or lastDirtyTimestamp as 0
+// (then the default), and refuses a dataCenterInfo.name outside Netflix,
+// Amazon and MyOwn ("amazon" in any case in XML), which Eureka's Java codec
+// cannot read back. See the package documentation for how dataCenterInfo is
 // represented. Every error is a *BadRequestError naming the field.
 func DecodeInstance(body []byte, f Format, nowMs int64) (*fsm.Instance, error) {
 	n, err := parseRoot(body, f, "instance")
 	if err != nil {
 		return nil, err
 	}
-	d := decoder{xml: f == XML, now: nowMs}
+	d := decoder{xml: f == XML, now: nowMs, register: true}
 	e, err := d.instance(n)
 	if err != nil {
 		return nil, err
@@ -245,6 +249,11 @@ type decoder struct {
 	full bool
 	// now replaces an absent lastDirtyTimestamp.
 	now int64
+	// register reads a register body the way eureka-server's codecs do:
+	// unknown status names become UNKNOWN, non-numeric numbers 0 where
+	// Jackson's getValueAs* would read them so, and dataCenterInfo.name must
+	// be one of Eureka's names.
+	register bool
 }
 
 func (d *decoder) application(n *node) (Application, error) {
@@ -403,6 +412,13 @@ func (d *decoder) dataCenter(n *node) (fsm.DataCenterInfo, error) {
 			return dc, err
 		}
 	}
+	if d.register && dc.Name != "" {
+		name, ok := dataCenterName(dc.Name, d.xml)
+		if !ok {
+			return dc, badRequest("dataCenterInfo.name: %q is not one of Netflix, Amazon, MyOwn", dc.Name)
+		}
+		dc.Name = name
+	}
 	if dc.Name == amazon {
 		dc.Metadata = md
 	}
@@ -410,6 +426,19 @@ func (d *decoder) dataCenter(n *node) (fsm.DataCenterInfo, error) {
 		dc.Class = dataCenterClass(dc.Name)
 	}
 	return dc, nil
+}
+
+// dataCenterName checks a data-center name against Eureka's enum
+// (DataCenterInfo.Name): exact in JSON (Jackson's enum reader); in XML
+// Amazon in any case, the others exact (XStream's converter).
+func dataCenterName(name string, xml bool) (string, bool) {
+	switch {
+	case name == "Netflix", name == "MyOwn", name == amazon:
+		return name, true
+	case xml && strings.EqualFold(name, amazon):
+		return amazon, true
+	}
+	return "", false
 }
 
 // lease reads leaseInfo (docs/eureka-api.md, "Lease info"). A register body contributes only the
@@ -574,6 +603,8 @@ func (d *decoder) status(path string, n *node) (string, error) {
 		return fsm.StatusUnknown, nil
 	case fsm.ValidStatus(v):
 		return v, nil
+	case d.register:
+		return fsm.StatusUnknown, nil
 	}
 	return "", badRequest("%s: unknown status %q, expected one of UP, DOWN, STARTING, OUT_OF_SERVICE, UNKNOWN", path, s)
 }
@@ -595,23 +626,45 @@ func (d *decoder) bool(path string, n *node) (bool, error) {
 // leaves def. Integral floats (8080.0, 1e3) are accepted.
 func (d *decoder) int64(path string, n *node, def int64) (int64, error) {
 	var s string
-	switch n.kind {
-	case kNum:
+	loose := d.loose(path)
+	switch {
+	case n.kind == kNum:
 		s = n.text
-	case kStr:
+	case n.kind == kStr:
 		if s = strings.TrimSpace(n.text); s == "" {
 			return def, nil
 		}
+	case n.kind == kBool && loose && !d.xml:
+		if n.text == "true" {
+			return 1, nil
+		}
+		return 0, nil
 	default:
 		return 0, badRequest("%s: expected a number, got %s", path, n.describe())
 	}
 	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return v, nil
 	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
-		return int64(f), nil
+	f, err := strconv.ParseFloat(s, 64)
+	inRange := err == nil && f >= math.MinInt64 && f < math.MaxInt64
+	switch {
+	case inRange && (f == math.Trunc(f) || loose):
+		return int64(f), nil // Jackson truncates a fraction
+	case loose && err != nil:
+		return 0, nil // Jackson's getValueAsInt/Long default
 	}
 	return 0, badRequest("%s: %q is not an integer", path, n.text)
+}
+
+// loose reports whether a number at path is read as eureka-server reads a
+// register body: in JSON every number (Jackson's getValueAsInt/Long), in XML
+// only leaseInfo values and lastDirtyTimestamp (XStream skips those when
+// they do not parse, but fails on a bad port or countryId).
+func (d *decoder) loose(path string) bool {
+	if !d.register {
+		return false
+	}
+	return !d.xml || strings.HasPrefix(path, "leaseInfo.") || path == "lastDirtyTimestamp"
 }
 
 // int32 is int64 limited to the int32 range.
