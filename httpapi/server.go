@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	_ "net/http/pprof" // registers on http.DefaultServeMux, served only with Config.Pprof
+	_ "net/http/pprof"
+	"sync/atomic" // registers on http.DefaultServeMux, served only with Config.Pprof
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -59,6 +60,9 @@ type Config struct {
 	ClusterSecret string
 	// StrictInput turns on the name, id and metadata limits (limits.go).
 	StrictInput bool
+	// TrendInterval is how often the dashboard's trends are sampled; the
+	// charts reach back trendCapacity samples (0: every 10 s, an hour).
+	TrendInterval time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -74,6 +78,10 @@ type Server struct {
 	cache   *cache.Cache
 	log     hclog.Logger
 	engine  *gin.Engine
+	trends  *trendSampler
+	// registrations and cancels count the changes applied on this node,
+	// for the dashboard's trends.
+	registrations, cancels atomic.Uint64
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
@@ -101,7 +109,19 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	c.Observe(func(ch fsm.Change) {
 		s.views.forget(ch)
 		s.cache.Invalidate(ch)
+		switch ch.Type {
+		case fsm.CmdRegister:
+			s.registrations.Add(1)
+		case fsm.CmdCancel:
+			s.cancels.Add(1)
+		}
 	})
+	interval := cfg.TrendInterval
+	if interval <= 0 {
+		interval = defaultTrendInterval
+	}
+	s.trends = newTrendSampler(trendCapacity, interval, s.readTrends)
+	s.trends.start()
 	e := gin.New()
 	// Eureka clients send writes to paths with and without trailing slashes;
 	// a redirect would turn a POST into a GET in some clients (spec §5.5).
@@ -128,8 +148,11 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the response cache's refresher.
-func (s *Server) Close() { s.cache.Close() }
+// Close stops the response cache's refresher and the trend sampler.
+func (s *Server) Close() {
+	s.trends.close()
+	s.cache.Close()
+}
 
 // CacheStats reports the response cache counters.
 func (s *Server) CacheStats() cache.Stats { return s.cache.Stats() }
