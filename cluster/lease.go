@@ -81,7 +81,9 @@ type rateCounter struct {
 
 func newRateCounter(window time.Duration) *rateCounter {
 	w := max(int(window/time.Second), 1)
-	return &rateCounter{window: w, buckets: make([]int64, w), secs: make([]int64, w)}
+	// One bucket more than the window: the current second, which is still
+	// filling, must not overwrite the oldest second of the full window.
+	return &rateCounter{window: w, buckets: make([]int64, w+1), secs: make([]int64, w+1)}
 }
 
 func (c *rateCounter) reset(now time.Time) {
@@ -94,7 +96,7 @@ func (c *rateCounter) reset(now time.Time) {
 
 func (c *rateCounter) add(now time.Time, n int64) {
 	s := now.Unix()
-	i := int(s % int64(c.window))
+	i := int(s % int64(len(c.buckets)))
 	c.mu.Lock()
 	if c.secs[i] != s {
 		c.secs[i], c.buckets[i] = s, 0

@@ -83,6 +83,11 @@ func TestRateCounter_WindowAndExtrapolation(t *testing.T) {
 	if got := c.perMinute(t0.Add(20 * time.Second)); got != 60 {
 		t.Fatalf("windowed: %d", got)
 	}
+	// Renewals in the current second do not push out the oldest full one.
+	c.add(t0.Add(20*time.Second+500*time.Millisecond), 5)
+	if got := c.perMinute(t0.Add(20*time.Second + 600*time.Millisecond)); got != 60 {
+		t.Fatalf("with the current second filling: %d", got)
+	}
 	// Silence empties the window.
 	if got := c.perMinute(t0.Add(60 * time.Second)); got != 0 {
 		t.Fatalf("after silence: %d", got)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,10 +13,12 @@ import (
 // its report says what the partition tests assert: in ap the partitioned
 // node answers reads (stale) and takes writes, which are replayed after
 // healing; in cp it refuses both; nothing acknowledged is lost in either;
-// the whole run takes under two minutes.
+// the whole run takes under two minutes. The HTML report of the same run
+// is then checked in Chromium against its JSON (report_test.go).
 func TestLabBothModes(t *testing.T) {
 	start := time.Now()
-	res := RunBinary(t, 3*time.Minute, nil, "lab", "--json", "--phase", "4s")
+	html := filepath.Join(t.TempDir(), "lab.html")
+	res := RunBinary(t, 3*time.Minute, nil, "lab", "--json", "--phase", "4s", "--report", html)
 	took := time.Since(start)
 	if res.TimedOut || res.ExitCode != 0 {
 		t.Fatalf("heureka lab: exit %d timed out %v\nstderr: %s", res.ExitCode, res.TimedOut, res.Stderr)
@@ -52,4 +55,7 @@ func TestLabBothModes(t *testing.T) {
 		t.Errorf("lab took %s, want under 2 minutes", took)
 	}
 	t.Logf("lab ran in %s: ap minority %+v, cp minority %+v", took.Round(time.Second), minority(ap), minority(cp))
+	t.Run("report in chromium", func(t *testing.T) {
+		checkLabReport(t, rep, html, "lab-report.png")
+	})
 }

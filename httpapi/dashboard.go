@@ -34,8 +34,11 @@ var dashboardFS embed.FS
 const (
 	// dashboardRefresh is the default reload interval in seconds (?refresh=N overrides).
 	dashboardRefresh = 10
-	// dashboardInstancesPerApp caps the instances listed under one application.
+	// dashboardInstancesPerApp caps the instances listed under one
+	// application, dashboardInstancesTotal those listed on the page, so the
+	// page stays small with tens of thousands of instances.
 	dashboardInstancesPerApp = 100
+	dashboardInstancesTotal  = 500
 	// memberProbeTimeout bounds the health probe of each member.
 	memberProbeTimeout = 700 * time.Millisecond
 )
@@ -43,6 +46,9 @@ const (
 var (
 	dashboardTmpl = template.Must(template.New("index.html.tmpl").Funcs(template.FuncMap{
 		"upper": strings.ToUpper,
+		"coord": coord,
+		"sub":   func(a, b int) int { return a - b },
+		"half":  func(a int) int { return a / 2 },
 		"bytes": humanBytes,
 		"ratio": func(hits, misses uint64) string {
 			if hits+misses == 0 {
@@ -83,6 +89,8 @@ type dashboardPage struct {
 	StatusTotals        []statusCount
 	Apps                []appRow
 	Cache               cache.Stats
+	Trends              []trendChart
+	TrendWindow         string
 }
 
 type memberRow struct {
@@ -134,6 +142,8 @@ func (s *Server) dashboard(c *gin.Context) {
 	} else {
 		p.LeaseErr = err.Error()
 	}
+	p.Trends = dashboardTrends(s.trends.points(), now, s.trends.span())
+	p.TrendWindow = shortDuration(s.trends.span())
 	p.Members, p.MembersErr = s.memberRows(c.Request.Context())
 	// The registry view follows the read gate: nothing partly replayed.
 	switch p.Node.ReadGate {
@@ -211,6 +221,7 @@ func (p *dashboardPage) fillRegistry(r *fsm.Registry, now time.Time) {
 	for _, st := range sortedStatuses(totals) {
 		p.StatusTotals = append(p.StatusTotals, statusCount{st, totals[st]})
 	}
+	listed := 0
 	for _, name := range names {
 		entries := r.AppEntries(name)
 		sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
@@ -218,10 +229,11 @@ func (p *dashboardPage) fillRegistry(r *fsm.Registry, now time.Time) {
 		counts := map[string]int{}
 		for i, e := range entries {
 			counts[e.Instance.Status]++
-			if i >= dashboardInstancesPerApp {
+			if i >= dashboardInstancesPerApp || listed >= dashboardInstancesTotal {
 				row.More++
 				continue
 			}
+			listed++
 			row.Instances = append(row.Instances, instanceRow{ID: e.ID, Host: e.Instance.HostName,
 				Port: e.Instance.Port, Status: e.Instance.Status, StatusURL: safeURL(e.Instance.StatusPageURL),
 				Renewed: ago(now, e.LastRenewalTs)})
@@ -270,6 +282,18 @@ func ago(now time.Time, ms int64) string {
 		d = 0
 	}
 	return d.String() + " ago"
+}
+
+// shortDuration writes 1h0m0s as 1h and 3m0s as 3m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func humanBytes(n int64) string {

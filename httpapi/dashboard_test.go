@@ -49,13 +49,17 @@ func TestDashboardRenders(t *testing.T) {
 			}
 			html := string(page)
 			for _, want := range []string{`<meta http-equiv="refresh" content="5">`, `data-app="ORDERS"`, "UP (1)", "DOWN (1)",
-				`data-app="PAY"`, "p&lt;1&gt;", "2 applications, 3 instances", `id="cache"`} {
+				`data-app="PAY"`, "p&lt;1&gt;", "2 applications, 3 instances", `id="cache"`,
+				`<figure class="trend" id="trend-renewals">`, `id="trend-registry"`, `id="trend-cache"`, `id="trend-commit"`} {
 				if !strings.Contains(html, want) {
 					t.Errorf("page lacks %q", want)
 				}
 			}
 			if got := strings.Contains(html, "EMERGENCY!"); got != c.emergency {
 				t.Errorf("EMERGENCY banner shown: %v, want %v", got, c.emergency)
+			}
+			if got := strings.Contains(html, `<a href="#trend-renewals">`); got != c.emergency {
+				t.Errorf("banner links to the renewals chart: %v, want %v", got, c.emergency)
 			}
 		})
 	}

@@ -61,6 +61,9 @@ type Config struct {
 	ClusterSecret string
 	// StrictInput turns on the name, id and metadata limits (limits.go).
 	StrictInput bool
+	// TrendInterval is how often the dashboard's trends are sampled; the
+	// charts reach back trendCapacity samples (0: every 10 s, an hour).
+	TrendInterval time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -83,6 +86,10 @@ type Server struct {
 	waiting atomic.Int64
 	// started is when the node's HTTP layer came up (the status document's uptime).
 	started time.Time
+	trends  *trendSampler
+	// registrations and cancels count the changes applied on this node,
+	// for the dashboard's trends.
+	registrations, cancels atomic.Uint64
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
@@ -111,7 +118,19 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	c.Observe(func(ch fsm.Change) {
 		s.views.forget(ch)
 		s.cache.Invalidate(ch)
+		switch ch.Type {
+		case fsm.CmdRegister:
+			s.registrations.Add(1)
+		case fsm.CmdCancel:
+			s.cancels.Add(1)
+		}
 	})
+	interval := cfg.TrendInterval
+	if interval <= 0 {
+		interval = defaultTrendInterval
+	}
+	s.trends = newTrendSampler(trendCapacity, interval, s.readTrends)
+	s.trends.start()
 	e := gin.New()
 	// Eureka clients send writes to paths with and without trailing slashes;
 	// a redirect would turn a POST into a GET in some clients (docs/eureka-api.md, "Client traps").
@@ -138,8 +157,11 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the response cache's refresher.
-func (s *Server) Close() { s.cache.Close() }
+// Close stops the response cache's refresher and the trend sampler.
+func (s *Server) Close() {
+	s.trends.close()
+	s.cache.Close()
+}
 
 // Waiting is how many blocking reads are waiting for a change.
 func (s *Server) Waiting() int64 { return s.waiting.Load() }

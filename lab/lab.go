@@ -33,15 +33,22 @@ type Config struct {
 	Phase time.Duration
 	// Progress receives one line per step (nil: quiet).
 	Progress io.Writer
+	// Bucket is the timeline's resolution (0: half a second).
+	Bucket time.Duration
 }
 
-// Counts is what clients saw in one phase on one side.
+// Counts is what clients saw in one phase on one side (or, in a
+// Timeline, on one node in one bucket). ReadsOK counts every answered
+// read, ReadsStale the answered ones marked stale among them; WritesOK
+// every acknowledged write, WritesJournaled those among them a node
+// accepted without quorum (AP journal, replayed later).
 type Counts struct {
-	ReadsOK       int `json:"reads_ok"`
-	ReadsRefused  int `json:"reads_refused"`
-	ReadsStale    int `json:"reads_stale"`
-	WritesOK      int `json:"writes_accepted"`
-	WritesRefused int `json:"writes_refused"`
+	ReadsOK         int `json:"reads_ok"`
+	ReadsRefused    int `json:"reads_refused"`
+	ReadsStale      int `json:"reads_stale"`
+	WritesOK        int `json:"writes_accepted"`
+	WritesJournaled int `json:"writes_journaled"`
+	WritesRefused   int `json:"writes_refused"`
 }
 
 // Row is one (phase, side) line of the report.
@@ -65,6 +72,8 @@ type ModeReport struct {
 	// node agrees on a leader and holds every acknowledged write.
 	RecoverPartition time.Duration `json:"recover_partition_ns"`
 	RecoverKill      time.Duration `json:"recover_kill_ns"`
+	// Timeline is the same run in time, for the HTML report.
+	Timeline Timeline `json:"timeline"`
 }
 
 // Report is a whole lab run.
@@ -87,6 +96,7 @@ type recorder struct {
 	counts   map[[2]string]*Counts
 	order    [][2]string
 	accepted []write
+	tl       *timeline
 }
 
 func (r *recorder) setPhase(phase string, sideOf func(string) string) {
@@ -117,6 +127,7 @@ func (r *recorder) client(ctx context.Context, nd *node) {
 			c.WritesRefused++
 			c.ReadsRefused++
 			r.mu.Unlock()
+			r.tl.count(nd.id, func(c *Counts) { c.WritesRefused++; c.ReadsRefused++ })
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
@@ -131,27 +142,50 @@ func (r *recorder) client(ctx context.Context, nd *node) {
 		}
 		r.mu.Lock()
 		c, side := r.bucket(nd.id)
+		refused := !ok && ctx.Err() == nil
+		journaled := ok && side == "minority"
 		if ok {
 			c.WritesOK++
-			r.accepted = append(r.accepted, write{id: id, minority: side == "minority"})
-		} else if ctx.Err() == nil {
+			r.accepted = append(r.accepted, write{id: id, minority: journaled})
+		} else if refused {
 			c.WritesRefused++
 		}
+		if journaled {
+			c.WritesJournaled++
+		}
 		r.mu.Unlock()
+		r.tl.count(nd.id, func(c *Counts) {
+			switch {
+			case journaled:
+				c.WritesOK++
+				c.WritesJournaled++
+			case ok:
+				c.WritesOK++
+			case refused:
+				c.WritesRefused++
+			}
+		})
 
 		resp, err = client.Get("http://" + nd.httpAddr + "/eureka/apps/LAB")
 		r.mu.Lock()
 		c, _ = r.bucket(nd.id)
-		switch {
-		case err == nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound):
-			c.ReadsOK++
-			if resp.Header.Get("X-Heureka-Stale") == "true" {
-				c.ReadsStale++
+		answered := err == nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound)
+		stale := answered && resp.Header.Get("X-Heureka-Stale") == "true"
+		readRefused := !answered && ctx.Err() == nil
+		add := func(c *Counts) {
+			switch {
+			case answered:
+				c.ReadsOK++
+				if stale {
+					c.ReadsStale++
+				}
+			case readRefused:
+				c.ReadsRefused++
 			}
-		case ctx.Err() == nil:
-			c.ReadsRefused++
 		}
+		add(c)
 		r.mu.Unlock()
+		r.tl.count(nd.id, add)
 		if resp != nil {
 			resp.Body.Close()
 		}
@@ -251,12 +285,22 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	if err := waitFor(15*time.Second, func() bool { lead = c.leader(c.nodes); return lead != nil }); err != nil {
 		return nil, fmt.Errorf("no leader at start: %w", err)
 	}
-	rec := &recorder{counts: map[[2]string]*Counts{}}
+	var ids []string
+	for _, nd := range c.nodes {
+		ids = append(ids, nd.id)
+	}
+	bucket := cfg.Bucket
+	if bucket <= 0 {
+		bucket = defaultBucket
+	}
+	rec := &recorder{counts: map[[2]string]*Counts{}, tl: newTimeline(ids, bucket)}
 	all := func(string) string { return "all" }
 	rec.setPhase("steady", all)
 	wctx, stopWork := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stopWork(); wg.Wait() }()
+	wg.Add(1)
+	go func() { defer wg.Done(); rec.tl.poll(wctx, c, 100*time.Millisecond) }()
 	for _, nd := range c.nodes {
 		wg.Add(1)
 		go func(nd *node) { defer wg.Done(); rec.client(wctx, nd) }(nd)
@@ -272,11 +316,13 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 		}
 		return "majority"
 	})
+	endPartition := rec.tl.fault("partition", isolated.id)
 	c.proxy.Isolate(isolated.id)
 	time.Sleep(cfg.Phase)
 	progress("[%s] healing", mode)
 	rec.setPhase("healing", all)
 	c.proxy.Heal()
+	endPartition()
 	healed := time.Now()
 	mr := &ModeReport{Mode: mode}
 	// recovered: every node agrees on a leader and lists every write
@@ -316,12 +362,15 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 		}
 		return "survivors"
 	})
+	endKill := rec.tl.fault("kill", killed.id)
 	killed.kill()
 	time.Sleep(cfg.Phase)
 	progress("[%s] restarting %s", mode, killed.id)
 	rec.setPhase("restart", all)
 	restarted := time.Now()
 	mark()
+	endKill()
+	endRestart := rec.tl.fault("restart", killed.id)
 	if err := c.start(killed); err != nil {
 		return nil, err
 	}
@@ -329,8 +378,12 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 		progress("[%s] did not recover within 30s after the restart: %s", mode, c.describe(rec))
 	}
 	mr.RecoverKill = time.Since(restarted)
+	endRestart()
+	// A little steady state after recovery, so the timeline shows it.
+	time.Sleep(time.Second)
 	stopWork()
 	wg.Wait()
+	mr.Timeline = rec.tl.finish()
 
 	// What survived: every acknowledged write must be on every node.
 	rec.mu.Lock()
@@ -393,33 +446,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		header += "\t" + m.Mode
 	}
 	fmt.Fprintln(tw, header)
-	line := func(name string, f func(ModeReport) string) {
-		s := name
-		for _, m := range r.Modes {
-			s += "\t" + f(m)
-		}
-		fmt.Fprintln(tw, s)
+	for _, o := range r.outcomes() {
+		fmt.Fprintln(tw, o.Name+"\t"+strings.Join(o.Values, "\t"))
 	}
-	line("writes accepted", func(m ModeReport) string { return fmt.Sprint(m.WritesAccepted) })
-	line("writes lost", func(m ModeReport) string { return fmt.Sprint(m.WritesLost) })
-	line("writes replayed (accepted without quorum)", func(m ModeReport) string { return fmt.Sprint(m.WritesReplayed) })
-	line("minority reads answered / refused", func(m ModeReport) string {
-		c := m.find("leader partitioned away", "minority")
-		return fmt.Sprintf("%d / %d", c.ReadsOK, c.ReadsRefused)
-	})
-	line("minority writes accepted / refused", func(m ModeReport) string {
-		c := m.find("leader partitioned away", "minority")
-		return fmt.Sprintf("%d / %d", c.WritesOK, c.WritesRefused)
-	})
-	line("stale reads (X-Heureka-Stale)", func(m ModeReport) string {
-		n := 0
-		for _, row := range m.Rows {
-			n += row.ReadsStale
-		}
-		return fmt.Sprint(n)
-	})
-	line("recover after healing", func(m ModeReport) string { return m.RecoverPartition.Round(10 * time.Millisecond).String() })
-	line("recover after leader restart", func(m ModeReport) string { return m.RecoverKill.Round(10 * time.Millisecond).String() })
 	tw.Flush()
 }
 

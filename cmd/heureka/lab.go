@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +25,8 @@ func runLab(args []string) int {
 	modes := fs.String("modes", "ap,cp", "modes to play, in order")
 	phase := fs.Duration("phase", 5*time.Second, "how long each fault lasts")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	report := fs.String("report", "", "also write the report as one self-contained HTML page to this file (all modes side by side)")
+	reportDir := fs.String("report-dir", "", "also write one HTML page per mode into this directory (lab-<mode>.html)")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(os.Stderr, "heureka lab: %v\n", err)
 		return 2
@@ -52,6 +56,10 @@ func runLab(args []string) int {
 		fmt.Fprintf(os.Stderr, "heureka lab: %v\n", err)
 		return 1
 	}
+	if err := writeLabReports(rep, *report, *reportDir); err != nil {
+		fmt.Fprintf(os.Stderr, "heureka lab: %v\n", err)
+		return 1
+	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -61,4 +69,37 @@ func runLab(args []string) int {
 	rep.WriteTable(os.Stdout)
 	fmt.Printf("\n%d nodes, faults of %s each, run took %s\n", *nodes, *phase, time.Since(start).Round(time.Second))
 	return 0
+}
+
+// writeLabReports writes the HTML report to file (every mode) and to dir
+// (one page per mode); an empty name skips that output.
+func writeLabReports(rep *lab.Report, file, dir string) error {
+	write := func(path string, r *lab.Report) error {
+		var buf bytes.Buffer
+		if err := r.WriteHTML(&buf); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "report written to %s\n", path)
+		return nil
+	}
+	if file != "" {
+		if err := write(file, rep); err != nil {
+			return err
+		}
+	}
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("report dir: %w", err)
+		}
+		for _, m := range rep.Modes {
+			one := &lab.Report{Nodes: rep.Nodes, Modes: []lab.ModeReport{m}}
+			if err := write(filepath.Join(dir, "lab-"+m.Mode+".html"), one); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

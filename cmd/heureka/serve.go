@@ -68,6 +68,7 @@ type serveConfig struct {
 	tlsClientCA       string
 	tlsCA             string
 	raftTLS           bool
+	trendInterval     time.Duration
 
 	// Derived by check.
 	users  *httpapi.Users
@@ -104,6 +105,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.Float64Var(&c.renewalThreshold, "renewal-percent-threshold", 0.85, "self-preservation threshold (0..1)")
 	fs.BoolVar(&c.selfPreservation, "enable-self-preservation", true, "stop evicting when renewals drop below the threshold")
 	fs.DurationVar(&c.deltaRetention, "delta-retention", 3*time.Minute, "how long changes stay in the delta queue")
+	fs.DurationVar(&c.trendInterval, "dashboard-trend-interval", 10*time.Second, "how often the dashboard's trends are sampled (they keep 360 samples: an hour by default)")
 	fs.DurationVar(&c.renewBatchInterval, "renew-batch-interval", def.RenewBatchInterval, "renewals gathered into one log entry per interval; 0 = one entry per renewal")
 	fs.DurationVar(&c.renewalRateWindow, "renewal-rate-window", time.Minute, "window renewals are counted over for self-preservation (scaled to per minute)")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted")
@@ -297,6 +299,7 @@ func serve(args []string) int {
 	hcfg.Users = c.users
 	hcfg.ClusterSecret = c.secret
 	hcfg.StrictInput = c.strictInput
+	hcfg.TrendInterval = c.trendInterval
 	api, err := httpapi.New(hcfg, node, log)
 	if err != nil {
 		ln.Close()
