@@ -14,6 +14,7 @@ import (
 // healing; in cp it refuses both; nothing acknowledged is lost in either;
 // the whole run takes under two minutes.
 func TestLabBothModes(t *testing.T) {
+	skipShort(t)
 	start := time.Now()
 	res := RunBinary(t, 3*time.Minute, nil, "lab", "--json", "--phase", "4s")
 	took := time.Since(start)
