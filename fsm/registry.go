@@ -329,8 +329,8 @@ func (r *Registry) pruneDelta(ts int64) {
 	}
 }
 
-// effectiveStatus is Eureka's first-match-wins override rule chain (spec
-// §4.3) for a non-replicated request. override is the override in force.
+// effectiveStatus is Eureka's first-match-wins override rule chain
+// (docs/eureka-api.md, "Status override rules") for a non-replicated request. override is the override in force.
 func effectiveStatus(candidate, override string, existing *Entry) string {
 	if candidate != StatusUp && candidate != StatusOutOfService {
 		return candidate // DOWN, STARTING, UNKNOWN: trust the instance
@@ -358,8 +358,8 @@ func touched(c *Change, in *Instance) {
 	c.SVIPs = append(c.SVIPs, VIPs(in.SecureVIPAddress)...)
 }
 
-// Register applies docs/eureka-api.md, "Register" (with heureka's replicated override).
-func (r *Registry) Register(idx uint64, ts int64, in *Instance, c *Change) {
+// register applies docs/eureka-api.md, "Register" (with heureka's replicated override).
+func (r *Registry) register(idx uint64, ts int64, in *Instance, c *Change) {
 	in = in.clone()
 	app, id := in.App, in.ID()
 	existing := r.Get(app, id)
@@ -394,8 +394,8 @@ func (r *Registry) Register(idx uint64, ts int64, in *Instance, c *Change) {
 	touched(c, record)
 }
 
-// Cancel removes an instance (explicit cancel or eviction): delta DELETED.
-func (r *Registry) Cancel(idx uint64, ts int64, app, id string, c *Change) error {
+// cancel removes an instance (explicit cancel or eviction): delta DELETED.
+func (r *Registry) cancel(idx uint64, ts int64, app, id string, c *Change) error {
 	old := r.remove(app, id)
 	if old == nil {
 		return ErrInstanceNotFound
@@ -412,10 +412,10 @@ func (r *Registry) Cancel(idx uint64, ts int64, app, id string, c *Change) error
 	return nil
 }
 
-// Renew records heartbeats. Unknown instances are skipped: the leader already
+// renew records heartbeats. Unknown instances are skipped: the leader already
 // answered their clients with 404. Renewals change no content (no delta, no
 // cache invalidation).
-func (r *Registry) Renew(renewals []Renewal) {
+func (r *Registry) renew(renewals []Renewal) {
 	for _, rn := range renewals {
 		e := r.Get(rn.App, rn.ID)
 		if e == nil || rn.Ts <= e.LastRenewalTs {
@@ -427,10 +427,10 @@ func (r *Registry) Renew(renewals []Renewal) {
 	}
 }
 
-// SetOverride applies docs/eureka-api.md, "Status override" (PUT .../status). heureka records the override even when
+// setOverride applies docs/eureka-api.md, "Status override" (PUT .../status). heureka records the override even when
 // the status already equals it (harmless: docs/eureka-api.md, "Where heureka differs"), so that
 // an operator's override always sticks.
-func (r *Registry) SetOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
+func (r *Registry) setOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
 	if e == nil {
 		return ErrInstanceNotFound
@@ -462,9 +462,9 @@ func (r *Registry) SetOverride(idx uint64, ts int64, b *OverrideBody, c *Change)
 	return nil
 }
 
-// DeleteOverride applies docs/eureka-api.md, "Status override" (DELETE .../status): b.Status is the status left behind
+// deleteOverride applies docs/eureka-api.md, "Status override" (DELETE .../status): b.Status is the status left behind
 // (UNKNOWN by default, which makes the next heartbeat 404).
-func (r *Registry) DeleteOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
+func (r *Registry) deleteOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
 	if e == nil {
 		return ErrInstanceNotFound
@@ -493,9 +493,9 @@ func (r *Registry) DeleteOverride(idx uint64, ts int64, b *OverrideBody, c *Chan
 	return nil
 }
 
-// UpdateMetadata merges entries into the instance's metadata in place and
+// updateMetadata merges entries into the instance's metadata in place and
 // emits MODIFIED (heureka does not copy Eureka's full re-register, docs/eureka-api.md, "Where heureka differs").
-func (r *Registry) UpdateMetadata(idx uint64, ts int64, b *MetadataBody, c *Change) error {
+func (r *Registry) updateMetadata(idx uint64, ts int64, b *MetadataBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
 	if e == nil {
 		return ErrInstanceNotFound
@@ -518,14 +518,14 @@ func (r *Registry) UpdateMetadata(idx uint64, ts int64, b *MetadataBody, c *Chan
 	return nil
 }
 
-// SetMember records a member's addresses.
-func (r *Registry) SetMember(m Member) { r.members[m.ID] = m }
+// setMember records a member's addresses.
+func (r *Registry) setMember(m Member) { r.members[m.ID] = m }
 
-// RemoveMember forgets a member.
-func (r *Registry) RemoveMember(id string) { delete(r.members, id) }
+// removeMember forgets a member.
+func (r *Registry) removeMember(id string) { delete(r.members, id) }
 
-// SetMode records the cluster-wide mode.
-func (r *Registry) SetMode(mode string) { r.mode = mode }
+// setMode records the cluster-wide mode.
+func (r *Registry) setMode(mode string) { r.mode = mode }
 
 // Apply applies one decoded command at log index idx, recording what it
 // touched in c. The FSM calls it for every log entry; a node in AP fallback
@@ -534,34 +534,34 @@ func (r *Registry) Apply(idx uint64, cmd Command, c *Change) error {
 	switch b := cmd.Body.(type) {
 	case *RegisterBody:
 		r.pruneDelta(cmd.Ts)
-		r.Register(idx, cmd.Ts, b.Instance, c)
+		r.register(idx, cmd.Ts, b.Instance, c)
 	case *KeyBody:
 		if cmd.Type&^CmdIgnoreUnknown == CmdRemoveMember {
-			r.RemoveMember(b.ID)
+			r.removeMember(b.ID)
 			return nil
 		}
 		r.pruneDelta(cmd.Ts)
-		return r.Cancel(idx, cmd.Ts, b.App, b.ID, c)
+		return r.cancel(idx, cmd.Ts, b.App, b.ID, c)
 	case *RenewBatchBody:
-		r.Renew(b.Renewals)
+		r.renew(b.Renewals)
 	case *OverrideBody:
 		r.pruneDelta(cmd.Ts)
 		if cmd.Type&^CmdIgnoreUnknown == CmdDeleteOverride {
-			return r.DeleteOverride(idx, cmd.Ts, b, c)
+			return r.deleteOverride(idx, cmd.Ts, b, c)
 		}
-		return r.SetOverride(idx, cmd.Ts, b, c)
+		return r.setOverride(idx, cmd.Ts, b, c)
 	case *MetadataBody:
 		r.pruneDelta(cmd.Ts)
-		return r.UpdateMetadata(idx, cmd.Ts, b, c)
+		return r.updateMetadata(idx, cmd.Ts, b, c)
 	case *EvictBody:
 		r.pruneDelta(cmd.Ts)
 		for _, k := range b.Keys {
-			_ = r.Cancel(idx, cmd.Ts, k.App, k.ID, c) // already gone: nothing to evict
+			_ = r.cancel(idx, cmd.Ts, k.App, k.ID, c) // already gone: nothing to evict
 		}
 	case *Member:
-		r.SetMember(*b)
+		r.setMember(*b)
 	case *ModeBody:
-		r.SetMode(b.Mode)
+		r.setMode(b.Mode)
 	}
 	return nil
 }
