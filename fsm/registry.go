@@ -5,14 +5,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ErrInstanceNotFound is returned when a command names an instance the
 // registry does not hold.
 var ErrInstanceNotFound = errors.New("instance not found")
 
-// DefaultDeltaRetentionMs is how long a change stays in the delta queue.
-const DefaultDeltaRetentionMs = 3 * 60 * 1000
+// DefaultDeltaRetention is how long a change stays in the delta queue.
+const DefaultDeltaRetention = 3 * time.Minute
 
 // Application is one application's instances.
 type Application struct {
@@ -76,16 +77,21 @@ type Registry struct {
 	// statusCounts counts instances per effective status, kept as entries
 	// change so the reconcile hash costs nothing to compute.
 	statusCounts map[string]int
-	// retentionMs bounds the delta queue's age.
+	// retentionMs bounds the delta queue's age, in the milliseconds of the
+	// commands' timestamps.
 	retentionMs int64
 }
 
 // NewRegistry returns an empty registry whose delta queue keeps entries for
-// retentionMs (≤ 0 selects the default).
-func NewRegistry(retentionMs int64) *Registry {
-	if retentionMs <= 0 {
-		retentionMs = DefaultDeltaRetentionMs
+// retention (≤ 0 selects DefaultDeltaRetention).
+func NewRegistry(retention time.Duration) *Registry {
+	if retention <= 0 {
+		retention = DefaultDeltaRetention
 	}
+	return newRegistry(retention.Milliseconds())
+}
+
+func newRegistry(retentionMs int64) *Registry {
 	return &Registry{
 		apps:         map[string]*Application{},
 		delta:        map[string]*DeltaEntry{},
@@ -102,6 +108,12 @@ type deltaRef struct {
 }
 
 func deltaKey(app, id string) string { return app + "\x00" + id }
+
+// DeltaRetention is how long a change stays in the delta queue: readers of
+// the delta take it from here, so it is configured in one place.
+func (r *Registry) DeltaRetention() time.Duration {
+	return time.Duration(r.retentionMs) * time.Millisecond
+}
 
 // Version is the Raft index of the last change to registry content.
 func (r *Registry) Version() uint64 { return r.version }

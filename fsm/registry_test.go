@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func newReg() *Registry { return NewRegistry(0) }
@@ -114,7 +115,7 @@ func TestRegistry_CancelRenewDeltaAndErrors(t *testing.T) {
 		t.Fatal("empty application must disappear")
 	}
 	// Retention: an old delta entry is pruned by a later command's clock.
-	r.pruneDelta(3000 + DefaultDeltaRetentionMs + 1)
+	r.pruneDelta(3000 + DefaultDeltaRetention.Milliseconds() + 1)
 	if len(r.Delta(0)) != 0 {
 		t.Fatal("delta entry outlived retention")
 	}
@@ -155,5 +156,19 @@ func TestInstance_ID(t *testing.T) {
 	in.InstanceID = "x"
 	if in.ID() != "x" {
 		t.Fatal(in.ID())
+	}
+}
+
+// TestDeltaRetentionIsConfiguredOnce checks that the retention given to New
+// is the one the registry (and so every reader of the delta) reports.
+func TestDeltaRetentionIsConfiguredOnce(t *testing.T) {
+	if got := New(5*time.Second, nil).reg.DeltaRetention(); got != 5*time.Second {
+		t.Errorf("New(5s): registry retention %s", got)
+	}
+	if got := NewRegistry(0).DeltaRetention(); got != DefaultDeltaRetention {
+		t.Errorf("NewRegistry(0): retention %s, want the default %s", got, DefaultDeltaRetention)
+	}
+	if got := NewRegistry(0).Clone().DeltaRetention(); got != DefaultDeltaRetention {
+		t.Errorf("a clone's retention %s, want %s", got, DefaultDeltaRetention)
 	}
 }
