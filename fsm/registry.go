@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -543,39 +544,14 @@ func (r *Registry) setMode(mode string) { r.mode = mode }
 // touched in c. The FSM calls it for every log entry; a node in AP fallback
 // also calls it on its local overlay, so both follow the same rules.
 func (r *Registry) Apply(idx uint64, cmd Command, c *Change) error {
-	switch b := cmd.Body.(type) {
-	case *RegisterBody:
-		r.pruneDelta(cmd.Ts)
-		r.register(idx, cmd.Ts, b.Instance, c)
-	case *KeyBody:
-		if cmd.Type&^CmdIgnoreUnknown == CmdRemoveMember {
-			r.removeMember(b.ID)
-			return nil
-		}
-		r.pruneDelta(cmd.Ts)
-		return r.cancel(idx, cmd.Ts, b.App, b.ID, c)
-	case *RenewBatchBody:
-		r.renew(b.Renewals)
-	case *OverrideBody:
-		r.pruneDelta(cmd.Ts)
-		if cmd.Type&^CmdIgnoreUnknown == CmdDeleteOverride {
-			return r.deleteOverride(idx, cmd.Ts, b, c)
-		}
-		return r.setOverride(idx, cmd.Ts, b, c)
-	case *MetadataBody:
-		r.pruneDelta(cmd.Ts)
-		return r.updateMetadata(idx, cmd.Ts, b, c)
-	case *EvictBody:
-		r.pruneDelta(cmd.Ts)
-		for _, k := range b.Keys {
-			_ = r.cancel(idx, cmd.Ts, k.App, k.ID, c) // already gone: nothing to evict
-		}
-	case *Member:
-		r.setMember(*b)
-	case *ModeBody:
-		r.setMode(b.Mode)
+	spec, ok := commands[cmd.Type&^CmdIgnoreUnknown]
+	if !ok {
+		return fmt.Errorf("%w: unknown type %d", ErrBadCommand, byte(cmd.Type))
 	}
-	return nil
+	if spec.content {
+		r.pruneDelta(cmd.Ts)
+	}
+	return spec.apply(r, idx, cmd, c)
 }
 
 // Clone returns an independent copy of the registry. Entries are shared:
