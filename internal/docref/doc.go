@@ -16,7 +16,9 @@
 //     file relative to the document it is in.
 //   - Nothing may point outside the repository: no reference to a design
 //     or specification file kept elsewhere or to its numbered sections
-//     (a section sign and a digit), no path leaving the tree.
+//     (a section sign and a digit), no path leaving the tree, no "issue N"
+//     of a tracker the repository does not hold (cite an upstream issue by
+//     its URL).
 //
 // It owns only this check and imports nothing of heureka.
 package docref
