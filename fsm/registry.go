@@ -452,26 +452,14 @@ func (r *Registry) setOverride(idx uint64, ts int64, b *OverrideBody, c *Change)
 	n.LastRenewalTs = max(n.LastRenewalTs, ts) // a status change counts as a heartbeat
 	changed := e.Instance.Status != b.Status || e.Override != b.Status
 	n.Override = b.Status
-	if changed {
-		n.Instance = e.Instance.clone()
-		n.Instance.Status = b.Status
-		n.Instance.OverriddenStatus = b.Status
-		if b.LastDirtyTimestamp > n.Instance.LastDirtyTimestamp {
-			n.Instance.LastDirtyTimestamp = b.LastDirtyTimestamp
-		}
-		if b.Status == StatusUp && n.ServiceUpTs == 0 {
-			n.ServiceUpTs = ts
-		}
-		n.ActionType = ActionModified
-		n.LastUpdatedTs = ts
-		n.ModifyIndex = idx
+	if !changed {
+		r.put(&n)
+		return nil
 	}
-	r.put(&n)
-	if changed {
-		r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil)
-		r.version = idx
-		touched(c, n.Instance)
+	if b.Status == StatusUp && n.ServiceUpTs == 0 {
+		n.ServiceUpTs = ts
 	}
+	r.putModified(idx, ts, &n, b.Status, b.Status, b.LastDirtyTimestamp, c)
 	return nil
 }
 
@@ -484,26 +472,32 @@ func (r *Registry) deleteOverride(idx uint64, ts int64, b *OverrideBody, c *Chan
 	}
 	n := *e
 	n.LastRenewalTs = max(n.LastRenewalTs, ts)
-	had := e.Override != ""
-	if had {
-		n.Override = ""
-		n.Instance = e.Instance.clone()
-		n.Instance.OverriddenStatus = StatusUnknown
-		n.Instance.Status = b.Status
-		if b.LastDirtyTimestamp > n.Instance.LastDirtyTimestamp {
-			n.Instance.LastDirtyTimestamp = b.LastDirtyTimestamp
-		}
-		n.ActionType = ActionModified
-		n.LastUpdatedTs = ts
-		n.ModifyIndex = idx
+	if e.Override == "" {
+		r.put(&n)
+		return nil
 	}
-	r.put(&n)
-	if had {
-		r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil)
-		r.version = idx
-		touched(c, n.Instance)
-	}
+	n.Override = ""
+	r.putModified(idx, ts, &n, b.Status, StatusUnknown, b.LastDirtyTimestamp, c)
 	return nil
+}
+
+// putModified stores n, a copy of a stored entry, with a new status and
+// overriddenStatus as one MODIFIED change: a newer lastDirtyTimestamp is
+// adopted, the delta records it and c names what it touched.
+func (r *Registry) putModified(idx uint64, ts int64, n *Entry, status, overridden string, lastDirty int64, c *Change) {
+	n.Instance = n.Instance.clone()
+	n.Instance.Status = status
+	n.Instance.OverriddenStatus = overridden
+	if lastDirty > n.Instance.LastDirtyTimestamp {
+		n.Instance.LastDirtyTimestamp = lastDirty
+	}
+	n.ActionType = ActionModified
+	n.LastUpdatedTs = ts
+	n.ModifyIndex = idx
+	r.put(n)
+	r.recordDelta(idx, ts, n.App, n.ID, ActionModified, nil)
+	r.version = idx
+	touched(c, n.Instance)
 }
 
 // updateMetadata merges entries into the instance's metadata in place and
