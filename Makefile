@@ -2,7 +2,7 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build build-bench test deps vet fmt-check fuzz
+.PHONY: build build-bench test unit e2e deps vet fmt-check fuzz
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
@@ -28,6 +28,14 @@ deps:
 
 test: deps
 	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./...
+
+# unit is the quick loop: every test that starts no heureka process (-short skips the rest).
+unit:
+	$(GO) test -short -count=1 ./...
+
+# e2e runs the system tests, which start real heureka (and etcd, node, chromium) processes.
+e2e: deps
+	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./e2e ./bench ./cmd/heureka
 
 vet:
 	$(GO) vet ./...

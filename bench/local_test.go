@@ -17,14 +17,19 @@ func TestProcReaders_OwnProcess(t *testing.T) {
 		t.Fatal("unknown processes must read as -1")
 	}
 	m := newCPUMeter([]int{os.Getpid()})
+	// Spin until this process has used 0.1 CPU-seconds (by /proc) rather
+	// than for a wall-clock time: on a loaded machine 200 ms of wall time
+	// may hold far less CPU.
 	m.measure(func() {
-		deadline := time.Now().Add(200 * time.Millisecond)
-		for x := 0; time.Now().Before(deadline); x++ {
-			_ = x * x
+		start, deadline := cpuSeconds([]int{os.Getpid()}), time.Now().Add(30*time.Second)
+		for x := 0; cpuSeconds([]int{os.Getpid()})-start < 0.1 && time.Now().Before(deadline); x++ {
+			for i := 0; i < 1e5; i++ {
+				x = x*31 + i
+			}
 		}
 	})
-	if m.seconds < 0.05 || m.seconds > 5 {
-		t.Fatalf("busy loop of 200 ms measured as %.3f CPU-seconds", m.seconds)
+	if m.seconds < 0.05 || m.seconds > 30 {
+		t.Fatalf("a busy loop of 0.1 CPU-seconds measured as %.3f CPU-seconds", m.seconds)
 	}
 	if got := m.perOp(10); got < 5*time.Millisecond {
 		t.Fatalf("perOp(10) = %s", got)

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 8, point 1: with --auth-file (and --cluster-secret) on a 3-node
+// Authentication (docs/security.md, "What the tests show"): with --auth-file (and --cluster-secret) on a 3-node
 // cluster, anonymous and wrong-password writes get 401, read users 403 on
 // writes, write users cannot change membership; fargo and eureka-js-client
 // work with credentials in the URL; the cluster still forms, forwards

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 3, point 3: bad input. Malformed JSON or XML, wrong types, an
+// Bad input (docs/eureka-api.md, "Status codes and bodies"). Malformed JSON or XML, wrong types, an
 // instance whose app disagrees with the path, unknown status values and bad
 // query parameters must get 400 with a message, and nothing may be recorded:
 // the leader's commit index, every node's registry version and every node's

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/bench"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 // benchInstance is a registration with about 1 KB of metadata.
@@ -97,19 +98,8 @@ func rssMB(pid int) float64 {
 	return -1
 }
 
-type cacheCounters struct {
-	ROHits   uint64 `json:"read_only_hits"`
-	ROMisses uint64 `json:"read_only_misses"`
-	Builds   uint64 `json:"builds"`
-}
-
-func nodeCache(b *testing.B, nd *Node) cacheCounters {
-	st := nd.Status(b)
-	var c cacheCounters
-	if err := json.Unmarshal(st.Raw["cache"], &c); err != nil {
-		b.Fatal(err)
-	}
-	return c
+func nodeCache(b *testing.B, nd *Node) opapi.CacheStats {
+	return nd.Status(b).Cache
 }
 
 // BenchmarkCachedReads is the response cache's load benchmark (BENCHMARKS.md, "Response cache"; run it with
@@ -192,7 +182,7 @@ func BenchmarkCachedReads(b *testing.B) {
 	readers.Wait()
 	cancel()
 	after := nodeCache(b, follower)
-	hits, misses := after.ROHits-before.ROHits, after.ROMisses-before.ROMisses
+	hits, misses := after.ReadOnlyHits-before.ReadOnlyHits, after.ReadOnlyMisses-before.ReadOnlyMisses
 	ratio := float64(hits) / float64(max(hits+misses, 1))
 	b.ReportMetric(ratio*100, "ro-hit-%")
 

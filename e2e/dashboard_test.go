@@ -148,7 +148,7 @@ func TestDashboardInChromium(t *testing.T) {
 	r := startRenewer(t, c.Nodes, keys, time.Second, 4)
 	WaitFor(t, 10*time.Second, func() bool {
 		ls, ok := leases(t, leader)
-		return ok && !ls.Active && ls.RenewsLastMin > ls.Threshold && ls.Threshold > 0
+		return ok && !ls.SelfPreservationActive && ls.RenewsLastMin > ls.Threshold && ls.Threshold > 0
 	}, "renewal rate above threshold")
 
 	// A follower's page shows the registry and the cluster, and no banner.
@@ -194,7 +194,7 @@ func TestDashboardInChromium(t *testing.T) {
 	r.pause(keys[:7]...)
 	WaitFor(t, 10*time.Second, func() bool {
 		ls, ok := leases(t, leader)
-		return ok && ls.Active
+		return ok && ls.SelfPreservationActive
 	}, "self-preservation on")
 	got = page(t, ctx, url, "dashboard-emergency.png", "#emergency", "#leases", "#registry-summary")
 	if !strings.Contains(got["#emergency"], "EMERGENCY!") || !strings.Contains(got["#emergency"], "RENEWALS ARE LESSER THAN THRESHOLD") {

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 12, eviction at the deadline: with default flags (self-preservation
+// Eviction at the deadline: with default flags (self-preservation
 // off for the test) an instance with a 3 s lease that stops renewing is gone
 // from another node's reads within 5 s of its last renewal: the leader
 // evicts at the lease's deadline, not at the next 60 s scan, and the cached

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 3, point 2: delta consistency. A client that keeps its registry
+// Delta consistency (docs/eureka-api.md, "Hash code"). A client that keeps its registry
 // only from deltas — exactly like the Netflix Java client (docs/eureka-api.md, "Delta") —
 // must, after every delta it applies, hold a registry whose reconcile hash
 // equals the delta's apps__hashcode, and must end up holding exactly what a

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 3, real clients: hudl/fargo (Go) against a 3-node cluster, in JSON
+// Real clients (docs/eureka-api.md, "Client traps"): hudl/fargo (Go) against a 3-node cluster, in JSON
 // mode (UseJson) and in fargo's default XML mode, with each client talking to
 // a different node. fargo has no delta support (its config's EnableDelta is a
 // TODO), so its "app updates" are its polling helpers: ScheduleAppUpdates,

@@ -247,6 +247,7 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 }
 
 func newCluster(t testing.TB, opts Options) *Cluster {
+	skipShort(t)
 	c := &Cluster{t: t, dir: t.TempDir(), opts: opts}
 	// Cleanups run last-registered first: processes are stopped before the
 	// logs are read, and both happen before t.TempDir is removed.
@@ -257,6 +258,16 @@ func newCluster(t testing.TB, opts Options) *Cluster {
 	})
 	t.Cleanup(c.stopAll)
 	return c
+}
+
+// skipShort skips a system test under go test -short (make unit): every
+// test that starts heureka processes comes through here, so this is the one
+// place that decides.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts heureka processes; skipped with -short (make unit), run by make e2e and make test")
+	}
 }
 
 // newNode allocates ports and directories for a node and adds it to c.

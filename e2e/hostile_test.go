@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 8, point 3: a hostile-input run. 10,000 malformed, oversized,
+// Hostile input (docs/security.md, "What the tests show"): a run where 10,000 malformed, oversized,
 // truncated, slow and otherwise bad requests from 50 concurrent clients go
 // to a 3-node cluster (with --strict-input) while well-formed clients read
 // and renew. Every node stays up, the well-formed clients keep getting

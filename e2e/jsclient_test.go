@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 3, real clients: eureka-js-client 4.5.0 (npm) against a 3-node
+// Real clients (docs/eureka-api.md, "Client traps"): eureka-js-client 4.5.0 (npm) against a 3-node
 // cluster. jsclient/scenario.js starts five EurekaClient instances of two
 // applications, each pointed at a different node, some fetching deltas and
 // some full registries, and checks what each client sees; this test runs it

@@ -16,6 +16,7 @@ import (
 // the whole run takes under two minutes. The HTML report of the same run
 // is then checked in Chromium against its JSON (report_test.go).
 func TestLabBothModes(t *testing.T) {
+	skipShort(t)
 	start := time.Now()
 	html := filepath.Join(t.TempDir(), "lab.html")
 	res := RunBinary(t, 3*time.Minute, nil, "lab", "--json", "--phase", "4s", "--report", html)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/opapi"
 )
 
 // leaseArgs are short lease timings: evict every 300 ms, count renewals
@@ -21,25 +23,13 @@ func shortLease(durationSecs int) map[string]any {
 	return map[string]any{"leaseInfo": map[string]any{"renewalIntervalInSecs": 1, "durationInSecs": durationSecs}}
 }
 
-// leaseStatus is the "leases" object of /v1/status.
-type leaseStatus struct {
-	Active        bool    `json:"self_preservation_active"`
-	RenewsLastMin int64   `json:"renews_last_min"`
-	Threshold     int64   `json:"renews_threshold"`
-	Expected      float64 `json:"expected_renews_per_min"`
-	EvictedTotal  uint64  `json:"evicted_total"`
-}
-
-func leases(t testing.TB, nd *Node) (leaseStatus, bool) {
+// leases is the leader's lease numbers as nd's /v1/status shows them.
+func leases(t testing.TB, nd *Node) (opapi.LeaseStatus, bool) {
 	st, err := nd.TryStatus()
-	if err != nil || !st.Has("leases") {
-		return leaseStatus{}, false
+	if err != nil || st.Leases == nil {
+		return opapi.LeaseStatus{}, false
 	}
-	var ls leaseStatus
-	if err := json.Unmarshal(st.Raw["leases"], &ls); err != nil {
-		t.Fatalf("decode leases: %v", err)
-	}
-	return ls, true
+	return *st.Leases, true
 }
 
 // renewer heartbeats a set of instances in the background, spreading the
@@ -223,16 +213,16 @@ func TestSelfPreservationStopsEviction(t *testing.T) {
 	r := startRenewer(t, c.Nodes, keys, time.Second, 4)
 	WaitFor(t, 10*time.Second, func() bool {
 		ls, ok := leases(t, leader)
-		return ok && !ls.Active && ls.RenewsLastMin > ls.Threshold && ls.Threshold > 0
+		return ok && !ls.SelfPreservationActive && ls.RenewsLastMin > ls.Threshold && ls.Threshold > 0
 	}, "renewal rate above threshold")
 	r.pause(keys[:6]...)
 	paused := time.Now()
 	WaitFor(t, 10*time.Second, func() bool {
 		ls, ok := leases(t, c.Nodes[2]) // a follower shows the leader's numbers too
-		return ok && ls.Active
+		return ok && ls.SelfPreservationActive
 	}, "self-preservation on")
 	ls, _ := leases(t, leader)
-	t.Logf("self-preservation on: renews_last_min=%d threshold=%d expected=%.0f", ls.RenewsLastMin, ls.Threshold, ls.Expected)
+	t.Logf("self-preservation on: renews_last_min=%d threshold=%d expected=%.0f", ls.RenewsLastMin, ls.Threshold, ls.ExpectedRenewsPerMin)
 	if ls.RenewsLastMin > ls.Threshold || ls.Threshold != 510 {
 		t.Fatalf("numbers do not explain self-preservation: %+v (want threshold 510 = 10 × 60 × 0.85)", ls)
 	}
@@ -252,7 +242,7 @@ func TestSelfPreservationStopsEviction(t *testing.T) {
 	r.resumeAll()
 	WaitFor(t, 10*time.Second, func() bool {
 		ls, ok := leases(t, leader)
-		return ok && !ls.Active
+		return ok && !ls.SelfPreservationActive
 	}, "self-preservation off again")
 	time.Sleep(time.Second)
 	if apps := GetApps(t, leader.BaseURL()); len(apps.Instances) != 10 {

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 8, point 2: with --raft-tls, a process that is not a cluster member
+// Raft over TLS (docs/security.md, "TLS"): with --raft-tls, a process that is not a cluster member
 // cannot append to the Raft log: not with raw TCP (preamble and Raft's own
 // RPC encoding, no certificate), not over TLS without a certificate, not
 // with a certificate from another CA. A client with a certificate from the

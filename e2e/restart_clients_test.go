@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 12, real clients across a whole-cluster restart: eureka-js-client
+// Real clients across a whole-cluster restart: eureka-js-client
 // (full and delta fetching) and fargo (Go; JSON and XML) each poll while all
 // three nodes are killed and restarted in random order. A client's local
 // view must never lose an instance registered before the restart: a node

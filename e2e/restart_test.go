@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 12, the readiness gate: after a restart a node never answers a
+// The readiness gate: after a restart a node never answers a
 // registry read with less than it held. Each test registers rsInstances
 // instances, restarts nodes with kill -9, and polls every restarted node
 // every 20 ms from its first answer: a 200 must hold every instance (a 503

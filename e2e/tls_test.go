@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 8, TLS: the HTTP API over HTTPS with client certificates required
+// TLS (docs/security.md, "TLS"): the HTTP API over HTTPS with client certificates required
 // (--tls-cert, --tls-key, --tls-client-ca); nodes forward to each other over
 // HTTPS presenting their own certificate. Certificates are made here.
 

@@ -34,27 +34,8 @@ const (
 )
 
 func (t CmdType) String() string {
-	switch t &^ CmdIgnoreUnknown {
-	case CmdRegister:
-		return "register"
-	case CmdCancel:
-		return "cancel"
-	case CmdRenewBatch:
-		return "renew_batch"
-	case CmdSetOverride:
-		return "set_override"
-	case CmdDeleteOverride:
-		return "delete_override"
-	case CmdMetadata:
-		return "metadata"
-	case CmdEvict:
-		return "evict"
-	case CmdSetMember:
-		return "set_member"
-	case CmdRemoveMember:
-		return "remove_member"
-	case CmdSetMode:
-		return "set_mode"
+	if spec, ok := commands[t&^CmdIgnoreUnknown]; ok {
+		return spec.name
 	}
 	return fmt.Sprintf("cmd(%d)", byte(t))
 }
@@ -188,29 +169,11 @@ func Decode(entry []byte) (Command, error) {
 	if c.Version != bodyVersion {
 		return c, fmt.Errorf("%w: %s body version %d", ErrBadCommand, c.Type, c.Version)
 	}
-	var body any
-	switch c.Type &^ CmdIgnoreUnknown {
-	case CmdRegister:
-		body = &RegisterBody{}
-	case CmdCancel:
-		body = &KeyBody{}
-	case CmdRenewBatch:
-		body = &RenewBatchBody{}
-	case CmdSetOverride, CmdDeleteOverride:
-		body = &OverrideBody{}
-	case CmdMetadata:
-		body = &MetadataBody{}
-	case CmdEvict:
-		body = &EvictBody{}
-	case CmdSetMember:
-		body = &Member{}
-	case CmdRemoveMember:
-		body = &KeyBody{}
-	case CmdSetMode:
-		body = &ModeBody{}
-	default:
+	spec, ok := commands[c.Type&^CmdIgnoreUnknown]
+	if !ok {
 		return c, fmt.Errorf("%w: unknown type %d", ErrBadCommand, entry[0])
 	}
+	body := spec.newBody()
 	if err := codec.NewDecoderBytes(entry[headerLen:], msgpackHandle).Decode(body); err != nil {
 		return c, fmt.Errorf("%w: decode %s: %v", ErrBadCommand, c.Type, err)
 	}
@@ -226,6 +189,9 @@ func Decode(entry []byte) (Command, error) {
 // The leader checks it before appending, so a write for an unknown instance
 // answers 404 without reaching the log.
 func InstanceKey(entry []byte) (app, id string, ok bool) {
+	if !commands[TypeOf(entry)&^CmdIgnoreUnknown].onInstance {
+		return "", "", false
+	}
 	switch TypeOf(entry) &^ CmdIgnoreUnknown {
 	case CmdCancel, CmdSetOverride, CmdDeleteOverride, CmdMetadata:
 	default:

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -31,12 +32,14 @@ type FSM struct {
 	log hclog.Logger
 }
 
-// New returns an FSM holding an empty registry.
-func New(deltaRetentionMs int64, log hclog.Logger) *FSM {
+// New returns an FSM holding an empty registry whose delta queue keeps a
+// change for deltaRetention (≤ 0 selects DefaultDeltaRetention).
+func New(deltaRetention time.Duration, log hclog.Logger) *FSM {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &FSM{reg: NewRegistry(deltaRetentionMs), retentionMs: deltaRetentionMs, log: log.Named("fsm")}
+	reg := NewRegistry(deltaRetention)
+	return &FSM{reg: reg, retentionMs: reg.retentionMs, log: log.Named("fsm")}
 }
 
 // Observe registers fn to be called, in log order, after every applied

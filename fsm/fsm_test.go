@@ -206,3 +206,26 @@ func FuzzDecodeCommand(f *testing.F) {
 		_ = cmd
 	})
 }
+
+// TestCommandTableCoversEveryType checks that each command type has a row in
+// the command table (name, body, apply), so Decode, String and Apply agree.
+func TestCommandTableCoversEveryType(t *testing.T) {
+	names := map[string]bool{}
+	for ct := CmdRegister; ct <= CmdSetMode; ct++ {
+		spec, ok := commands[ct]
+		if !ok || spec.name == "" || spec.newBody == nil || spec.apply == nil {
+			t.Errorf("command type %d has no complete row in the command table", ct)
+			continue
+		}
+		if names[spec.name] {
+			t.Errorf("name %q used twice", spec.name)
+		}
+		names[spec.name] = true
+		if got := (ct | CmdIgnoreUnknown).String(); got != spec.name {
+			t.Errorf("%d with the ignore bit: String() = %q, want %q", ct, got, spec.name)
+		}
+	}
+	if len(commands) != int(CmdSetMode) {
+		t.Errorf("the table has %d rows for %d command types", len(commands), CmdSetMode)
+	}
+}

@@ -11,7 +11,7 @@ func TestRegistry_OverrideSameStatusRecordsNothing(t *testing.T) {
 	reg(r, 1, 1000, testInstance("A", "1", StatusUp, 10))
 	before := r.Version()
 	c := &Change{}
-	if err := r.SetOverride(2, 1100, &OverrideBody{App: "A", ID: "1", Status: StatusUp}, c); err != nil {
+	if err := r.setOverride(2, 1100, &OverrideBody{App: "A", ID: "1", Status: StatusUp}, c); err != nil {
 		t.Fatal(err)
 	}
 	e := r.Get("A", "1")
@@ -24,7 +24,7 @@ func TestRegistry_OverrideSameStatusRecordsNothing(t *testing.T) {
 	if e.LastRenewalTs != 1100 {
 		t.Fatalf("same-status override must count as a heartbeat: last renewal %d", e.LastRenewalTs)
 	}
-	if err := r.DeleteOverride(3, 1200, &OverrideBody{App: "A", ID: "1", Status: StatusUnknown}, &Change{}); err != nil {
+	if err := r.deleteOverride(3, 1200, &OverrideBody{App: "A", ID: "1", Status: StatusUnknown}, &Change{}); err != nil {
 		t.Fatal(err)
 	}
 	e = r.Get("A", "1")

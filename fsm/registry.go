@@ -2,17 +2,19 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ErrInstanceNotFound is returned when a command names an instance the
 // registry does not hold.
 var ErrInstanceNotFound = errors.New("instance not found")
 
-// DefaultDeltaRetentionMs is how long a change stays in the delta queue.
-const DefaultDeltaRetentionMs = 3 * 60 * 1000
+// DefaultDeltaRetention is how long a change stays in the delta queue.
+const DefaultDeltaRetention = 3 * time.Minute
 
 // Application is one application's instances.
 type Application struct {
@@ -76,16 +78,21 @@ type Registry struct {
 	// statusCounts counts instances per effective status, kept as entries
 	// change so the reconcile hash costs nothing to compute.
 	statusCounts map[string]int
-	// retentionMs bounds the delta queue's age.
+	// retentionMs bounds the delta queue's age, in the milliseconds of the
+	// commands' timestamps.
 	retentionMs int64
 }
 
 // NewRegistry returns an empty registry whose delta queue keeps entries for
-// retentionMs (≤ 0 selects the default).
-func NewRegistry(retentionMs int64) *Registry {
-	if retentionMs <= 0 {
-		retentionMs = DefaultDeltaRetentionMs
+// retention (≤ 0 selects DefaultDeltaRetention).
+func NewRegistry(retention time.Duration) *Registry {
+	if retention <= 0 {
+		retention = DefaultDeltaRetention
 	}
+	return newRegistry(retention.Milliseconds())
+}
+
+func newRegistry(retentionMs int64) *Registry {
 	return &Registry{
 		apps:         map[string]*Application{},
 		delta:        map[string]*DeltaEntry{},
@@ -102,6 +109,12 @@ type deltaRef struct {
 }
 
 func deltaKey(app, id string) string { return app + "\x00" + id }
+
+// DeltaRetention is how long a change stays in the delta queue: readers of
+// the delta take it from here, so it is configured in one place.
+func (r *Registry) DeltaRetention() time.Duration {
+	return time.Duration(r.retentionMs) * time.Millisecond
+}
 
 // Version is the Raft index of the last change to registry content.
 func (r *Registry) Version() uint64 { return r.version }
@@ -329,8 +342,8 @@ func (r *Registry) pruneDelta(ts int64) {
 	}
 }
 
-// effectiveStatus is Eureka's first-match-wins override rule chain (spec
-// §4.3) for a non-replicated request. override is the override in force.
+// effectiveStatus is Eureka's first-match-wins override rule chain
+// (docs/eureka-api.md, "Status override rules") for a non-replicated request. override is the override in force.
 func effectiveStatus(candidate, override string, existing *Entry) string {
 	if candidate != StatusUp && candidate != StatusOutOfService {
 		return candidate // DOWN, STARTING, UNKNOWN: trust the instance
@@ -358,8 +371,8 @@ func touched(c *Change, in *Instance) {
 	c.SVIPs = append(c.SVIPs, VIPs(in.SecureVIPAddress)...)
 }
 
-// Register applies docs/eureka-api.md, "Register" (with heureka's replicated override).
-func (r *Registry) Register(idx uint64, ts int64, in *Instance, c *Change) {
+// register applies docs/eureka-api.md, "Register" (with heureka's replicated override).
+func (r *Registry) register(idx uint64, ts int64, in *Instance, c *Change) {
 	in = in.clone()
 	app, id := in.App, in.ID()
 	existing := r.Get(app, id)
@@ -394,8 +407,8 @@ func (r *Registry) Register(idx uint64, ts int64, in *Instance, c *Change) {
 	touched(c, record)
 }
 
-// Cancel removes an instance (explicit cancel or eviction): delta DELETED.
-func (r *Registry) Cancel(idx uint64, ts int64, app, id string, c *Change) error {
+// cancel removes an instance (explicit cancel or eviction): delta DELETED.
+func (r *Registry) cancel(idx uint64, ts int64, app, id string, c *Change) error {
 	old := r.remove(app, id)
 	if old == nil {
 		return ErrInstanceNotFound
@@ -412,10 +425,10 @@ func (r *Registry) Cancel(idx uint64, ts int64, app, id string, c *Change) error
 	return nil
 }
 
-// Renew records heartbeats. Unknown instances are skipped: the leader already
+// renew records heartbeats. Unknown instances are skipped: the leader already
 // answered their clients with 404. Renewals change no content (no delta, no
 // cache invalidation).
-func (r *Registry) Renew(renewals []Renewal) {
+func (r *Registry) renew(renewals []Renewal) {
 	for _, rn := range renewals {
 		e := r.Get(rn.App, rn.ID)
 		if e == nil || rn.Ts <= e.LastRenewalTs {
@@ -427,76 +440,69 @@ func (r *Registry) Renew(renewals []Renewal) {
 	}
 }
 
-// SetOverride applies docs/eureka-api.md, "Status override". As in eureka-server, a status equal to
+// setOverride applies docs/eureka-api.md, "Status override". As in eureka-server, a status equal to
 // the instance's current one records nothing (no override, no delta): the
 // request only counts as a heartbeat. Otherwise the override is recorded and
 // the status changes with it.
-func (r *Registry) SetOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
+func (r *Registry) setOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
 	if e == nil {
 		return ErrInstanceNotFound
 	}
 	n := *e
 	n.LastRenewalTs = max(n.LastRenewalTs, ts) // a status change counts as a heartbeat
-	changed := e.Instance.Status != b.Status
-	if changed {
-		n.Override = b.Status
-		n.Instance = e.Instance.clone()
-		n.Instance.Status = b.Status
-		n.Instance.OverriddenStatus = b.Status
-		if b.LastDirtyTimestamp > n.Instance.LastDirtyTimestamp {
-			n.Instance.LastDirtyTimestamp = b.LastDirtyTimestamp
-		}
-		if b.Status == StatusUp && n.ServiceUpTs == 0 {
-			n.ServiceUpTs = ts
-		}
-		n.ActionType = ActionModified
-		n.LastUpdatedTs = ts
-		n.ModifyIndex = idx
+	if e.Instance.Status == b.Status {
+		r.put(&n)
+		return nil
 	}
-	r.put(&n)
-	if changed {
-		r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil)
-		r.version = idx
-		touched(c, n.Instance)
+	n.Override = b.Status
+	if b.Status == StatusUp && n.ServiceUpTs == 0 {
+		n.ServiceUpTs = ts
 	}
+	r.putModified(idx, ts, &n, b.Status, b.Status, b.LastDirtyTimestamp, c)
 	return nil
 }
 
-// DeleteOverride applies docs/eureka-api.md, "Status override" (DELETE .../status): b.Status is the status left behind
+// deleteOverride applies docs/eureka-api.md, "Status override" (DELETE .../status): b.Status is the status left behind
 // (UNKNOWN by default, which makes the next heartbeat 404).
-func (r *Registry) DeleteOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
+func (r *Registry) deleteOverride(idx uint64, ts int64, b *OverrideBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
 	if e == nil {
 		return ErrInstanceNotFound
 	}
 	n := *e
 	n.LastRenewalTs = max(n.LastRenewalTs, ts)
-	had := e.Override != ""
-	if had {
-		n.Override = ""
-		n.Instance = e.Instance.clone()
-		n.Instance.OverriddenStatus = StatusUnknown
-		n.Instance.Status = b.Status
-		if b.LastDirtyTimestamp > n.Instance.LastDirtyTimestamp {
-			n.Instance.LastDirtyTimestamp = b.LastDirtyTimestamp
-		}
-		n.ActionType = ActionModified
-		n.LastUpdatedTs = ts
-		n.ModifyIndex = idx
+	if e.Override == "" {
+		r.put(&n)
+		return nil
 	}
-	r.put(&n)
-	if had {
-		r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil)
-		r.version = idx
-		touched(c, n.Instance)
-	}
+	n.Override = ""
+	r.putModified(idx, ts, &n, b.Status, StatusUnknown, b.LastDirtyTimestamp, c)
 	return nil
 }
 
-// UpdateMetadata merges entries into the instance's metadata in place and
+// putModified stores n, a copy of a stored entry, with a new status and
+// overriddenStatus as one MODIFIED change: a newer lastDirtyTimestamp is
+// adopted, the delta records it and c names what it touched.
+func (r *Registry) putModified(idx uint64, ts int64, n *Entry, status, overridden string, lastDirty int64, c *Change) {
+	n.Instance = n.Instance.clone()
+	n.Instance.Status = status
+	n.Instance.OverriddenStatus = overridden
+	if lastDirty > n.Instance.LastDirtyTimestamp {
+		n.Instance.LastDirtyTimestamp = lastDirty
+	}
+	n.ActionType = ActionModified
+	n.LastUpdatedTs = ts
+	n.ModifyIndex = idx
+	r.put(n)
+	r.recordDelta(idx, ts, n.App, n.ID, ActionModified, nil)
+	r.version = idx
+	touched(c, n.Instance)
+}
+
+// updateMetadata merges entries into the instance's metadata in place and
 // emits MODIFIED (heureka does not copy Eureka's full re-register, docs/eureka-api.md, "Where heureka differs").
-func (r *Registry) UpdateMetadata(idx uint64, ts int64, b *MetadataBody, c *Change) error {
+func (r *Registry) updateMetadata(idx uint64, ts int64, b *MetadataBody, c *Change) error {
 	e := r.Get(b.App, b.ID)
 	if e == nil {
 		return ErrInstanceNotFound
@@ -519,52 +525,27 @@ func (r *Registry) UpdateMetadata(idx uint64, ts int64, b *MetadataBody, c *Chan
 	return nil
 }
 
-// SetMember records a member's addresses.
-func (r *Registry) SetMember(m Member) { r.members[m.ID] = m }
+// setMember records a member's addresses.
+func (r *Registry) setMember(m Member) { r.members[m.ID] = m }
 
-// RemoveMember forgets a member.
-func (r *Registry) RemoveMember(id string) { delete(r.members, id) }
+// removeMember forgets a member.
+func (r *Registry) removeMember(id string) { delete(r.members, id) }
 
-// SetMode records the cluster-wide mode.
-func (r *Registry) SetMode(mode string) { r.mode = mode }
+// setMode records the cluster-wide mode.
+func (r *Registry) setMode(mode string) { r.mode = mode }
 
 // Apply applies one decoded command at log index idx, recording what it
 // touched in c. The FSM calls it for every log entry; a node in AP fallback
 // also calls it on its local overlay, so both follow the same rules.
 func (r *Registry) Apply(idx uint64, cmd Command, c *Change) error {
-	switch b := cmd.Body.(type) {
-	case *RegisterBody:
-		r.pruneDelta(cmd.Ts)
-		r.Register(idx, cmd.Ts, b.Instance, c)
-	case *KeyBody:
-		if cmd.Type&^CmdIgnoreUnknown == CmdRemoveMember {
-			r.RemoveMember(b.ID)
-			return nil
-		}
-		r.pruneDelta(cmd.Ts)
-		return r.Cancel(idx, cmd.Ts, b.App, b.ID, c)
-	case *RenewBatchBody:
-		r.Renew(b.Renewals)
-	case *OverrideBody:
-		r.pruneDelta(cmd.Ts)
-		if cmd.Type&^CmdIgnoreUnknown == CmdDeleteOverride {
-			return r.DeleteOverride(idx, cmd.Ts, b, c)
-		}
-		return r.SetOverride(idx, cmd.Ts, b, c)
-	case *MetadataBody:
-		r.pruneDelta(cmd.Ts)
-		return r.UpdateMetadata(idx, cmd.Ts, b, c)
-	case *EvictBody:
-		r.pruneDelta(cmd.Ts)
-		for _, k := range b.Keys {
-			_ = r.Cancel(idx, cmd.Ts, k.App, k.ID, c) // already gone: nothing to evict
-		}
-	case *Member:
-		r.SetMember(*b)
-	case *ModeBody:
-		r.SetMode(b.Mode)
+	spec, ok := commands[cmd.Type&^CmdIgnoreUnknown]
+	if !ok {
+		return fmt.Errorf("%w: unknown type %d", ErrBadCommand, byte(cmd.Type))
 	}
-	return nil
+	if spec.content {
+		r.pruneDelta(cmd.Ts)
+	}
+	return spec.apply(r, idx, cmd, c)
 }
 
 // Clone returns an independent copy of the registry. Entries are shared:

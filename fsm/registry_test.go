@@ -3,12 +3,13 @@ package fsm
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func newReg() *Registry { return NewRegistry(0) }
 
 func reg(r *Registry, idx uint64, ts int64, in *Instance) {
-	r.Register(idx, ts, in, &Change{})
+	r.register(idx, ts, in, &Change{})
 }
 
 func TestRegistry_RegisterAndHash(t *testing.T) {
@@ -34,7 +35,7 @@ func TestRegistry_RegisterAndHash(t *testing.T) {
 func TestRegistry_OverrideRuleChain(t *testing.T) {
 	r := newReg()
 	reg(r, 1, 1000, testInstance("A", "1", StatusUp, 10))
-	if err := r.SetOverride(2, 1100, &OverrideBody{App: "A", ID: "1", Status: StatusOutOfService}, &Change{}); err != nil {
+	if err := r.setOverride(2, 1100, &OverrideBody{App: "A", ID: "1", Status: StatusOutOfService}, &Change{}); err != nil {
 		t.Fatal(err)
 	}
 	e := r.Get("A", "1")
@@ -52,7 +53,7 @@ func TestRegistry_OverrideRuleChain(t *testing.T) {
 		t.Fatalf("client DOWN: status %s", s)
 	}
 	// Delete the override: status UNKNOWN, and heartbeats must 404 until re-register.
-	if err := r.DeleteOverride(5, 1400, &OverrideBody{App: "A", ID: "1", Status: StatusUnknown}, &Change{}); err != nil {
+	if err := r.deleteOverride(5, 1400, &OverrideBody{App: "A", ID: "1", Status: StatusUnknown}, &Change{}); err != nil {
 		t.Fatal(err)
 	}
 	e = r.Get("A", "1")
@@ -87,20 +88,20 @@ func TestRegistry_NewerStoredRecordIsKept(t *testing.T) {
 func TestRegistry_CancelRenewDeltaAndErrors(t *testing.T) {
 	r := newReg()
 	reg(r, 1, 1000, testInstance("A", "1", StatusUp, 10))
-	r.Renew([]Renewal{{App: "A", ID: "1", Ts: 2000}, {App: "A", ID: "nope", Ts: 2000}})
+	r.renew([]Renewal{{App: "A", ID: "1", Ts: 2000}, {App: "A", ID: "nope", Ts: 2000}})
 	if e := r.Get("A", "1"); e.LastRenewalTs != 2000 || r.Version() != 1 {
 		t.Fatalf("renew: %+v version %d", e, r.Version())
 	}
-	if err := r.Cancel(2, 3000, "A", "1", &Change{}); err != nil {
+	if err := r.cancel(2, 3000, "A", "1", &Change{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Cancel(3, 3001, "A", "1", &Change{}); !errors.Is(err, ErrInstanceNotFound) {
+	if err := r.cancel(3, 3001, "A", "1", &Change{}); !errors.Is(err, ErrInstanceNotFound) {
 		t.Fatalf("second cancel: %v", err)
 	}
 	for _, err := range []error{
-		r.SetOverride(4, 1, &OverrideBody{App: "A", ID: "1", Status: StatusUp}, &Change{}),
-		r.DeleteOverride(4, 1, &OverrideBody{App: "A", ID: "1", Status: StatusUp}, &Change{}),
-		r.UpdateMetadata(4, 1, &MetadataBody{App: "A", ID: "1"}, &Change{}),
+		r.setOverride(4, 1, &OverrideBody{App: "A", ID: "1", Status: StatusUp}, &Change{}),
+		r.deleteOverride(4, 1, &OverrideBody{App: "A", ID: "1", Status: StatusUp}, &Change{}),
+		r.updateMetadata(4, 1, &MetadataBody{App: "A", ID: "1"}, &Change{}),
 	} {
 		if !errors.Is(err, ErrInstanceNotFound) {
 			t.Fatalf("got %v", err)
@@ -114,7 +115,7 @@ func TestRegistry_CancelRenewDeltaAndErrors(t *testing.T) {
 		t.Fatal("empty application must disappear")
 	}
 	// Retention: an old delta entry is pruned by a later command's clock.
-	r.pruneDelta(3000 + DefaultDeltaRetentionMs + 1)
+	r.pruneDelta(3000 + DefaultDeltaRetention.Milliseconds() + 1)
 	if len(r.Delta(0)) != 0 {
 		t.Fatal("delta entry outlived retention")
 	}
@@ -125,7 +126,7 @@ func TestRegistry_MetadataMergesInPlace(t *testing.T) {
 	reg(r, 1, 1000, testInstance("A", "1", StatusUp, 10))
 	before := r.Get("A", "1")
 	c := &Change{}
-	if err := r.UpdateMetadata(2, 2000, &MetadataBody{App: "A", ID: "1", Metadata: map[string]string{"zone": "b", "new": "x"}}, c); err != nil {
+	if err := r.updateMetadata(2, 2000, &MetadataBody{App: "A", ID: "1", Metadata: map[string]string{"zone": "b", "new": "x"}}, c); err != nil {
 		t.Fatal(err)
 	}
 	e := r.Get("A", "1")
@@ -155,5 +156,19 @@ func TestInstance_ID(t *testing.T) {
 	in.InstanceID = "x"
 	if in.ID() != "x" {
 		t.Fatal(in.ID())
+	}
+}
+
+// TestDeltaRetentionIsConfiguredOnce checks that the retention given to New
+// is the one the registry (and so every reader of the delta) reports.
+func TestDeltaRetentionIsConfiguredOnce(t *testing.T) {
+	if got := New(5*time.Second, nil).reg.DeltaRetention(); got != 5*time.Second {
+		t.Errorf("New(5s): registry retention %s", got)
+	}
+	if got := NewRegistry(0).DeltaRetention(); got != DefaultDeltaRetention {
+		t.Errorf("NewRegistry(0): retention %s, want the default %s", got, DefaultDeltaRetention)
+	}
+	if got := NewRegistry(0).Clone().DeltaRetention(); got != DefaultDeltaRetention {
+		t.Errorf("a clone's retention %s, want %s", got, DefaultDeltaRetention)
 	}
 }

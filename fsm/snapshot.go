@@ -52,7 +52,7 @@ func (r *Registry) export(lastIndex uint64) *State {
 }
 
 func importState(st *State, retentionMs int64) *Registry {
-	r := NewRegistry(retentionMs)
+	r := newRegistry(retentionMs)
 	r.version, r.deltaSeq, r.mode = st.Version, st.DeltaSeq, st.Mode
 	for _, m := range st.Members {
 		r.members[m.ID] = m

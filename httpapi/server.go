@@ -45,10 +45,9 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64
 	// Now is the clock used for defaults such as a missing lastDirtyTimestamp
-	// and the delta queue's read-time retention; nil means time.Now.
+	// and the delta queue's read-time retention (the retention itself is the
+	// registry's, fsm.Registry.DeltaRetention); nil means time.Now.
 	Now func() time.Time
-	// DeltaRetention is how far back GET /apps/delta reaches.
-	DeltaRetention time.Duration
 	// Cache configures the response cache.
 	Cache cache.Config
 	// Pprof serves Go's profiler under /debug/pprof (off by default).
@@ -68,7 +67,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{MaxBodyBytes: 1 << 20, DeltaRetention: 3 * time.Minute, Cache: cache.DefaultConfig()}
+	return Config{MaxBodyBytes: 1 << 20, Cache: cache.DefaultConfig()}
 }
 
 // Server holds the gin engine and what its handlers use.
@@ -100,9 +99,6 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultConfig().MaxBodyBytes
-	}
-	if cfg.DeltaRetention <= 0 {
-		cfg.DeltaRetention = DefaultConfig().DeltaRetention
 	}
 	if log == nil {
 		log = hclog.NewNullLogger()

@@ -164,8 +164,8 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 	var parts []part
 	var hash string
 	var version uint64
-	since := v.cfg.Now().Add(-v.cfg.DeltaRetention).UnixMilli()
 	v.read(func(r *fsm.Registry) {
+		since := v.cfg.Now().Add(-r.DeltaRetention()).UnixMilli()
 		index := map[string]int{}
 		for _, d := range r.Delta(since) {
 			i, ok := index[d.Entry.App]

@@ -276,7 +276,7 @@ func serve(args []string) int {
 	defer st.Close()
 
 	cc, _ := c.clusterConfig()
-	f := fsm.New(c.deltaRetention.Milliseconds(), log)
+	f := fsm.New(c.deltaRetention, log)
 	ln, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
 		log.Error("listen http", "addr", c.httpAddr, "error", err)
@@ -290,7 +290,6 @@ func serve(args []string) int {
 	}
 	hcfg := httpapi.DefaultConfig()
 	hcfg.MaxBodyBytes = c.maxBodyBytes
-	hcfg.DeltaRetention = c.deltaRetention
 	hcfg.Cache.UpdateInterval = c.cacheUpdateInterval
 	hcfg.Cache.PushWindow = c.cachePushWindow
 	hcfg.Cache.AutoExpiration = c.cacheAutoExpiration

@@ -15,7 +15,10 @@
 //   - A Markdown link [text](other.md) or [text](other.md#anchor) names a
 //     file relative to the document it is in.
 //   - Nothing may point outside the repository: no reference to a design
-//     or specification file kept elsewhere, no path leaving the tree.
+//     or specification file kept elsewhere or to its numbered sections
+//     (a section sign and a digit), no path leaving the tree, no "issue N"
+//     of a tracker the repository does not hold (cite an upstream issue by
+//     its URL).
 //
 // It owns only this check and imports nothing of heureka.
 package docref

@@ -5,4 +5,5 @@
 // outside: spec/eureka-rest.md and the spec §4.4
 // outside: DESIGN.md ("AP and CP")
 // outside: ../shared/notes
+// outside: as issue 8 asks
 package tree

@@ -1,0 +1,70 @@
+package fsm
+
+// cmdSpec is everything the FSM knows about one command type, so that
+// decoding, naming and applying a command read from one table.
+type cmdSpec struct {
+	name string
+	// newBody returns the value the msgpack body decodes into.
+	newBody func() any
+	// content is set for commands that change registry content: they
+	// advance the delta queue's clock (pruneDelta) before applying.
+	content bool
+	// onInstance is set for commands that require their instance to exist
+	// (see InstanceKey).
+	onInstance bool
+	// apply applies a decoded command of this type to r.
+	apply func(r *Registry, idx uint64, cmd Command, c *Change) error
+}
+
+// commands is the command table, keyed by type without CmdIgnoreUnknown.
+var commands = map[CmdType]cmdSpec{
+	CmdRegister: {name: "register", newBody: func() any { return &RegisterBody{} }, content: true,
+		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
+			r.register(idx, cmd.Ts, cmd.Body.(*RegisterBody).Instance, c)
+			return nil
+		}},
+	CmdCancel: {name: "cancel", newBody: func() any { return &KeyBody{} }, content: true, onInstance: true,
+		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
+			b := cmd.Body.(*KeyBody)
+			return r.cancel(idx, cmd.Ts, b.App, b.ID, c)
+		}},
+	CmdRenewBatch: {name: "renew_batch", newBody: func() any { return &RenewBatchBody{} },
+		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
+			r.renew(cmd.Body.(*RenewBatchBody).Renewals)
+			return nil
+		}},
+	CmdSetOverride: {name: "set_override", newBody: func() any { return &OverrideBody{} }, content: true, onInstance: true,
+		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
+			return r.setOverride(idx, cmd.Ts, cmd.Body.(*OverrideBody), c)
+		}},
+	CmdDeleteOverride: {name: "delete_override", newBody: func() any { return &OverrideBody{} }, content: true, onInstance: true,
+		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
+			return r.deleteOverride(idx, cmd.Ts, cmd.Body.(*OverrideBody), c)
+		}},
+	CmdMetadata: {name: "metadata", newBody: func() any { return &MetadataBody{} }, content: true, onInstance: true,
+		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
+			return r.updateMetadata(idx, cmd.Ts, cmd.Body.(*MetadataBody), c)
+		}},
+	CmdEvict: {name: "evict", newBody: func() any { return &EvictBody{} }, content: true,
+		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
+			for _, k := range cmd.Body.(*EvictBody).Keys {
+				_ = r.cancel(idx, cmd.Ts, k.App, k.ID, c) // already gone: nothing to evict
+			}
+			return nil
+		}},
+	CmdSetMember: {name: "set_member", newBody: func() any { return &Member{} },
+		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
+			r.setMember(*cmd.Body.(*Member))
+			return nil
+		}},
+	CmdRemoveMember: {name: "remove_member", newBody: func() any { return &KeyBody{} },
+		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
+			r.removeMember(cmd.Body.(*KeyBody).ID)
+			return nil
+		}},
+	CmdSetMode: {name: "set_mode", newBody: func() any { return &ModeBody{} },
+		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
+			r.setMode(cmd.Body.(*ModeBody).Mode)
+			return nil
+		}},
+}
