@@ -32,7 +32,7 @@ var (
 	// outside names what must never be referenced: design and specification
 	// files that live elsewhere, and paths leaving the tree. The strings are
 	// split so this file does not match itself.
-	outside = regexp.MustCompile(`\bspec/eureka-rest` + `\.md|(^|[^/a-z])DESIGN` + `\.md|STYLE` + `\.md|\.\./shared|§` + `[0-9]|\b[Ii]ssue ` + `#?[0-9]`)
+	outside = regexp.MustCompile(`\bspec/eureka` + `-rest` + `\.md|(^|[^/a-z])DESIGN` + `\.md|STYLE` + `\.md|\.\./shared|§` + `[0-9]|\b[Ii]ssue ` + `#?[0-9]`)
 )
 
 // scanned reports whether the file at rel is checked.
