@@ -37,6 +37,12 @@ unit:
 e2e: deps
 	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./e2e ./bench ./cmd/heureka
 
+# race runs the tests of the packages that hold concurrency under the race
+# detector (-short: the in-process tests, not the multi-process system tests).
+RACE_PKGS = ./cache ./fsm ./store ./httpapi/... ./cluster ./faultproxy ./lab
+race:
+	$(GO) test -race -short -count=1 $(RACE_PKGS)
+
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags etcdclient ./bench
