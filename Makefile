@@ -2,7 +2,7 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build build-bench test unit e2e deps vet fmt-check fuzz
+.PHONY: build build-bench test unit e2e deps vet fmt-check fuzz race
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
