@@ -24,6 +24,18 @@ type trendsDOM struct {
 		Last string
 		N    int
 	} `json:"threshold"`
+	Registrations struct {
+		Max string
+		N   int
+	} `json:"registrations"`
+	CacheRatio struct {
+		Last string
+		N    int
+	} `json:"cacheRatio"`
+	Commit struct {
+		Max string
+		N   int
+	} `json:"commit"`
 	RenewLines     int     `json:"renewLines"`
 	BelowLines     int     `json:"belowLines"`
 	Charts         int     `json:"charts"`
@@ -35,12 +47,13 @@ type trendsDOM struct {
 }
 
 const readTrendsJS = `(() => {
-const key = s => { const b = document.querySelector('#trend-renewals b[data-series="' + s + '"]');
+const key = (s, chart) => { const b = document.querySelector('#' + (chart || "trend-renewals") + ' b[data-series="' + s + '"]');
   return b ? {Last: b.dataset.last, Min: b.dataset.min, Max: b.dataset.max, N: parseInt(b.dataset.n, 10)} : {}; };
 const nav = performance.getEntriesByType("navigation")[0];
 const chart = document.querySelector("#trend-renewals svg").getBoundingClientRect();
 const link = document.querySelector('#emergency a[href="#trend-renewals"]');
 return JSON.stringify({renews: key("renews"), threshold: key("threshold"),
+  registrations: key("registrations", "trend-registry"), cacheRatio: key("cache_hit_ratio", "trend-cache"), commit: key("commit_ms", "trend-commit"),
   renewLines: document.querySelectorAll('#trend-renewals polyline[data-series="renews"]').length,
   belowLines: document.querySelectorAll('#trend-renewals polyline[data-series="below"]').length,
   charts: document.querySelectorAll("figure.trend svg").length,
@@ -72,6 +85,12 @@ func TestDashboardTrendsInChromium(t *testing.T) {
 	// 30 instances renewing every second carry the renewal rate.
 	keys := registerMany(t, c.Nodes, "BUSY", 30, shortLease(10))
 	r := startRenewer(t, c.Nodes, keys, time.Second, 4)
+	// A few reads, for the cache chart.
+	for i := 0; i < 20; i++ {
+		if code, _, _, err := TryDo("GET", leader.URL("/eureka/apps/BUSY"), nil); err != nil || code != 200 {
+			t.Fatalf("GET /eureka/apps/BUSY: %d %v", code, err)
+		}
+	}
 	WaitFor(t, 15*time.Second, func() bool {
 		ls, ok := leases(t, leader)
 		return ok && !ls.Active && ls.Threshold > 0 && ls.RenewsLastMin > ls.Threshold
@@ -143,8 +162,18 @@ func TestDashboardTrendsInChromium(t *testing.T) {
 	if !dom.BannerLinks || dom.Banner == "" {
 		t.Errorf("EMERGENCY banner %q: want it shown and linking to #trend-renewals", dom.Banner)
 	}
+	if dom.Registrations.N == 0 || f(dom.Registrations.Max) <= 0 {
+		t.Errorf("registrations chart %+v: want the 10,030 registrations drawn", dom.Registrations)
+	}
+	if dom.CacheRatio.N == 0 {
+		t.Errorf("cache chart %+v: want the reads' hit ratio drawn", dom.CacheRatio)
+	}
+	if dom.Commit.N == 0 || f(dom.Commit.Max) <= 0 {
+		t.Errorf("commit chart %+v: want the leader's commit times drawn", dom.Commit)
+	}
 	if dom.ChartBox.W < 300 || dom.ChartBox.H < 60 {
 		t.Errorf("renewal chart is %+v, too small to read", dom.ChartBox)
 	}
-	t.Logf("renewals: max %s, last %s per min; threshold %s", dom.Renews.Max, dom.Renews.Last, dom.Threshold.Last)
+	t.Logf("renewals: max %s, last %s per min; threshold %s; registrations max %s/min; cache hit ratio %s%%; commit max %s ms",
+		dom.Renews.Max, dom.Renews.Last, dom.Threshold.Last, dom.Registrations.Max, dom.CacheRatio.Last, dom.Commit.Max)
 }
