@@ -81,7 +81,7 @@ type Report struct {
 
 // write is an acknowledged registration.
 type write struct {
-	id       string
+	id        string
 	journaled bool // accepted into an AP journal (no quorum), replayed later
 }
 
