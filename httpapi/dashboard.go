@@ -38,7 +38,7 @@ const (
 	// application, dashboardInstancesTotal those listed on the page, so the
 	// page stays small with tens of thousands of instances.
 	dashboardInstancesPerApp = 100
-	dashboardInstancesTotal  = 500
+	dashboardInstancesTotal  = 250
 	// memberProbeTimeout bounds the health probe of each member.
 	memberProbeTimeout = 700 * time.Millisecond
 )

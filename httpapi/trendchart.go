@@ -52,6 +52,8 @@ type trendLine struct {
 type chartTick struct {
 	Pos   float64
 	Label string
+	// Anchor is the SVG text-anchor: "now" at the right edge ends there.
+	Anchor string
 }
 
 // seriesDef names a series and how to read it from a point.
@@ -97,7 +99,7 @@ func buildChart(id, title, note string, pts []trendPoint, now time.Time, window 
 				flush()
 				continue
 			}
-			cur = append(cur, coord(x(p.At))+","+coord(y(v)))
+			cur = append(cur, pixel(x(p.At))+","+pixel(y(v)))
 			lo, hi, last = math.Min(lo, v), math.Max(hi, v), v
 			l.N++
 		}
@@ -120,11 +122,11 @@ func buildChart(id, title, note string, pts []trendPoint, now time.Time, window 
 		}
 	}
 	for back := time.Duration(0); back <= window; back += step {
-		label := "now"
+		tick := chartTick{Pos: x(now.Add(-back)), Label: "now", Anchor: "end"}
 		if back > 0 {
-			label = "-" + strings.TrimSuffix(strings.TrimSuffix(back.String(), "0s"), "m0")
+			tick.Label, tick.Anchor = "-"+agoLabel(back), "middle"
 		}
-		c.XTicks = append(c.XTicks, chartTick{Pos: x(now.Add(-back)), Label: label})
+		c.XTicks = append(c.XTicks, tick)
 	}
 	return c
 }
@@ -149,11 +151,27 @@ func belowLine(pts []trendPoint, now time.Time, window time.Duration, top float6
 		}
 		x := float64(chartLeft) + float64(chartPlotW)*float64(p.At.Sub(start))/float64(window)
 		y := float64(chartTop) + float64(chartPlotH)*(1-v/top)
-		cur = append(cur, coord(x)+","+coord(y))
+		cur = append(cur, pixel(x)+","+pixel(y))
 		l.N++
 	}
 	flush()
 	return l
+}
+
+// agoLabel writes a tick's distance back in time: 30s, 1m, 1m30s, 10m, 1h.
+func agoLabel(d time.Duration) string {
+	h, m, sec := int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if sec > 0 || b.Len() == 0 {
+		fmt.Fprintf(&b, "%ds", sec)
+	}
+	return b.String()
 }
 
 // niceCeil rounds up to 1, 2 or 5 times a power of ten (at least 1).
@@ -171,6 +189,10 @@ func niceCeil(v float64) float64 {
 }
 
 func coord(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// pixel rounds a polyline coordinate to a whole pixel of the chart: 360
+// points per line stay a few kilobytes.
+func pixel(v float64) string { return strconv.Itoa(int(math.Round(v))) }
 
 // num formats a value for a label: integers plainly, small values with a
 // decimal or two.

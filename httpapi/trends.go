@@ -101,6 +101,7 @@ type trendSampler struct {
 	hasPrev bool
 	stop    chan struct{}
 	done    chan struct{}
+	once    sync.Once
 }
 
 func newTrendSampler(capacity int, interval time.Duration, read func() trendReading) *trendSampler {
@@ -126,12 +127,15 @@ func (t *trendSampler) start() {
 	}()
 }
 
-// close stops the ticker (if started) and waits for it.
+// close stops the ticker (if started) and waits for it; later calls do
+// nothing.
 func (t *trendSampler) close() {
-	if t.stop != nil {
-		close(t.stop)
-		<-t.done
-	}
+	t.once.Do(func() {
+		if t.stop != nil {
+			close(t.stop)
+			<-t.done
+		}
+	})
 }
 
 // sample turns a reading into a point: gauges as read, counters as rates

@@ -91,7 +91,7 @@ func TestRenewalChartShowsTheDropBelowThreshold(t *testing.T) {
 		t.Errorf("below-threshold overlay %+v, want the last 5 points", b)
 	}
 	// The newest point sits at the right edge of the plot.
-	if p := lines["renews"].Polylines[0]; !strings.HasPrefix(strings.Fields(p)[19], coord(float64(chartW-chartRight))+",") {
+	if p := lines["renews"].Polylines[0]; !strings.HasPrefix(strings.Fields(p)[19], pixel(float64(chartW-chartRight))+",") {
 		t.Errorf("points %q do not end at x=%d", p, chartW-chartRight)
 	}
 	if c := charts[2]; len(c.Lines[0].Polylines) != 0 || c.Lines[0].Last != "" {
@@ -102,6 +102,15 @@ func TestRenewalChartShowsTheDropBelowThreshold(t *testing.T) {
 			if c.XTicks[i-1].Pos-c.XTicks[i].Pos < 50 {
 				t.Errorf("%s: x labels %v and %v closer than 50 px", c.ID, c.XTicks[i-1], c.XTicks[i])
 			}
+		}
+	}
+}
+
+func TestAgoLabel(t *testing.T) {
+	for d, want := range map[time.Duration]string{30 * time.Second: "30s", time.Minute: "1m", 90 * time.Second: "1m30s",
+		10 * time.Minute: "10m", time.Hour: "1h", 0: "0s"} {
+		if got := agoLabel(d); got != want {
+			t.Errorf("agoLabel(%s) = %q, want %q", d, got, want)
 		}
 	}
 }

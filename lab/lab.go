@@ -84,8 +84,8 @@ type Report struct {
 
 // write is an acknowledged registration.
 type write struct {
-	id       string
-	minority bool // accepted on the partitioned-away side
+	id        string
+	journaled bool // accepted into an AP journal (no quorum), replayed later
 }
 
 // recorder collects the workload's observations.
@@ -97,6 +97,7 @@ type recorder struct {
 	order    [][2]string
 	accepted []write
 	tl       *timeline
+	mode     string
 }
 
 func (r *recorder) setPhase(phase string, sideOf func(string) string) {
@@ -137,16 +138,20 @@ func (r *recorder) client(ctx context.Context, nd *node) {
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		ok := err == nil && resp.StatusCode == http.StatusNoContent
+		// A write an AP node acknowledged while it knew no leader went to
+		// its journal (a Raft write needs a leader); so did every one the
+		// partitioned-away side acknowledged.
+		noLeader := ok && resp.Header.Get("X-Heureka-Leader") == ""
 		if resp != nil {
 			resp.Body.Close()
 		}
 		r.mu.Lock()
 		c, side := r.bucket(nd.id)
 		refused := !ok && ctx.Err() == nil
-		journaled := ok && side == "minority"
+		journaled := ok && r.mode == "ap" && (side == "minority" || noLeader)
 		if ok {
 			c.WritesOK++
-			r.accepted = append(r.accepted, write{id: id, minority: journaled})
+			r.accepted = append(r.accepted, write{id: id, journaled: journaled})
 		} else if refused {
 			c.WritesRefused++
 		}
@@ -293,7 +298,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	if bucket <= 0 {
 		bucket = defaultBucket
 	}
-	rec := &recorder{counts: map[[2]string]*Counts{}, tl: newTimeline(ids, bucket)}
+	rec := &recorder{counts: map[[2]string]*Counts{}, tl: newTimeline(ids, bucket), mode: mode}
 	all := func(string) string { return "all" }
 	rec.setPhase("steady", all)
 	wctx, stopWork := context.WithCancel(ctx)
@@ -416,7 +421,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 		switch {
 		case !present:
 			mr.WritesLost++
-		case w.minority:
+		case w.journaled:
 			mr.WritesReplayed++
 		}
 	}

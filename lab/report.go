@@ -12,9 +12,10 @@ import (
 )
 
 // The HTML report is one self-contained page (inline CSS and SVG, no
-// script, no external asset) rendered from the same Report the JSON
-// output encodes; the JSON itself is embedded in the page too, so a saved
-// report can be re-read by tools.
+// JavaScript, no external asset) rendered from the same Report the JSON
+// output encodes; the JSON itself is embedded in the page too (a
+// non-executable application/json block), so a saved report can be
+// re-read by tools.
 
 //go:embed report.html.tmpl
 var reportFS embed.FS

@@ -37,10 +37,14 @@ func TestWriteHTMLDrawsEveryLaneFaultAndNumber(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
-	for _, bad := range []string{"http://", "https://", "<link", "src="} {
-		if strings.Contains(page, bad) && bad != "http://" {
+	// Self-contained: nothing to fetch (the only URL is the SVG namespace).
+	for _, bad := range []string{"https://", "<link", "src=", "url(", "@import", "<img"} {
+		if strings.Contains(page, bad) {
 			t.Errorf("page refers to an external asset (%q)", bad)
 		}
+	}
+	if n, ns := strings.Count(page, "http://"), strings.Count(page, `xmlns="http://www.w3.org/2000/svg"`); n != ns {
+		t.Errorf("page holds %d URLs besides the SVG namespace", n-ns)
 	}
 	if got := strings.Count(page, `<g class="lane" data-node=`); got != 6 {
 		t.Errorf("%d lanes, want 3 nodes x 2 modes", got)

@@ -15,7 +15,8 @@ const usage = `heureka: a Eureka-compatible service registry on Raft
 
 Usage:
   heureka serve [flags]    run a node (heureka serve --help lists the flags)
-  heureka lab [--nodes 3] [--modes ap,cp]  play partitions and a leader kill on a local cluster, AP vs CP
+  heureka lab [--nodes 3|5] [--modes ap,cp] [--json] [--report lab.html] [--report-dir dir]
+                           play partitions and a leader kill on a local cluster, AP vs CP
   heureka limit-server     serve fixed bytes (a benchmark yardstick)
   heureka bench [flags]    benchmark heureka, etcd and the limit (docs/bench.md)
   heureka status           a node's view of itself and the cluster
