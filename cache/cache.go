@@ -80,6 +80,7 @@ type Value struct {
 	gzipped  []byte
 	gzDone   atomic.Bool
 	onGzip   func(*Value, int)
+	slot     *gzSlot
 
 	// held and gzCounted are the cache's byte accounting (Cache.mu): held
 	// while readWrite holds the value, gzCounted once its gzip copy is
@@ -126,12 +127,18 @@ func (v *Value) Bytes() []byte {
 // Gzip returns the gzip-compressed body, compressing it on first use only.
 func (v *Value) Gzip() []byte {
 	v.gzipOnce.Do(func() {
-		var buf bytes.Buffer
-		buf.Grow(v.Len/4 + 64)
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-		_, _ = v.WriteTo(zw)
-		_ = zw.Close()
-		v.gzipped = bytes.Clone(buf.Bytes()) // exact size: it lives as long as the value
+		if v.slot != nil {
+			// Cached documents reuse the compressed segments of the
+			// key's previous build (gzip.go).
+			v.gzipped = gzipSegments(v.Segments, v.slot)
+		} else {
+			var buf bytes.Buffer
+			buf.Grow(v.Len/4 + 64)
+			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+			_, _ = v.WriteTo(zw)
+			_ = zw.Close()
+			v.gzipped = bytes.Clone(buf.Bytes()) // exact size: it lives as long as the value
+		}
 		v.gzDone.Store(true)
 		if v.onGzip != nil {
 			v.onGzip(v, len(v.gzipped))
@@ -201,6 +208,9 @@ type Cache struct {
 
 	mu sync.Mutex
 	rw map[Key]*entry
+	// gz keeps, per key, the compressed segments of its last gzipped
+	// build for the next one (gzip.go).
+	gz map[Key]*gzSlot
 	// instKeys indexes the instance keys per application for invalidation.
 	instKeys map[string]map[Key]struct{}
 	// dirty is set by invalidation and cleared by the refresher.
@@ -246,7 +256,7 @@ func New(cfg Config, build Builder, log hclog.Logger) (*Cache, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{},
+	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{}, gz: map[Key]*gzSlot{},
 		instKeys: map[string]map[Key]struct{}{}, pace: map[Key]pace{}, pending: map[topic]struct{}{},
 		kick: make(chan struct{}, 1), watchers: map[topic]chan struct{}{},
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -356,6 +366,12 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 		val.onGzip = c.countGzip
 	}
 	c.mu.Lock()
+	if val != nil && key.Entity != EntityInstance { // instance documents are one small segment
+		if val.slot = c.gz[key]; val.slot == nil {
+			val.slot = &gzSlot{}
+			c.gz[key] = val.slot
+		}
+	}
 	e.val, e.err = val, err
 	current := c.rw[key] == e
 	switch {
@@ -386,10 +402,16 @@ func (c *Cache) countGzip(v *Value, n int) {
 // instances) when the cache is full, so hostile names cannot grow it
 // without bound. The registry-wide documents are never shed.
 func (c *Cache) shedLocked() {
+	for k := range c.gz {
+		if c.rw[k] == nil && (k.Entity == EntityVIP || k.Entity == EntitySVIP) {
+			delete(c.gz, k)
+		}
+	}
 	for k, e := range c.rw {
 		if k.Entity == EntityVIP || k.Entity == EntitySVIP || k.Entity == EntityInstance {
 			c.dropLocked(k, e)
 			c.ro.Delete(k)
+			delete(c.gz, k)
 			if len(c.rw) < c.cfg.MaxEntries*9/10 {
 				return
 			}
