@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,10 +152,19 @@ func (c *Cache) push() time.Duration {
 	if len(topics) == 0 {
 		return 0
 	}
+	// One application's documents first, the registry-wide ones last,
+	// each topic's watchers woken as soon as its documents are in: a
+	// blocking read of an application does not wait for the full
+	// registry's rebuild.
+	order := make([]topic, 0, len(topics))
+	for t := range topics {
+		order = append(order, t)
+	}
+	slices.SortFunc(order, func(a, b topic) int { return cmp.Compare(topicRank(a), topicRank(b)) })
 	now := time.Now()
 	var wait time.Duration
-	var later, done []topic
-	for t := range topics {
+	var later []topic
+	for _, t := range order {
 		due := true
 		for f := uint8(0); f < c.cfg.Formats; f++ {
 			k := Key{Entity: t.entity, Name: t.name, Format: f}
@@ -180,7 +191,7 @@ func (c *Cache) push() time.Duration {
 				}
 			}
 		}
-		done = append(done, t)
+		c.notifyList([]topic{t})
 	}
 	c.stats.pushes.Add(1)
 	if len(later) > 0 {
@@ -190,8 +201,17 @@ func (c *Cache) push() time.Duration {
 		}
 		c.pmu.Unlock()
 	}
-	c.notifyList(done)
 	return wait
+}
+
+// topicRank orders a push pass: small documents before the registry-wide
+// ones.
+func topicRank(t topic) int {
+	switch t.entity {
+	case EntityApps, EntityDelta:
+		return 1
+	}
+	return 0
 }
 
 // Watch returns a channel closed once the document of key may have changed:
