@@ -258,7 +258,7 @@ func bodyOf(f func(string) []byte, id string) []byte {
 // Run: go test ./e2e -run XXX -bench BlockingWaiters -benchtime 1x -v
 func BenchmarkBlockingWaiters(b *testing.B) {
 	waiters := envInt("BENCH_WAITERS", 10000)
-	c := StartCluster(b, 1, Options{DefaultRaftTimings: true})
+	c := StartCluster(b, 1, Options{DefaultRaftTimings: true, ExtraArgs: []string{"--pprof"}})
 	nd := c.WaitLeader(b, 10*time.Second)
 	for i := 0; i < 10; i++ {
 		RegisterJSON(b, nd.BaseURL(), "WAIT", fmt.Sprint("w-", i), nil)
@@ -312,6 +312,12 @@ func BenchmarkBlockingWaiters(b *testing.B) {
 	runtime.GC()
 	time.Sleep(2 * time.Second)
 	with := rssMB(nd.PID())
+	b.Logf("Go runtime with them waiting: %s", goMemory(nd))
+	if path := os.Getenv("BENCH_HEAP_PROFILE"); path != "" { // for `go tool pprof`
+		if _, prof, _, err := TryDo("GET", nd.URL("/debug/pprof/heap"), nil); err == nil {
+			_ = os.WriteFile(path, prof, 0o644)
+		}
+	}
 	b.ResetTimer()
 	RegisterJSON(b, nd.BaseURL(), "WAIT", "wake", nil)
 	changed := time.Now()
@@ -336,4 +342,24 @@ func parkedReads(nd *Node) float64 {
 		}
 	}
 	return -1
+}
+
+// goMemory summarises the node's Go memory from its profiler's heap page
+// (the node runs with --pprof).
+func goMemory(nd *Node) string {
+	_, body, _, err := TryDo("GET", nd.URL("/debug/pprof/heap?debug=1"), nil)
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, k := range []string{"# HeapInuse = ", "# StackInuse = ", "# Sys = ", "# NumGC"} {
+			if strings.HasPrefix(line, k) {
+				parts = append(parts, strings.TrimPrefix(line, "# "))
+			}
+		}
+	}
+	_, body, _, _ = TryDo("GET", nd.URL("/debug/pprof/goroutine?debug=1"), nil)
+	first, _, _ := strings.Cut(string(body), "\n")
+	return strings.Join(append(parts, first), ", ")
 }
