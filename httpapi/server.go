@@ -75,8 +75,9 @@ type Server struct {
 	cache   *cache.Cache
 	log     hclog.Logger
 	engine  *gin.Engine
-	// waiting counts blocking reads parked in awaitNewer.
+	// waiting counts blocking reads waiting (parked or in awaitNewer).
 	waiting atomic.Int64
+	lot     *parkingLot
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
@@ -101,6 +102,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	if s.cache, err = cache.New(cfg.Cache, s.views.build, log); err != nil {
 		return nil, fmt.Errorf("response cache: %w", err)
 	}
+	s.lot = newParkingLot(s)
 	c.Observe(func(ch fsm.Change) {
 		s.views.forget(ch)
 		s.cache.Invalidate(ch)
@@ -131,8 +133,12 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the response cache's refresher.
-func (s *Server) Close() { s.cache.Close() }
+// Close releases the parked blocking reads and stops the response cache's
+// refresher.
+func (s *Server) Close() {
+	s.lot.close()
+	s.cache.Close()
+}
 
 // Waiting is how many blocking reads are waiting for a change.
 func (s *Server) Waiting() int64 { return s.waiting.Load() }
