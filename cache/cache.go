@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -218,27 +219,20 @@ type Cache struct {
 
 	ro sync.Map // Key -> *Value
 
-	// refreshMu serializes readOnly refresh passes (timer and push);
-	// pace is the last rebuild of each readOnly key (refreshMu).
-	refreshMu sync.Mutex
-	pace      map[Key]pace
-
-	// pmu guards the topics changed since their readOnly documents were
-	// last refreshed (pendingAll: every topic); kick wakes the pusher.
-	pmu        sync.Mutex
-	pending    map[topic]struct{}
-	pendingAll bool
-	kick       chan struct{}
+	// lanes push changes into readOnly: one for the documents of single
+	// applications, VIPs and instances, one for the registry-wide
+	// documents, so that a small document is never held up behind the
+	// full registry's rebuild (push.go).
+	lanes [numLanes]*lane
 
 	// wmu guards watchers: one channel per topic, closed when the topic's
 	// documents change (push.go).
 	wmu      sync.Mutex
 	watchers map[topic]chan struct{}
 
-	stats    counters
-	stop     chan struct{}
-	done     chan struct{}
-	pushDone chan struct{}
+	stats counters
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 type counters struct {
@@ -257,16 +251,17 @@ func New(cfg Config, build Builder, log hclog.Logger) (*Cache, error) {
 		log = hclog.NewNullLogger()
 	}
 	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{}, gz: map[Key]*gzSlot{},
-		instKeys: map[string]map[Key]struct{}{}, pace: map[Key]pace{}, pending: map[topic]struct{}{},
-		kick: make(chan struct{}, 1), watchers: map[topic]chan struct{}{},
+		instKeys: map[string]map[Key]struct{}{}, watchers: map[topic]chan struct{}{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	c.pushDone = make(chan struct{})
+	for i := range c.lanes {
+		c.lanes[i] = newLane(i)
+		go c.pushLoop(c.lanes[i])
+	}
 	go c.refreshLoop()
-	go c.pushLoop()
 	return c, nil
 }
 
-// Close stops the refresher and the pusher.
+// Close stops the refresher and the pushers.
 func (c *Cache) Close() {
 	select {
 	case <-c.stop:
@@ -274,7 +269,9 @@ func (c *Cache) Close() {
 		close(c.stop)
 	}
 	<-c.done
-	<-c.pushDone
+	for _, l := range c.lanes {
+		<-l.done
+	}
 }
 
 // Get returns the document for key: from readOnly if enabled and present,
@@ -517,9 +514,16 @@ func (c *Cache) refreshLoop() {
 // tests may too). Documents that readWrite no longer holds are rebuilt here,
 // off the request path. Watchers of the changes it covers are woken.
 func (c *Cache) Refresh() {
-	c.refreshMu.Lock()
-	defer c.refreshMu.Unlock()
-	topics, all := c.takePending()
+	for _, l := range c.lanes { // lane order: small, then registry-wide
+		l.mu.Lock()
+		defer l.mu.Unlock()
+	}
+	topics, all := map[topic]struct{}{}, false
+	for _, l := range c.lanes {
+		ts, a := l.take()
+		maps.Copy(topics, ts)
+		all = all || a
+	}
 	c.mu.Lock()
 	dirty := c.dirty
 	c.dirty = false
@@ -537,7 +541,7 @@ func (c *Cache) Refresh() {
 	c.notify(topics, all)
 }
 
-// refreshKey rebuilds one readOnly document (refreshMu held). A document
+// refreshKey rebuilds one readOnly document (its lane's mu held). A document
 // whose gzip copy was in use gets the new one made here too, so that the
 // first gzip reader after a change does not pay for it.
 func (c *Cache) refreshKey(key Key, old *Value) {
@@ -552,7 +556,7 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 		}
 		c.ro.Store(key, nv)
 	}
-	c.pace[key] = pace{at: start, cost: time.Since(start)}
+	c.lanes[laneOf(topicOf(key))].pace[key] = pace{at: start, cost: time.Since(start)}
 }
 
 // Stats is a point-in-time copy of the cache counters.
