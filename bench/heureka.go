@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,10 +31,12 @@ type HeurekaTarget struct {
 	// after W1 ends, so the delta holds the bench's steady-state changes
 	// rather than W1's burst (0 = read the delta as it is).
 	DeltaRetention time.Duration
-	// CacheRefresh is the target's response cache refresh interval
-	// (--response-cache-update-interval; Eureka's default is 30 s): W4 waits
-	// 1.5× this after its changes, and W6's client-view row spreads its
-	// writes over it so they do not fall in step with the refresh.
+	// CacheRefresh is how long a change may take to reach the target's
+	// cached reads: its --response-cache-update-interval when changes are
+	// not pushed (eureka-server, whose default is 30 s, or heureka with
+	// --response-cache-push-window 0); 0 for heureka's default push. W4
+	// waits 1.5× this after its changes, and W6's client-view row spreads
+	// its writes over it so they do not fall in step with the refresh.
 	CacheRefresh time.Duration
 	// EvictionInterval is the target's --eviction-interval, for W8's note
 	// (0 = unknown).
@@ -55,7 +58,8 @@ type heurekaRun struct {
 }
 
 // heurekaSteps prepares the heureka column: one step per workload, in
-// order (W1, W2, W3, W4, W5, W6, W6 as clients see it, W7, W8), which the
+// order (W1, W2, W3, W4, W5, W3 and W5 under changes, W6, W6 as clients see
+// it, W6 to a blocking read, W7, W8), which the
 // suite interleaves with etcd's; close releases the client.
 func (s *Suite) heurekaSteps(ctx context.Context, t *HeurekaTarget, sys, lim *System) ([]step, func(), error) {
 	if len(t.URLs) == 0 {
@@ -72,8 +76,12 @@ func (s *Suite) heurekaSteps(ctx context.Context, t *HeurekaTarget, sys, lim *Sy
 		func(ctx context.Context) error { r.full(ctx); return nil },
 		func(ctx context.Context) error { r.delta(ctx); return nil },
 		func(ctx context.Context) error { r.app(ctx); return nil },
+		// Under changes after W4, whose delta they would fill.
+		func(ctx context.Context) error { r.fullChurn(ctx); return nil },
+		func(ctx context.Context) error { r.appChurn(ctx); return nil },
 		func(ctx context.Context) error { r.propagation(ctx, RowPropagation); return nil },
 		func(ctx context.Context) error { r.propagation(ctx, RowPropClient); return nil },
+		func(ctx context.Context) error { r.propagationBlocking(ctx); return nil },
 		func(ctx context.Context) error { r.memory(ctx); return nil },
 		r.crash,
 		func(ctx context.Context) error { r.elections(ctx); return nil },
@@ -329,6 +337,79 @@ func (r *heurekaRun) read(ctx context.Context, row, path string, lc LoadConfig, 
 	r.sys.Set(row, m)
 }
 
+// W3U and W5U: W3 and W5 again while ChurnPerSec metadata changes per
+// second are written on A, so that every node keeps rebuilding the
+// documents it serves.
+func (r *heurekaRun) fullChurn(ctx context.Context) {
+	s := r.s
+	r.churn(ctx, RowFullChurn, func(ctx context.Context) {
+		r.read(ctx, RowFullChurn, "/eureka/apps", LoadConfig{Concurrency: s.FullReaders, Duration: s.Duration, Drain: drain}, nil)
+	})
+}
+
+func (r *heurekaRun) appChurn(ctx context.Context) {
+	s, wl := r.s, r.s.Workload
+	r.churn(ctx, RowAppChurn, func(ctx context.Context) {
+		r.read(ctx, RowAppChurn, "/eureka/apps/"+wl.AppName(42%wl.Apps), LoadConfig{Concurrency: s.Readers, Duration: s.Duration, Drain: drain},
+			func(w, i int) string { return r.url(r.b, "/eureka/apps/"+wl.AppName((i*s.Readers+w)%wl.Apps)) })
+	})
+}
+
+// churn runs measure while ChurnPerSec metadata changes per second go to
+// A, one instance after another (spread over the applications), and notes
+// how many were written on the row.
+func (r *heurekaRun) churn(ctx context.Context, row string, measure func(ctx context.Context)) {
+	s, wl := r.s, r.s.Workload
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var written, failed atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Each change on its own goroutine (at most 16 in flight), so that a
+		// slow write does not lower the rate.
+		inFlight := make(chan struct{}, 16)
+		t := time.NewTicker(time.Second / ChurnPerSec)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-cctx.Done():
+				return
+			case <-t.C:
+			}
+			select {
+			case inFlight <- struct{}{}:
+			default:
+				failed.Add(1) // 16 writes still under way: count it as missed
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-inFlight }()
+				k := (i * 7919) % wl.Instances
+				_, err := r.expect(cctx, http.MethodPut, r.url(r.a, fmt.Sprintf("/eureka/apps/%s/%s/metadata?bench.churn=%d", wl.App(k), wl.ID(k), i)), nil, http.StatusOK)
+				switch {
+				case err == nil:
+					written.Add(1)
+				case cctx.Err() == nil:
+					failed.Add(1)
+				}
+			}()
+		}
+	}()
+	start := time.Now()
+	measure(ctx)
+	cancel()
+	wg.Wait()
+	rate := float64(written.Load()) / time.Since(start).Seconds()
+	s.logf("heureka", "%s: %d changes written (%.0f/s), %d failed or missed", row, written.Load(), rate, failed.Load())
+	if m, ok := r.sys.Rows[row]; ok && m.NA == "" {
+		m.Note = fmt.Sprintf("%.0f changes/s written on A", rate)
+		r.sys.Set(row, m)
+	}
+}
+
 // instState is what W6 waits for on B.
 type instState int
 
@@ -389,11 +470,34 @@ func (r *heurekaRun) check(ctx context.Context, direct bool, id string) (instSta
 	return 0, fmt.Errorf("GET app: %d", code)
 }
 
+// propStep is one write of a W6 cycle and the state B must then show.
+type propStep struct {
+	method, path string
+	body         []byte
+	code         int
+	want         instState
+}
+
+// propSteps are a W6 cycle's writes for worker w's n-th instance of
+// PropApp: register, status change, cancel.
+func (r *heurekaRun) propSteps(row string, w, n int) (string, []propStep) {
+	wl := r.s.Workload
+	id := fmt.Sprintf("prop-%s-%d-%d", strings.ToLower(row), w, n)
+	sp := Spec{App: PropApp, ID: id, IP: ipOf(1<<23 + w<<12 + n), LeaseSecs: wl.LeaseSecs, RenewalSecs: wl.RenewalSecs,
+		Metadata: Metadata(n, 256), DirtyMillis: time.Now().UnixMilli()}
+	app := "/eureka/apps/" + PropApp
+	return id, []propStep{
+		{http.MethodPost, app, RegisterBody(sp), http.StatusNoContent, statePresent},
+		{http.MethodPut, app + "/" + id + "/status?value=OUT_OF_SERVICE", nil, http.StatusOK, stateOut},
+		{http.MethodDelete, app + "/" + id, nil, http.StatusOK, stateGone},
+	}
+}
+
 // W6: register, status change and cancel on A, each timed from A's answer
 // until B's reads show it: a direct instance read (RowPropagation) or the
 // cached application document clients fetch (RowPropClient).
 func (r *heurekaRun) propagation(ctx context.Context, row string) {
-	s, wl := r.s, r.s.Workload
+	s := r.s
 	direct := row == RowPropagation
 	label, poll, timeout := row+" propagation (direct read)", time.Millisecond, 10*time.Second
 	if !direct {
@@ -401,19 +505,7 @@ func (r *heurekaRun) propagation(ctx context.Context, row string) {
 		label, poll, timeout = row+" propagation (app document)", 5*time.Millisecond, 40*time.Second
 	}
 	cycle := func(ctx context.Context, w, n int, record func(time.Duration, bool)) error {
-		id := fmt.Sprintf("prop-%s-%d-%d", strings.ToLower(row), w, n)
-		sp := Spec{App: PropApp, ID: id, IP: ipOf(1<<23 + w<<12 + n), LeaseSecs: wl.LeaseSecs, RenewalSecs: wl.RenewalSecs,
-			Metadata: Metadata(n, 256), DirtyMillis: time.Now().UnixMilli()}
-		steps := []struct {
-			method, path string
-			body         []byte
-			code         int
-			want         instState
-		}{
-			{http.MethodPost, "/eureka/apps/" + PropApp, RegisterBody(sp), http.StatusNoContent, statePresent},
-			{http.MethodPut, "/eureka/apps/" + PropApp + "/" + id + "/status?value=OUT_OF_SERVICE", nil, http.StatusOK, stateOut},
-			{http.MethodDelete, "/eureka/apps/" + PropApp + "/" + id, nil, http.StatusOK, stateGone},
-		}
+		id, steps := r.propSteps(row, w, n)
 		for _, st := range steps {
 			if !direct {
 				sleepCtx(ctx, jitter(r.t.CacheRefresh))
@@ -444,6 +536,81 @@ func (r *heurekaRun) propagation(ctx context.Context, row string) {
 		m.Note = "cache refresh " + fmtDur(r.t.CacheRefresh)
 	}
 	r.sys.Set(row, m)
+}
+
+// W6B: register, status change and cancel on A, each timed from A's answer
+// until a blocking read of the application document on B
+// (GET /eureka/apps/{app}?index=N, N from the previous answer) returns a
+// document that shows it: what a sidecar or gateway using blocking reads
+// sees. Other writers change the same application, so a read may return
+// with their change first; the next read then blocks from there.
+func (r *heurekaRun) propagationBlocking(ctx context.Context) {
+	s := r.s
+	const timeout = 10 * time.Second
+	appPath := "/eureka/apps/" + PropApp
+	// index reads the application document's version on B (0 while it is
+	// missing: a blocking read with index 0 waits for it to appear).
+	read := func(ctx context.Context, query string) (map[string]string, uint64, error) {
+		code, body, hdr, err := r.send(ctx, http.MethodGet, r.url(r.b, appPath+query), nil, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		var idx uint64
+		_, _ = fmt.Sscan(hdr.Get("X-Heureka-Index"), &idx)
+		switch code {
+		case http.StatusNotFound:
+			return map[string]string{}, idx, nil
+		case http.StatusOK:
+			ids, err := appInstances(body)
+			return ids, idx, err
+		}
+		return nil, 0, fmt.Errorf("GET %s%s: %d", appPath, query, code)
+	}
+	cycle := func(ctx context.Context, w, n int, record func(time.Duration, bool)) error {
+		id, steps := r.propSteps(RowPropBlock, w, n)
+		for _, st := range steps {
+			_, idx, err := read(ctx, "")
+			if err != nil {
+				return err
+			}
+			type seen struct {
+				at time.Time
+				ok bool
+			}
+			got := make(chan seen, 1)
+			go func() {
+				deadline := time.Now().Add(timeout)
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					ids, next, err := read(ctx, fmt.Sprintf("?index=%d&wait=%ds", idx, int(timeout.Seconds())))
+					at := time.Now()
+					if err != nil {
+						break
+					}
+					status, present := ids[id]
+					if (st.want == stateGone && !present) || (present && stateOf(status) == st.want) {
+						got <- seen{at, true}
+						return
+					}
+					idx = next
+				}
+				got <- seen{}
+			}()
+			sleepCtx(ctx, 5*time.Millisecond) // let the read park first
+			if _, err := r.expect(ctx, st.method, r.url(r.a, st.path), st.body, st.code); err != nil {
+				<-got
+				return err
+			}
+			ack := time.Now()
+			sn := <-got
+			if ctx.Err() != nil {
+				return nil
+			}
+			record(max(sn.at.Sub(ack), 0), sn.ok)
+		}
+		return nil
+	}
+	m := s.sample(ctx, "heureka", RowPropBlock+" propagation (blocking read)", s.PropWorkers, 0, cycle)
+	r.sys.Set(RowPropBlock, m)
 }
 
 // elections records a change of Raft term since W1 began: a leader

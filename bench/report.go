@@ -13,11 +13,14 @@ const (
 	RowRenew       = "W2"  // renew for a fixed time
 	RowFull        = "W3"  // full registry from a follower (etcd: serializable range)
 	RowFullLinear  = "W3L" // full registry, linearizable
+	RowFullChurn   = "W3U" // full registry while the registry changes (ChurnPerSec changes/s)
 	RowDelta       = "W4"  // delta fetch
 	RowApp         = "W5"  // one application from a follower (etcd: serializable)
 	RowAppLinear   = "W5L" // one application, linearizable
+	RowAppChurn    = "W5U" // one application while the registry changes
 	RowPropagation = "W6"  // write acknowledged on A → visible in a direct read on B
 	RowPropClient  = "W6C" // the same, as clients read (cached document; etcd: watch)
+	RowPropBlock   = "W6B" // the same, to a blocking read (heureka: ?index=; etcd: watch)
 	RowMemory      = "W7"  // RSS of each node
 	RowCrash       = "W8"  // heartbeats stop → gone for readers
 )
@@ -61,16 +64,25 @@ var Rows = []RowSpec{
 		return fmt.Sprintf("W3 full registry from a follower (%d readers; etcd serializable)", p.FullReaders)
 	}},
 	{RowFullLinear, KindRate, "full registry, linearizable", func(p Params) string { return "W3 full registry, linearizable" }},
+	{RowFullChurn, KindRate, "full registry under changes", func(p Params) string {
+		return fmt.Sprintf("W3 full registry from a follower while %d changes/s are written", ChurnPerSec)
+	}},
 	{RowDelta, KindRate, "delta", func(p Params) string { return fmt.Sprintf("W4 delta from a follower (%d readers)", p.Readers) }},
 	{RowApp, KindRate, "one app", func(p Params) string {
 		return fmt.Sprintf("W5 one app from a follower (%d readers; etcd serializable)", p.Readers)
 	}},
 	{RowAppLinear, KindRate, "one app, linearizable", func(p Params) string { return "W5 one app, linearizable" }},
+	{RowAppChurn, KindRate, "one app under changes", func(p Params) string {
+		return fmt.Sprintf("W5 one app from a follower while %d changes/s are written", ChurnPerSec)
+	}},
 	{RowPropagation, KindLatency, "propagation, direct read", func(p Params) string {
 		return "W6 propagation: ack on A → direct read on B"
 	}},
 	{RowPropClient, KindLatency, "propagation as clients see it", func(p Params) string {
 		return "W6 propagation as clients see it (heureka: app document on B; etcd: watch on B)"
+	}},
+	{RowPropBlock, KindLatency, "propagation to a blocking read", func(p Params) string {
+		return "W6 propagation to a blocking read (heureka: GET /eureka/apps/{app}?index= on B; etcd: watch on B)"
 	}},
 	{RowMemory, KindMemory, "RSS, largest node", func(p Params) string { return "W7 RSS per node" }},
 	{RowCrash, KindLatency, "crash detection", func(p Params) string {
@@ -79,7 +91,11 @@ var Rows = []RowSpec{
 }
 
 // readRows are the rows that have a limit column and a ratio.
-var readRows = map[string]bool{RowFull: true, RowDelta: true, RowApp: true}
+var readRows = map[string]bool{RowFull: true, RowDelta: true, RowApp: true, RowFullChurn: true, RowAppChurn: true}
+
+// ChurnPerSec is how many registry changes per second W3U and W5U write
+// while they read.
+const ChurnPerSec = 50
 
 // Params is what a run was asked to do, as the report records it.
 type Params struct {

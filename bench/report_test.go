@@ -47,8 +47,9 @@ func TestTable_RowsColumnsAndRatios(t *testing.T) {
 		t.Fatalf("%d rows, want one per workload (%d):\n%s", len(rows), len(Rows), out)
 	}
 	for i, want := range []string{"W1 register 10,000 instances (64 writers)", "W2 renew", "W3 full registry from a follower",
-		"W3 full registry, linearizable", "W4 delta", "W5 one app", "W5 one app, linearizable", "W6 propagation: ack",
-		"W6 propagation as clients", "W7 RSS", "W8 crash detection: 100 instances"} {
+		"W3 full registry, linearizable", "W3 full registry from a follower while 50 changes/s", "W4 delta", "W5 one app",
+		"W5 one app, linearizable", "W5 one app from a follower while 50 changes/s", "W6 propagation: ack",
+		"W6 propagation as clients", "W6 propagation to a blocking read", "W7 RSS", "W8 crash detection: 100 instances"} {
 		if !strings.HasPrefix(rows[i], "| "+want) {
 			t.Errorf("row %d = %q, want it to start with %q", i, rows[i], want)
 		}

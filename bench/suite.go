@@ -222,7 +222,7 @@ func (s *Suite) heurekaColumn(ctx context.Context, h, lim *System) (*column, err
 		}
 		s.logf("heureka", "nodes %v, pids %v", l.URLs, l.PIDs())
 		t = &HeurekaTarget{URLs: l.URLs, PIDs: l.PIDs(), Settings: l.Settings,
-			DeltaRetention: 5 * time.Second, CacheRefresh: time.Second, EvictionInterval: time.Second}
+			DeltaRetention: 5 * time.Second, EvictionInterval: time.Second}
 	case t == nil:
 		h.NotRun = "no target (give --local N or --targets)"
 		return nil, nil

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,7 @@ type Value struct {
 	gzipped  []byte
 	gzDone   atomic.Bool
 	onGzip   func(*Value, int)
+	slot     *gzSlot
 
 	// held and gzCounted are the cache's byte accounting (Cache.mu): held
 	// while readWrite holds the value, gzCounted once its gzip copy is
@@ -128,12 +130,18 @@ func (v *Value) Bytes() []byte {
 // Gzip returns the gzip-compressed body, compressing it on first use only.
 func (v *Value) Gzip() []byte {
 	v.gzipOnce.Do(func() {
-		var buf bytes.Buffer
-		buf.Grow(v.Len/4 + 64)
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-		_, _ = v.WriteTo(zw)
-		_ = zw.Close()
-		v.gzipped = bytes.Clone(buf.Bytes()) // exact size: it lives as long as the value
+		if v.slot != nil {
+			// Cached documents reuse the compressed segments of the
+			// key's previous build (gzip.go).
+			v.gzipped = gzipSegments(v.Segments, v.slot)
+		} else {
+			var buf bytes.Buffer
+			buf.Grow(v.Len/4 + 64)
+			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+			_, _ = v.WriteTo(zw)
+			_ = zw.Close()
+			v.gzipped = bytes.Clone(buf.Bytes()) // exact size: it lives as long as the value
+		}
 		v.gzDone.Store(true)
 		if v.onGzip != nil {
 			v.onGzip(v, len(v.gzipped))
@@ -203,6 +211,9 @@ type Cache struct {
 
 	mu sync.Mutex
 	rw map[Key]*entry
+	// gz keeps, per key, the compressed segments of its last gzipped
+	// build for the next one (gzip.go).
+	gz map[Key]*gzSlot
 	// instKeys indexes the instance keys per application for invalidation.
 	instKeys map[string]map[Key]struct{}
 	// dirty is set by invalidation and cleared by the refresher.
@@ -210,27 +221,20 @@ type Cache struct {
 
 	ro sync.Map // Key -> *Value
 
-	// refreshMu serializes readOnly refresh passes (timer and push);
-	// pace is the last rebuild of each readOnly key (refreshMu).
-	refreshMu sync.Mutex
-	pace      map[Key]pace
-
-	// pmu guards the topics changed since their readOnly documents were
-	// last refreshed (pendingAll: every topic); kick wakes the pusher.
-	pmu        sync.Mutex
-	pending    map[topic]struct{}
-	pendingAll bool
-	kick       chan struct{}
+	// lanes push changes into readOnly: one for the documents of single
+	// applications, VIPs and instances, one for the registry-wide
+	// documents, so that a small document is never held up behind the
+	// full registry's rebuild (push.go).
+	lanes [numLanes]*lane
 
 	// wmu guards watchers: one channel per topic, closed when the topic's
 	// documents change (push.go).
 	wmu      sync.Mutex
 	watchers map[topic]chan struct{}
 
-	stats    counters
-	stop     chan struct{}
-	done     chan struct{}
-	pushDone chan struct{}
+	stats counters
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 type counters struct {
@@ -248,17 +252,18 @@ func New(cfg Config, build Builder, log hclog.Logger) (*Cache, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{},
-		instKeys: map[string]map[Key]struct{}{}, pace: map[Key]pace{}, pending: map[topic]struct{}{},
-		kick: make(chan struct{}, 1), watchers: map[topic]chan struct{}{},
+	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{}, gz: map[Key]*gzSlot{},
+		instKeys: map[string]map[Key]struct{}{}, watchers: map[topic]chan struct{}{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	c.pushDone = make(chan struct{})
+	for i := range c.lanes {
+		c.lanes[i] = newLane(i)
+		go c.pushLoop(c.lanes[i])
+	}
 	go c.refreshLoop()
-	go c.pushLoop()
 	return c, nil
 }
 
-// Close stops the refresher and the pusher.
+// Close stops the refresher and the pushers.
 func (c *Cache) Close() {
 	select {
 	case <-c.stop:
@@ -266,7 +271,9 @@ func (c *Cache) Close() {
 		close(c.stop)
 	}
 	<-c.done
-	<-c.pushDone
+	for _, l := range c.lanes {
+		<-l.done
+	}
 }
 
 // Get returns the document for key: from readOnly if enabled and present,
@@ -358,6 +365,12 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 		val.onGzip = c.countGzip
 	}
 	c.mu.Lock()
+	if val != nil && key.Entity != EntityInstance { // instance documents are one small segment
+		if val.slot = c.gz[key]; val.slot == nil {
+			val.slot = &gzSlot{}
+			c.gz[key] = val.slot
+		}
+	}
 	e.val, e.err = val, err
 	current := c.rw[key] == e
 	switch {
@@ -388,10 +401,16 @@ func (c *Cache) countGzip(v *Value, n int) {
 // instances) when the cache is full, so hostile names cannot grow it
 // without bound. The registry-wide documents are never shed.
 func (c *Cache) shedLocked() {
+	for k := range c.gz {
+		if c.rw[k] == nil && (k.Entity == EntityVIP || k.Entity == EntitySVIP) {
+			delete(c.gz, k)
+		}
+	}
 	for k, e := range c.rw {
 		if k.Entity == EntityVIP || k.Entity == EntitySVIP || k.Entity == EntityInstance {
 			c.dropLocked(k, e)
 			c.ro.Delete(k)
+			delete(c.gz, k)
 			if len(c.rw) < c.cfg.MaxEntries*9/10 {
 				return
 			}
@@ -497,9 +516,16 @@ func (c *Cache) refreshLoop() {
 // tests may too). Documents that readWrite no longer holds are rebuilt here,
 // off the request path. Watchers of the changes it covers are woken.
 func (c *Cache) Refresh() {
-	c.refreshMu.Lock()
-	defer c.refreshMu.Unlock()
-	topics, all := c.takePending()
+	for _, l := range c.lanes { // lane order: small, then registry-wide
+		l.mu.Lock()
+		defer l.mu.Unlock()
+	}
+	topics, all := map[topic]struct{}{}, false
+	for _, l := range c.lanes {
+		ts, a := l.take()
+		maps.Copy(topics, ts)
+		all = all || a
+	}
 	c.mu.Lock()
 	dirty := c.dirty
 	c.dirty = false
@@ -517,7 +543,7 @@ func (c *Cache) Refresh() {
 	c.notify(topics, all)
 }
 
-// refreshKey rebuilds one readOnly document (refreshMu held). A document
+// refreshKey rebuilds one readOnly document (its lane's mu held). A document
 // whose gzip copy was in use gets the new one made here too, so that the
 // first gzip reader after a change does not pay for it.
 func (c *Cache) refreshKey(key Key, old *Value) {
@@ -532,7 +558,7 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 		}
 		c.ro.Store(key, nv)
 	}
-	c.pace[key] = pace{at: start, cost: time.Since(start)}
+	c.lanes[laneOf(topicOf(key))].pace[key] = pace{at: start, cost: time.Since(start)}
 }
 
 // Stats is a point-in-time copy of the cache counters.

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
@@ -38,9 +39,60 @@ type pace struct {
 // once per change, keeping read throughput where it was.
 const paceFactor = 8
 
-// changed records the topics of a change for the pusher and wakes it. With
-// the readOnly level off, reads come from readWrite, which Invalidate has
-// already updated: watchers are woken at once.
+// Lanes: registry-wide documents (the full registry, the delta) cost far
+// more to rebuild than one application's; each kind has its own pusher.
+const (
+	laneSmall = iota
+	laneWide
+	numLanes
+)
+
+func laneOf(t topic) int {
+	if t.entity == EntityApps || t.entity == EntityDelta {
+		return laneWide
+	}
+	return laneSmall
+}
+
+// lane is one pusher's state.
+type lane struct {
+	idx int // laneSmall or laneWide
+	// mu serializes the lane's passes (Refresh takes every lane's); pace
+	// is the last rebuild of each of the lane's readOnly keys (mu).
+	mu   sync.Mutex
+	pace map[Key]pace
+	// pmu guards the topics changed since their documents were last
+	// pushed (all: every topic); kick wakes the pusher.
+	pmu     sync.Mutex
+	pending map[topic]struct{}
+	all     bool
+	kick    chan struct{}
+	done    chan struct{}
+}
+
+func newLane(idx int) *lane {
+	return &lane{idx: idx, pace: map[Key]pace{}, pending: map[topic]struct{}{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// take returns and clears the pending topics.
+func (l *lane) take() (map[topic]struct{}, bool) {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	ts, all := l.pending, l.all
+	l.pending, l.all = map[topic]struct{}{}, false
+	return ts, all
+}
+
+func (l *lane) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default: // a pass is already due; it will see the new topics
+	}
+}
+
+// changed records the topics of a change for the pushers and wakes them.
+// With the readOnly level off, reads come from readWrite, which Invalidate
+// has already updated: watchers are woken at once.
 func (c *Cache) changed(ch fsm.Change) {
 	if !c.cfg.UseReadOnly {
 		if ch.All {
@@ -50,19 +102,20 @@ func (c *Cache) changed(ch fsm.Change) {
 		}
 		return
 	}
-	c.pmu.Lock()
-	if ch.All {
-		c.pendingAll = true
-	} else {
-		for _, t := range changeTopics(ch) {
-			c.pending[t] = struct{}{}
+	for i, l := range c.lanes {
+		l.pmu.Lock()
+		if ch.All {
+			l.all = true
+		} else {
+			for _, t := range changeTopics(ch) {
+				if laneOf(t) == i {
+					l.pending[t] = struct{}{}
+				}
+			}
 		}
-	}
-	c.pmu.Unlock()
-	if c.cfg.PushWindow > 0 {
-		select {
-		case c.kick <- struct{}{}:
-		default: // a pass is already due; it will see these topics
+		l.pmu.Unlock()
+		if c.cfg.PushWindow > 0 {
+			l.wake()
 		}
 	}
 }
@@ -83,19 +136,10 @@ func changeTopics(ch fsm.Change) []topic {
 	return ts
 }
 
-// takePending returns and clears the pending topics.
-func (c *Cache) takePending() (map[topic]struct{}, bool) {
-	c.pmu.Lock()
-	defer c.pmu.Unlock()
-	ts, all := c.pending, c.pendingAll
-	c.pending, c.pendingAll = map[topic]struct{}{}, false
-	return ts, all
-}
-
-// pushLoop runs a push pass PushWindow after a change, and again when a
-// pass left paced keys for later.
-func (c *Cache) pushLoop() {
-	defer close(c.pushDone)
+// pushLoop runs a push pass of lane l PushWindow after a change, and again
+// when a pass left paced keys for later.
+func (c *Cache) pushLoop(l *lane) {
+	defer close(l.done)
 	if c.cfg.PushWindow <= 0 || !c.cfg.UseReadOnly {
 		<-c.stop
 		return
@@ -116,12 +160,12 @@ func (c *Cache) pushLoop() {
 		select {
 		case <-c.stop:
 			return
-		case <-c.kick:
+		case <-l.kick:
 		}
 		if !sleep(c.cfg.PushWindow) {
 			return
 		}
-		for next := c.push(); next > 0; next = c.push() {
+		for next := c.push(l); next > 0; next = c.push(l) {
 			if !sleep(max(next, c.cfg.PushWindow)) {
 				return
 			}
@@ -129,18 +173,22 @@ func (c *Cache) pushLoop() {
 	}
 }
 
-// push rebuilds the readOnly documents of the pending topics and wakes
-// their watchers. A topic with a key rebuilt too recently for its cost
-// (paceFactor) stays pending, untouched; push returns how long until the
-// first such key is due (0 when none is left).
-func (c *Cache) push() time.Duration {
-	c.refreshMu.Lock()
-	defer c.refreshMu.Unlock()
-	topics, all := c.takePending()
+// push rebuilds the readOnly documents of lane l's pending topics and
+// wakes their watchers, each topic's as soon as its documents are in. A
+// topic with a key rebuilt too recently for its cost (paceFactor) stays
+// pending, untouched; push returns how long until the first such key is
+// due (0 when none is left).
+func (c *Cache) push(l *lane) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	topics, all := l.take()
 	if all {
-		// A restore replaced everything: rebuild every readOnly document.
+		// A restore replaced everything: rebuild every readOnly document
+		// of the lane.
 		c.ro.Range(func(k, v any) bool {
-			c.refreshKey(k.(Key), v.(*Value))
+			if key := k.(Key); laneOf(topicOf(key)) == l.idx {
+				c.refreshKey(key, v.(*Value))
+			}
 			return true
 		})
 		c.stats.pushes.Add(1)
@@ -152,12 +200,12 @@ func (c *Cache) push() time.Duration {
 	}
 	now := time.Now()
 	var wait time.Duration
-	var later, done []topic
+	var later []topic
 	for t := range topics {
 		due := true
 		for f := uint8(0); f < c.cfg.Formats; f++ {
 			k := Key{Entity: t.entity, Name: t.name, Format: f}
-			if p, ok := c.pace[k]; ok {
+			if p, ok := l.pace[k]; ok {
 				if left := p.at.Add(paceFactor * p.cost).Sub(now); left > 0 {
 					due = false
 					if wait == 0 || left < wait {
@@ -176,21 +224,20 @@ func (c *Cache) push() time.Duration {
 				if v, ok := c.ro.Load(k); ok {
 					c.refreshKey(k, v.(*Value))
 				} else {
-					delete(c.pace, k)
+					delete(l.pace, k)
 				}
 			}
 		}
-		done = append(done, t)
+		c.notifyList([]topic{t})
 	}
 	c.stats.pushes.Add(1)
 	if len(later) > 0 {
-		c.pmu.Lock()
+		l.pmu.Lock()
 		for _, t := range later {
-			c.pending[t] = struct{}{}
+			l.pending[t] = struct{}{}
 		}
-		c.pmu.Unlock()
+		l.pmu.Unlock()
 	}
-	c.notifyList(done)
 	return wait
 }
 

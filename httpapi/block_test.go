@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/heureka-registry/heureka/fsm"
 )
@@ -19,7 +21,7 @@ import (
 // pushed into it.
 func newPushServer(t *testing.T) (*httptest.Server, *Server) {
 	t.Helper()
-	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
+	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,5 +244,125 @@ func TestBlocking_OutlastsServerTimeouts(t *testing.T) {
 	register(t, ts.URL, "A", "a-2")
 	if a := <-got; a.code != 200 || !strings.Contains(a.body, "<instanceId>a-2</instanceId>") {
 		t.Fatalf("after the change: %d %.300s", a.code, a.body)
+	}
+}
+
+func TestBlocking_ParkedAnswerIsACompleteEurekaAnswer(t *testing.T) {
+	ts, s := newPushServer(t)
+	register(t, ts.URL, "A", "a-1")
+	got := async(t, ts.URL+"/eureka/apps/A?index=1")
+	waitParked(t, s, 1)
+	s.lot.mu.Lock()
+	n := len(s.lot.all)
+	s.lot.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d reads in the parking lot, want the waiting one", n)
+	}
+	register(t, ts.URL, "A", "a-2")
+	a := <-got
+	if a.code != 200 || !strings.Contains(a.body, `"a-2"`) || a.hdr.Get("X-Heureka-Node") != "n1" ||
+		a.hdr.Get("Content-Type") != "application/json" || a.hdr.Get(IndexHeader) != "2" {
+		t.Fatalf("parked answer: %d %v %.200s", a.code, a.hdr, a.body)
+	}
+	// gzip, and a wait that ends without a change.
+	req, _ := http.NewRequest("GET", ts.URL+"/eureka/apps/A?index=2&wait=100ms", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(zr)
+	if resp.StatusCode != 200 || resp.Header.Get(IndexHeader) != "2" || !strings.Contains(string(body), "<instanceId>a-2</instanceId>") {
+		t.Fatalf("wait ended: %d %v %.200s", resp.StatusCode, resp.Header, body)
+	}
+	waitParked(t, s, 0)
+}
+
+func TestBlocking_CloseReleasesParkedReads(t *testing.T) {
+	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	register(t, ts.URL, "A", "a-1")
+	done := make(chan error, 1)
+	// A connection of its own: the client would retry a GET cut off on a
+	// reused one.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	go func() {
+		resp, err := client.Get(ts.URL + "/eureka/apps/A?index=1&wait=5m")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitParked(t, s, 1)
+	s.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a parked read outlived Close")
+	}
+	if s.Waiting() != 0 {
+		t.Fatalf("%d reads still counted as waiting", s.Waiting())
+	}
+}
+
+// TestBlocking_HTTP2WaitsInTheHandler: HTTP/2 connections cannot be taken
+// over; their blocking reads wait in the handler, woken the same way.
+func TestBlocking_HTTP2WaitsInTheHandler(t *testing.T) {
+	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	client := ts.Client()
+	get := func(path string) (*http.Response, string) {
+		resp, err := client.Get(ts.URL + path)
+		if err != nil {
+			t.Error(err)
+			return nil, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	req, _ := http.NewRequest("POST", ts.URL+"/eureka/apps/A", strings.NewReader(instanceJSON("A", "a-1")))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := client.Do(req); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		resp, body := get("/eureka/apps/A?index=1")
+		if resp != nil && resp.ProtoMajor != 2 {
+			body = "not HTTP/2: " + resp.Proto
+		}
+		got <- body
+	}()
+	waitParked(t, s, 1)
+	s.lot.mu.Lock()
+	parked := len(s.lot.all)
+	s.lot.mu.Unlock()
+	if parked != 0 {
+		t.Fatal("an HTTP/2 read was parked")
+	}
+	req, _ = http.NewRequest("POST", ts.URL+"/eureka/apps/A", strings.NewReader(instanceJSON("A", "a-2")))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := client.Do(req); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+	if body := <-got; !strings.Contains(body, "<instanceId>a-2</instanceId>") {
+		t.Fatalf("woken answer: %.300s", body)
 	}
 }

@@ -431,6 +431,9 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		return
 	}
 	if blocks {
+		if src == fromCache && s.park(c, key, block) {
+			return // the parking lot answers on the connection it took over
+		}
 		if err := s.awaitNewer(c, key, block); err != nil {
 			c.Abort() // the client went away
 			return
@@ -456,28 +459,39 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		s.fail(c, err)
 		return
 	}
-	h := c.Writer.Header()
+	gz := strings.Contains(c.GetHeader("Accept-Encoding"), "gzip")
+	docHeaders(c.Writer.Header(), v, f, gz)
+	c.Status(http.StatusOK)
+	writeDoc(c.Writer, v, gz)
+}
+
+// docHeaders sets the headers of a registry document's answer.
+func docHeaders(h http.Header, v *cache.Value, f eureka.Format, gz bool) {
 	h.Set(IndexHeader, strconv.FormatUint(v.Version, 10))
 	h.Set("Content-Type", f.ContentType())
 	h.Add("Vary", "Accept, Accept-Encoding")
-	if strings.Contains(c.GetHeader("Accept-Encoding"), "gzip") {
-		body := v.Gzip()
+	if gz {
 		h.Set("Content-Encoding", "gzip")
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		c.Status(http.StatusOK)
-		_, _ = c.Writer.Write(body)
+		h.Set("Content-Length", strconv.Itoa(len(v.Gzip())))
 		return
 	}
 	h.Set("Content-Length", strconv.Itoa(v.Len))
-	c.Status(http.StatusOK)
+}
+
+// writeDoc writes a registry document's body.
+func writeDoc(w io.Writer, v *cache.Value, gz bool) {
+	if gz {
+		_, _ = w.Write(v.Gzip())
+		return
+	}
 	if len(v.Segments) == 1 {
-		_, _ = c.Writer.Write(v.Segments[0])
+		_, _ = w.Write(v.Segments[0])
 		return
 	}
 	// Many small segments would each be a write through the connection's
 	// small buffer; gather them in a larger one first.
 	bw := segmentWriters.Get().(*bufio.Writer)
-	bw.Reset(c.Writer)
+	bw.Reset(w)
 	_, _ = v.WriteTo(bw)
 	_ = bw.Flush()
 	bw.Reset(nil)

@@ -81,8 +81,9 @@ type Server struct {
 	cache        *cache.Cache
 	log          hclog.Logger
 	engine       *gin.Engine
-	// waiting counts blocking reads parked in awaitNewer.
+	// waiting counts blocking reads waiting (parked or in awaitNewer).
 	waiting atomic.Int64
+	lot     *parkingLot
 	// started is when the node's HTTP layer came up (the status document's uptime).
 	started time.Time
 	trends  *trendSampler
@@ -111,6 +112,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	if s.cache, err = cache.New(cfg.Cache, s.views.build, log); err != nil {
 		return nil, fmt.Errorf("response cache: %w", err)
 	}
+	s.lot = newParkingLot(s)
 	c.Observe(func(ch fsm.Change) {
 		s.views.forget(ch)
 		s.cache.Invalidate(ch)
@@ -153,8 +155,10 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the response cache's refresher and the trend sampler.
+// Close releases the parked blocking reads and stops the response cache's
+// refresher and the trend sampler.
 func (s *Server) Close() {
+	s.lot.close()
 	s.trends.close()
 	s.cache.Close()
 }

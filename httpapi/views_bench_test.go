@@ -148,3 +148,60 @@ func TestViews_FragmentsMatchFullBuild(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGzipAllApps measures compressing GET /eureka/apps (JSON, 10,000
+// instances) whole, as a document without a predecessor is.
+func BenchmarkGzipAllApps(b *testing.B) {
+	f, _ := benchRegistry(b, 10000, 500)
+	v := newViews(f.Read, DefaultConfig())
+	segs, _, err := v.build(cache.Key{Entity: cache.EntityApps, Format: uint8(eureka.JSON)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var size int
+	for i := 0; i < b.N; i++ {
+		size = len(cache.NewValue(segs, 0).Gzip())
+	}
+	b.ReportMetric(float64(size)/1e6, "MB/gz")
+}
+
+// BenchmarkRebuildAndGzipAllAppsAfterOneAppChange measures what the cache
+// does for a gzip-served full registry after one application changed:
+// rebuild the document and gzip it, reusing the compressed segments of the
+// applications that did not change.
+func BenchmarkRebuildAndGzipAllAppsAfterOneAppChange(b *testing.B) {
+	f, idx := benchRegistry(b, 10000, 500)
+	v := newViews(f.Read, DefaultConfig())
+	cfg := cache.DefaultConfig()
+	cfg.PushWindow = 0
+	c, err := cache.New(cfg, v.build, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	key := cache.Key{Entity: cache.EntityApps, Format: uint8(eureka.JSON)}
+	val, err := c.Get(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	val.Gzip()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var size int
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		applyCmd(b, f, idx, fsm.CmdMetadata, &fsm.MetadataBody{App: "APP-007", ID: "10.0.0.7:app-007:8080",
+			Metadata: map[string]string{"n": fmt.Sprint(i)}})
+		c.Invalidate(fsm.Change{Apps: []string{"APP-007"}})
+		b.StartTimer()
+		c.Refresh()
+		val, err = c.Get(key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(val.Gzip())
+	}
+	b.ReportMetric(float64(size)/1e6, "MB/gz")
+}

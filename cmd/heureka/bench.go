@@ -42,7 +42,7 @@ func benchCmd(args []string) int {
 	local := fs.Int("local", 0, "start a local heureka cluster of this many nodes (from this executable) and bench it")
 	targets := fs.String("targets", "", "comma-separated base URLs of an existing Eureka-compatible cluster (http://host:port,...)")
 	localArgs := fs.String("local-args", "", "extra flags for the --local nodes' heureka serve, space-separated (e.g. --pprof)")
-	cacheRefresh := fs.Duration("target-cache-refresh", 30*time.Second, "with --targets: their response cache refresh interval (W4 and W6 wait it out)")
+	cacheRefresh := fs.Duration("target-cache-refresh", 30*time.Second, "with --targets: their response cache refresh interval (W4 and W6 wait it out; 0 for heureka, whose default push makes changes visible at once)")
 	deltaRetention := fs.Duration("target-delta-retention", 0, "with --targets: their delta retention; W4 waits this long after W1 (0: read the delta as it is)")
 	evictionInterval := fs.Duration("target-eviction-interval", 0, "with --targets: their eviction interval, for W8's note")
 	etcdMode := fs.String("etcd", "none", "local: start a local etcd cluster; none: no etcd column")

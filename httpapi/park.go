@@ -1,0 +1,283 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/httpapi/eureka"
+)
+
+// The parking lot: where blocking reads wait when they can. A request
+// waiting inside Go's HTTP server keeps its connection's goroutines and
+// buffers (about 22 KB in all); a sidecar fleet holding thousands of
+// blocking reads would spend most of a node's memory on them. So an
+// HTTP/1.x read that has to wait takes its connection over from the server
+// (Hijack), drops the server's buffers and goroutines, and parks as a small
+// record: the connection, what to answer, a timer. One goroutine per
+// waited-on document waits for the cache to close its channel and answers
+// every parked read the change satisfies; a sweep once a second notices
+// connections the client closed (parkSweep) and releases them. A parked
+// read answers with Connection: close: the server no longer owns the
+// connection, so the client opens a new one for its next read.
+//
+// HTTP/2 connections cannot be taken over; their reads wait in awaitNewer.
+
+// answerWriters buffer parked reads' answers: one change may answer
+// thousands at once.
+var answerWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 8<<10) }}
+
+// parkSweep is how often parked connections are checked for a closed peer.
+const parkSweep = time.Second
+
+// parked is one blocking read waiting in the lot.
+type parked struct {
+	conn   net.Conn
+	key    cache.Key
+	index  uint64
+	gz     bool
+	header http.Header // set before parking: node headers, X-Heureka-Stale
+	timer  *time.Timer
+}
+
+// parkedKey is the parked reads of one document and their watcher's kick.
+type parkedKey struct {
+	waiters map[*parked]struct{}
+	kick    chan struct{}
+}
+
+type parkingLot struct {
+	s      *Server
+	mu     sync.Mutex
+	keys   map[cache.Key]*parkedKey
+	all    map[*parked]struct{}
+	closed bool
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func newParkingLot(s *Server) *parkingLot {
+	l := &parkingLot{s: s, keys: map[cache.Key]*parkedKey{}, all: map[*parked]struct{}{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go l.sweep()
+	return l
+}
+
+// ready reports whether a read waiting for a version above index should
+// answer now, given the document's current state (see awaitNewer).
+func ready(index uint64, v *cache.Value, err error) bool {
+	switch {
+	case err == nil:
+		return v.Version > index
+	case isNotFound(err):
+		return index > 0
+	}
+	return true
+}
+
+// park takes c's connection over and parks the read until key's document
+// is newer than b.index; false (nothing done) when the read must not or
+// cannot park: it is ready now, or its connection cannot be taken over.
+func (s *Server) park(c *gin.Context, key cache.Key, b blocking) bool {
+	if b.wait <= 0 || c.Request.ProtoMajor != 1 {
+		return false
+	}
+	if v, err := s.cache.Get(key); ready(b.index, v, err) {
+		return false
+	}
+	l := s.lot
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return false
+	}
+	conn, _, err := http.NewResponseController(c.Writer).Hijack()
+	if err != nil {
+		return false
+	}
+	_ = conn.SetDeadline(time.Time{}) // the server's timeouts no longer apply
+	p := &parked{conn: conn, key: key, index: b.index, header: c.Writer.Header().Clone(),
+		gz: strings.Contains(c.GetHeader("Accept-Encoding"), "gzip")}
+	s.waiting.Add(1)
+	p.timer = time.AfterFunc(b.wait, func() { l.release(p, true) })
+	l.add(p)
+	return true
+}
+
+// add registers p and makes sure its document has a watcher.
+func (l *parkingLot) add(p *parked) {
+	l.mu.Lock()
+	pk := l.keys[p.key]
+	if pk == nil {
+		pk = &parkedKey{waiters: map[*parked]struct{}{}, kick: make(chan struct{}, 1)}
+		l.keys[p.key] = pk
+		go l.watch(p.key, pk)
+	}
+	pk.waiters[p] = struct{}{}
+	l.all[p] = struct{}{}
+	l.mu.Unlock()
+	// The watcher may have read the document before p arrived: make it
+	// look again.
+	select {
+	case pk.kick <- struct{}{}:
+	default:
+	}
+}
+
+// watch answers key's parked reads as the document changes, and ends when
+// none is left.
+func (l *parkingLot) watch(key cache.Key, pk *parkedKey) {
+	for {
+		changed := l.s.cache.Watch(key)
+		v, err := l.s.cache.Get(key)
+		var answer []*parked
+		l.mu.Lock()
+		if len(pk.waiters) == 0 {
+			delete(l.keys, key)
+			l.mu.Unlock()
+			return
+		}
+		for p := range pk.waiters {
+			if ready(p.index, v, err) {
+				answer = append(answer, p)
+				delete(pk.waiters, p)
+				delete(l.all, p)
+			}
+		}
+		l.mu.Unlock()
+		for _, p := range answer {
+			p.timer.Stop()
+			go l.s.answerParked(p, v, err)
+		}
+		select {
+		case <-changed:
+		case <-pk.kick:
+		case <-l.stop:
+			return
+		}
+	}
+}
+
+// release takes p out of the lot: answered with the current document when
+// its wait ended, else (its client went away, or the server is closing)
+// just closed.
+func (l *parkingLot) release(p *parked, answer bool) {
+	l.mu.Lock()
+	if _, ok := l.all[p]; !ok {
+		l.mu.Unlock()
+		return // already answered
+	}
+	delete(l.all, p)
+	if pk := l.keys[p.key]; pk != nil {
+		delete(pk.waiters, p)
+	}
+	l.mu.Unlock()
+	p.timer.Stop()
+	if answer {
+		v, err := l.s.cache.Get(p.key)
+		l.s.answerParked(p, v, err)
+		return
+	}
+	_ = p.conn.Close()
+	l.s.waiting.Add(-1)
+}
+
+// sweep releases parked reads whose client closed its connection.
+func (l *parkingLot) sweep() {
+	defer close(l.done)
+	t := time.NewTicker(parkSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		ps := make([]*parked, 0, len(l.all))
+		for p := range l.all {
+			ps = append(ps, p)
+		}
+		l.mu.Unlock()
+		for _, p := range ps {
+			if peerClosed(p.conn) {
+				l.release(p, false)
+			}
+		}
+	}
+}
+
+// close releases every parked read and stops the lot.
+func (l *parkingLot) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	ps := make([]*parked, 0, len(l.all))
+	for p := range l.all {
+		ps = append(ps, p)
+	}
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	for _, p := range ps {
+		l.release(p, false)
+	}
+}
+
+// answerParked writes the answer a parked read would have had from serve,
+// with Connection: close, and closes the connection.
+func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
+	defer s.waiting.Add(-1)
+	defer p.conn.Close()
+	_ = p.conn.SetWriteDeadline(time.Now().Add(blockingGrace))
+	h := p.header
+	status := http.StatusOK
+	var body []byte
+	if err != nil {
+		status = errorStatus(err)
+		switch {
+		case status == http.StatusNotFound: // empty, as Eureka clients expect
+		case status == http.StatusInternalServerError:
+			s.log.Error("blocking read failed", "key", p.key.Name, "error", err)
+			body, _ = json.Marshal(gin.H{"error": "internal error"})
+		default:
+			body, _ = json.Marshal(gin.H{"error": err.Error()})
+		}
+		if status == http.StatusServiceUnavailable {
+			h.Set("Retry-After", "1")
+		}
+		if len(body) > 0 {
+			h.Set("Content-Type", "application/json; charset=utf-8")
+		}
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+	} else {
+		docHeaders(h, v, eureka.Format(p.key.Format), p.gz)
+	}
+	h.Set("Connection", "close")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	bw := answerWriters.Get().(*bufio.Writer)
+	defer answerWriters.Put(bw)
+	bw.Reset(p.conn)
+	defer bw.Reset(nil)
+	_, _ = bw.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")
+	_ = h.Write(bw)
+	_, _ = bw.WriteString("\r\n")
+	if err != nil {
+		_, _ = bw.Write(body)
+	} else {
+		writeDoc(bw, v, p.gz)
+	}
+	_ = bw.Flush()
+}
