@@ -23,6 +23,9 @@ type Proc struct {
 	Name    string
 	LogPath string
 
+	bin  string
+	args []string
+
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -42,7 +45,7 @@ func startProc(name, bin string, args []string, logPath string) (*Proc, error) {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Proc{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Proc{Name: name, LogPath: logPath, bin: bin, args: args, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
@@ -91,6 +94,18 @@ func (p *Proc) Stop(grace time.Duration) {
 	}
 }
 
+// Kill sends SIGKILL to the process's PID and waits until it has exited.
+func (p *Proc) Kill() {
+	if p.Exited() {
+		return
+	}
+	_ = syscall.Kill(p.PID(), syscall.SIGKILL)
+	<-p.done
+}
+
+// again starts a new process with the same name, program, arguments and log.
+func (p *Proc) again() (*Proc, error) { return startProc(p.Name, p.bin, p.args, p.LogPath) }
+
 // LogTail returns the last n lines of the process's log.
 func (p *Proc) LogTail(n int) string {
 	b, err := os.ReadFile(p.LogPath)
@@ -136,6 +151,22 @@ func (l *Local) Stop() {
 	}
 }
 
+// KillAndRestart kills every process with SIGKILL, then starts them again
+// (same arguments and data) in the given order, and returns the new PIDs.
+func (l *Local) KillAndRestart(order []int) ([]int, error) {
+	for _, p := range l.Procs {
+		p.Kill()
+	}
+	for _, i := range order {
+		np, err := l.Procs[i].again()
+		if err != nil {
+			return nil, fmt.Errorf("restart %s: %w", l.Procs[i].Name, err)
+		}
+		l.Procs[i] = np
+	}
+	return l.PIDs(), nil
+}
+
 // failure describes why a local cluster did not come up, with each log's tail.
 func (l *Local) failure(err error) error {
 	var b strings.Builder
@@ -172,12 +203,11 @@ func freeAddr() (string, error) {
 }
 
 // HeurekaLocalArgs are the `heureka serve` flags a local bench cluster gets
-// besides its addresses: fast eviction and cache refresh so W8 and W6 finish
-// in seconds; a 5 s delta retention so W4 reads a steady-state delta (the
+// besides its addresses: fast cache refresh so W6 finishes in seconds
+// (eviction keeps its default: the leader evicts at each lease's deadline); a 5 s delta retention so W4 reads a steady-state delta (the
 // bench's 20 changes) rather than W1's burst; self-preservation off, because the bench's W1 fleet does
 // not heartbeat between phases (a real fleet does, and would not trip it).
 var HeurekaLocalArgs = []string{
-	"--eviction-interval", "1s",
 	"--response-cache-update-interval", "1s",
 	"--delta-retention", "5s",
 	"--enable-self-preservation=false",
