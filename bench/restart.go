@@ -31,13 +31,20 @@ func (r *heurekaRun) restart(ctx context.Context) error {
 		return nil
 	}
 	before := 0
+	var why string
 	for i := range r.t.URLs {
-		if n, code, err := r.countInstances(ctx, i, "?consistency=linearizable"); err == nil && code == http.StatusOK {
+		n, code, err := r.countInstances(ctx, i, "?consistency=linearizable")
+		switch {
+		case err != nil:
+			why = err.Error()
+		case code != http.StatusOK:
+			why = fmt.Sprintf("GET /eureka/apps?consistency=linearizable on n%d: %d", i+1, code)
+		default:
 			before = max(before, n)
 		}
 	}
 	if before == 0 {
-		r.sys.Set(RowRestart, NotApplicable("could not count the instances before the restart"))
+		r.sys.Set(RowRestart, NotApplicable("could not count the instances before the restart: "+why))
 		return nil
 	}
 	s.logf("heureka", "W9: killing every node (holding %d instances) and restarting them", before)
@@ -130,7 +137,7 @@ func (r *heurekaRun) countInstances(ctx context.Context, i int, query string) (i
 }
 
 // hashCount sums the counts of an applications document's hash code
-// ("UP_5_DOWN_2_" → 7).
+// ("UP_5_OUT_OF_SERVICE_2_" → 7).
 func hashCount(body []byte) (int, error) {
 	const key = `"apps__hashcode":"`
 	i := bytes.Index(body, []byte(key))
@@ -142,14 +149,13 @@ func hashCount(body []byte) (int, error) {
 	if j < 0 {
 		return 0, fmt.Errorf("unterminated apps__hashcode")
 	}
-	parts := strings.Split(strings.TrimSuffix(string(rest[:j]), "_"), "_")
+	// Status names hold underscores (OUT_OF_SERVICE) but no digits: every
+	// numeric part is a count.
 	total := 0
-	for k := 1; k < len(parts); k += 2 {
-		n, err := strconv.Atoi(parts[k])
-		if err != nil {
-			return 0, fmt.Errorf("apps__hashcode %q: %w", rest[:j], err)
+	for _, part := range strings.Split(string(rest[:j]), "_") {
+		if n, err := strconv.Atoi(part); err == nil {
+			total += n
 		}
-		total += n
 	}
 	return total, nil
 }

@@ -10,6 +10,7 @@ func TestHashCount(t *testing.T) {
 		{`{"applications":{"versions__delta":"1","apps__hashcode":"UP_5_DOWN_2_","application":[]}}`, 7},
 		{`{"applications":{"versions__delta":"1","apps__hashcode":"","application":[]}}`, 0},
 		{`{"applications":{"apps__hashcode":"UP_10000_"}}`, 10000},
+		{`{"applications":{"apps__hashcode":"OUT_OF_SERVICE_7_UP_200_"}}`, 207},
 	} {
 		got, err := hashCount([]byte(c.body))
 		if err != nil || got != c.want {

@@ -50,9 +50,10 @@ type readiness struct {
 	ready     atomic.Bool
 	readyMs   atomic.Int64 // milliseconds from start until ready
 
-	// leaderReady is set while this node leads and its post-election
-	// barrier completed: its FSM holds every committed entry.
-	leaderReady atomic.Bool
+	// leaderTerm is the term in which this node, as leader, completed its
+	// post-election barrier: in that term its FSM holds every committed
+	// entry. 0 while it does not lead.
+	leaderTerm atomic.Uint64
 
 	mu      sync.RWMutex
 	durable *fsm.Registry // built on first use while the gate is closed
@@ -105,11 +106,18 @@ func (n *Node) caughtUp() bool {
 		return false
 	}
 	if n.IsLeader() {
-		return n.rd.leaderReady.Load() && n.raft.AppliedIndex() >= n.rd.bootIndex
+		return n.leaderCaughtUp() && n.raft.AppliedIndex() >= n.rd.bootIndex
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	return n.ReadBarrier(ctx) == nil
+}
+
+// leaderCaughtUp reports whether this node leads and completed its
+// post-election barrier in the current term.
+func (n *Node) leaderCaughtUp() bool {
+	t := n.rd.leaderTerm.Load()
+	return t != 0 && t == n.raft.CurrentTerm() && n.IsLeader()
 }
 
 // ReadDurable runs fn on the registry reads may show while the gate is
