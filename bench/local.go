@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -183,23 +184,26 @@ var (
 )
 
 // freeAddr returns a 127.0.0.1 address whose port was free a moment ago and
-// was not handed out before by this process.
+// was not handed out before by this process. Ports come from [20000, 32000),
+// below Linux's ephemeral range: W9 restarts the nodes on their ports, and
+// an ephemeral port may meanwhile be the local end of some connection.
 func freeAddr() (string, error) {
 	portMu.Lock()
 	defer portMu.Unlock()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		if usedPorts[addr] {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return "", err
+			continue // taken
 		}
-		addr := ln.Addr().String()
 		ln.Close()
-		if !usedPorts[addr] {
-			usedPorts[addr] = true
-			return addr, nil
-		}
+		usedPorts[addr] = true
+		return addr, nil
 	}
-	return "", errors.New("no free loopback port")
+	return "", errors.New("no free loopback port below the ephemeral range")
 }
 
 // HeurekaLocalArgs are the `heureka serve` flags a local bench cluster gets
