@@ -71,7 +71,7 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 		log = hclog.NewNullLogger()
 	}
 	n := &Node{cfg: cfg, fsm: f, store: st, log: log.Named("cluster"), stopCh: make(chan struct{})}
-	n.rd.started = time.Now()
+	n.rd.started, n.rd.readyCh = time.Now(), make(chan struct{})
 	var rt http.RoundTripper = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,7 +22,10 @@ type gateCluster struct {
 	durable     *fsm.FSM
 }
 
-func (g *gateCluster) Ready() bool      { return g.ready.Load() }
+func (g *gateCluster) Ready() bool { return g.ready.Load() }
+func (g *gateCluster) WaitReady(context.Context, time.Duration) bool {
+	return g.ready.Load()
+}
 func (g *gateCluster) QuorumLost() bool { return g.lost.Load() }
 func (g *gateCluster) HasQuorum() bool  { return !g.lost.Load() }
 func (g *gateCluster) ReadDurable(fn func(*fsm.Registry)) {
