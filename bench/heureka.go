@@ -41,6 +41,10 @@ type HeurekaTarget struct {
 	// EvictionInterval is the target's --eviction-interval, for W8's note
 	// (0 = unknown).
 	EvictionInterval time.Duration
+	// Restart, when set, kills every node with SIGKILL and starts it again
+	// on its data, returning the new PIDs (only for nodes the bench
+	// started); the restart row needs it.
+	Restart func() ([]int, error)
 }
 
 type heurekaRun struct {
@@ -85,6 +89,7 @@ func (s *Suite) heurekaSteps(ctx context.Context, t *HeurekaTarget, sys, lim *Sy
 		func(ctx context.Context) error { r.memory(ctx); return nil },
 		r.crash,
 		func(ctx context.Context) error { r.elections(ctx); return nil },
+		r.restart,
 	}
 	return steps, r.client.CloseIdleConnections, nil
 }
@@ -721,7 +726,7 @@ func (r *heurekaRun) crash(ctx context.Context) error {
 	m := FromSamples(d, int64(k-len(gone)))
 	m.Note = fmt.Sprintf("lease %d s", s.CrashLeaseSecs)
 	if r.t.EvictionInterval > 0 {
-		m.Note += ", eviction every " + fmtDur(r.t.EvictionInterval)
+		m.Note += ", --eviction-interval " + fmtDur(r.t.EvictionInterval)
 	}
 	if r.t.CacheRefresh > 0 {
 		m.Note += ", cache refresh " + fmtDur(r.t.CacheRefresh)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,9 @@ import (
 type Proc struct {
 	Name    string
 	LogPath string
+
+	bin  string
+	args []string
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -44,7 +48,7 @@ func startProc(name, bin string, args []string, logPath string) (*Proc, error) {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Proc{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Proc{Name: name, LogPath: logPath, bin: bin, args: args, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
@@ -93,6 +97,18 @@ func (p *Proc) Stop(grace time.Duration) {
 	}
 }
 
+// Kill sends SIGKILL to the process's PID and waits until it has exited.
+func (p *Proc) Kill() {
+	if p.Exited() {
+		return
+	}
+	_ = syscall.Kill(p.PID(), syscall.SIGKILL)
+	<-p.done
+}
+
+// again starts a new process with the same name, program, arguments and log.
+func (p *Proc) again() (*Proc, error) { return startProc(p.Name, p.bin, p.args, p.LogPath) }
+
 // LogTail returns the last n lines of the process's log.
 func (p *Proc) LogTail(n int) string {
 	b, err := os.ReadFile(p.LogPath)
@@ -138,6 +154,22 @@ func (l *Local) Stop() {
 	}
 }
 
+// KillAndRestart kills every process with SIGKILL, then starts them again
+// (same arguments and data) in the given order, and returns the new PIDs.
+func (l *Local) KillAndRestart(order []int) ([]int, error) {
+	for _, p := range l.Procs {
+		p.Kill()
+	}
+	for _, i := range order {
+		np, err := l.Procs[i].again()
+		if err != nil {
+			return nil, fmt.Errorf("restart %s: %w", l.Procs[i].Name, err)
+		}
+		l.Procs[i] = np
+	}
+	return l.PIDs(), nil
+}
+
 // failure describes why a local cluster did not come up, with each log's tail.
 func (l *Local) failure(err error) error {
 	var b strings.Builder
@@ -154,34 +186,37 @@ var (
 )
 
 // freeAddr returns a 127.0.0.1 address whose port was free a moment ago and
-// was not handed out before by this process.
+// was not handed out before by this process. Ports come from [20000, 32000),
+// below Linux's ephemeral range: W9 restarts the nodes on their ports, and
+// an ephemeral port may meanwhile be the local end of some connection.
 func freeAddr() (string, error) {
 	portMu.Lock()
 	defer portMu.Unlock()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		if usedPorts[addr] {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return "", err
+			continue // taken
 		}
-		addr := ln.Addr().String()
 		ln.Close()
-		if !usedPorts[addr] {
-			usedPorts[addr] = true
-			return addr, nil
-		}
+		usedPorts[addr] = true
+		return addr, nil
 	}
-	return "", errors.New("no free loopback port")
+	return "", errors.New("no free loopback port below the ephemeral range")
 }
 
 // HeurekaLocalArgs are the `heureka serve` flags a local bench cluster gets
-// besides its addresses: fast eviction so W8 finishes in seconds; a 5 s
-// delta retention so W4 reads a steady-state delta (the bench's 20 changes)
-// rather than W1's burst; self-preservation off, because the bench's W1
-// fleet does not heartbeat between phases (a real fleet does, and would not
-// trip it). The response cache runs with its defaults: changes are pushed
-// into cached reads, which is what W6 as clients see it measures.
+// besides its addresses: a 5 s delta retention so W4 reads a steady-state
+// delta (the bench's 20 changes) rather than W1's burst; self-preservation
+// off, because the bench's W1 fleet does not heartbeat between phases (a real
+// fleet does, and would not trip it). The response cache and eviction keep
+// their defaults: changes are pushed into cached reads, which is what W6 as
+// clients see it measures, and the leader evicts each lease at its deadline,
+// which is what W8 measures.
 var HeurekaLocalArgs = []string{
-	"--eviction-interval", "1s",
 	"--delta-retention", "5s",
 	"--enable-self-preservation=false",
 	"--log-level", "warn",

@@ -23,6 +23,7 @@ const (
 	RowPropBlock   = "W6B" // the same, to a blocking read (heureka: ?index=; etcd: watch)
 	RowMemory      = "W7"  // RSS of each node
 	RowCrash       = "W8"  // heartbeats stop → gone for readers
+	RowRestart     = "W9"  // whole cluster kill -9 and restart → partial answers, time to serve
 )
 
 // Column names.
@@ -87,6 +88,9 @@ var Rows = []RowSpec{
 	{RowMemory, KindMemory, "RSS, largest node", func(p Params) string { return "W7 RSS per node" }},
 	{RowCrash, KindLatency, "crash detection", func(p Params) string {
 		return fmt.Sprintf("W8 crash detection: %d instances stop renewing → gone on B", p.CrashInstances)
+	}},
+	{RowRestart, KindLatency, "restart", func(p Params) string {
+		return "W9 restart: every node killed (kill -9) and restarted → time until each serves every instance again"
 	}},
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -222,7 +223,8 @@ func (s *Suite) heurekaColumn(ctx context.Context, h, lim *System) (*column, err
 		}
 		s.logf("heureka", "nodes %v, pids %v", l.URLs, l.PIDs())
 		t = &HeurekaTarget{URLs: l.URLs, PIDs: l.PIDs(), Settings: l.Settings,
-			DeltaRetention: 5 * time.Second, EvictionInterval: time.Second}
+			DeltaRetention: 5 * time.Second, EvictionInterval: 60 * time.Second,
+			Restart: func() ([]int, error) { return l.KillAndRestart(rand.Perm(len(l.Procs))) }}
 	case t == nil:
 		h.NotRun = "no target (give --local N or --targets)"
 		return nil, nil

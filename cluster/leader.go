@@ -39,7 +39,6 @@ type leaseKeeper struct {
 	dirtyMu  sync.Mutex
 	dirty    map[string]bool
 	allDirty bool
-	kick     chan struct{}
 }
 
 // minPassGap spaces eviction passes triggered by deadlines: expiries close
@@ -47,13 +46,17 @@ type leaseKeeper struct {
 // most a few times a second.
 const minPassGap = 250 * time.Millisecond
 
+// scheduleEvery is how often the applications changed meanwhile have
+// their instances' deadlines scheduled: a burst of registrations into one
+// large application costs one scan of it per tick, not one per write.
+const scheduleEvery = 100 * time.Millisecond
+
 // retryEvictAfter is when a lease that expired but was not evicted
 // (self-preservation, the cap, a failed apply) is looked at again.
 const retryEvictAfter = time.Second
 
 func newLeaseKeeper(n *Node) *leaseKeeper {
-	k := &leaseKeeper{n: n, rate: newRateCounter(n.cfg.Lease.RenewalRateWindow),
-		dirty: map[string]bool{}, kick: make(chan struct{}, 1)}
+	k := &leaseKeeper{n: n, rate: newRateCounter(n.cfg.Lease.RenewalRateWindow), dirty: map[string]bool{}}
 	n.Observe(k.onChange)
 	return k
 }
@@ -72,10 +75,6 @@ func (k *leaseKeeper) onChange(c fsm.Change) {
 		k.dirty[a] = true
 	}
 	k.dirtyMu.Unlock()
-	select {
-	case k.kick <- struct{}{}:
-	default:
-	}
 }
 
 // evaluate scans the registry at now: which leases expired and the
@@ -137,6 +136,8 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 
 	scan := time.NewTicker(k.n.cfg.Lease.EvictionInterval)
 	defer scan.Stop()
+	changed := time.NewTicker(scheduleEvery)
+	defer changed.Stop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	wasActive := false
@@ -165,7 +166,7 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 		select {
 		case <-stop:
 			return
-		case <-k.kick:
+		case <-changed.C:
 			k.scheduleDirty(dl)
 		case now := <-scan.C:
 			pass(now)

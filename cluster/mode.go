@@ -74,7 +74,7 @@ func (n *Node) readIndexLocal() (uint64, error) {
 	}
 	// Until the post-election barrier completed, this leader may not have
 	// applied entries an earlier leader acknowledged.
-	for wait := time.Now().Add(n.cfg.ApplyTimeout); !n.rd.leaderReady.Load(); {
+	for wait := time.Now().Add(n.cfg.ApplyTimeout); !n.leaderCaughtUp(); {
 		if time.Now().After(wait) || !n.IsLeader() {
 			return 0, fmt.Errorf("leader still applying earlier terms: %w", ErrNoLeader)
 		}

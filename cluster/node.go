@@ -71,7 +71,7 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 		log = hclog.NewNullLogger()
 	}
 	n := &Node{cfg: cfg, fsm: f, store: st, log: log.Named("cluster"), stopCh: make(chan struct{})}
-	n.rd.started = time.Now()
+	n.rd.started, n.rd.readyCh = time.Now(), make(chan struct{})
 	var rt http.RoundTripper = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
@@ -353,12 +353,22 @@ func (n *Node) leaderLoop() {
 	var leaderWG sync.WaitGroup
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	var term uint64 // the term the running leader work began in
 	check := func() {
 		leader := n.IsLeader()
+		cur := n.raft.CurrentTerm()
+		if leader && stop != nil && cur != term {
+			// Lost and won again between two checks: the new term needs
+			// its own barrier, so the work starts over.
+			n.log.Info("leading again in a new term", "term", cur)
+			close(stop)
+			leaderWG.Wait()
+			stop = nil
+		}
 		switch {
 		case leader && stop == nil:
-			stop = make(chan struct{})
-			n.log.Info("became leader", "term", n.raft.CurrentTerm())
+			stop, term = make(chan struct{}), cur
+			n.log.Info("became leader", "term", cur)
 			leaderWG.Add(1)
 			go func(stop chan struct{}) { defer leaderWG.Done(); n.leaderWork(stop) }(stop)
 		case !leader && stop != nil:
@@ -390,7 +400,9 @@ func (n *Node) leaderWork(stop <-chan struct{}) {
 	// The barrier applies every entry of earlier terms: until it completes
 	// this leader's FSM may lack committed entries, so it neither serves
 	// read indexes nor counts as caught up.
+	var term uint64
 	for {
+		term = n.raft.CurrentTerm()
 		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
 		if err == nil {
 			break
@@ -402,8 +414,8 @@ func (n *Node) leaderWork(stop <-chan struct{}) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	n.rd.leaderReady.Store(true)
-	defer n.rd.leaderReady.Store(false)
+	n.rd.leaderTerm.Store(term)
+	defer n.rd.leaderTerm.Store(0)
 	if n.storedMode() == "" {
 		if entry, err := fsm.Encode(fsm.CmdSetMode, &fsm.ModeBody{Mode: n.cfg.Mode}); err == nil {
 			if _, err := n.applyLocal(entry); err != nil {

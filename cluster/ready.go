@@ -48,11 +48,13 @@ type readiness struct {
 	// bootIndex is the last log index found at start.
 	bootIndex uint64
 	ready     atomic.Bool
-	readyMs   atomic.Int64 // milliseconds from start until ready
+	readyCh   chan struct{} // closed when ready
+	readyMs   atomic.Int64  // milliseconds from start until ready
 
-	// leaderReady is set while this node leads and its post-election
-	// barrier completed: its FSM holds every committed entry.
-	leaderReady atomic.Bool
+	// leaderTerm is the term in which this node, as leader, completed its
+	// post-election barrier: in that term its FSM holds every committed
+	// entry. 0 while it does not lead.
+	leaderTerm atomic.Uint64
 
 	mu      sync.RWMutex
 	durable *fsm.Registry // built on first use while the gate is closed
@@ -61,6 +63,29 @@ type readiness struct {
 // Ready reports whether this node has caught up since it started (see the
 // readiness gate above). Until then its registry may be partly replayed.
 func (n *Node) Ready() bool { return n.rd.ready.Load() }
+
+// WaitReady waits up to d for the node to catch up, but only while a leader
+// is known: then catching up usually takes one round trip, and a read that
+// waits a moment is better than a refusal. It reports whether the node is
+// ready.
+func (n *Node) WaitReady(ctx context.Context, d time.Duration) bool {
+	if n.Ready() {
+		return true
+	}
+	if n.LeaderID() == "" {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-n.rd.readyCh:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	case <-n.stopCh:
+	}
+	return n.Ready()
+}
 
 // ReadGate is the state of the read gate: GateOpen, GateDurable or GateClosed.
 func (n *Node) ReadGate() string {
@@ -90,6 +115,7 @@ func (n *Node) watchReady() {
 		ms := time.Since(n.rd.started).Milliseconds()
 		n.rd.readyMs.Store(max(ms, 1))
 		n.rd.ready.Store(true)
+		close(n.rd.readyCh)
 		n.rd.mu.Lock()
 		n.rd.durable = nil // no longer needed: reads follow the FSM now
 		n.rd.mu.Unlock()
@@ -105,11 +131,18 @@ func (n *Node) caughtUp() bool {
 		return false
 	}
 	if n.IsLeader() {
-		return n.rd.leaderReady.Load() && n.raft.AppliedIndex() >= n.rd.bootIndex
+		return n.leaderCaughtUp() && n.raft.AppliedIndex() >= n.rd.bootIndex
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	return n.ReadBarrier(ctx) == nil
+}
+
+// leaderCaughtUp reports whether this node leads and completed its
+// post-election barrier in the current term.
+func (n *Node) leaderCaughtUp() bool {
+	t := n.rd.leaderTerm.Load()
+	return t != 0 && t == n.raft.CurrentTerm() && n.IsLeader()
 }
 
 // ReadDurable runs fn on the registry reads may show while the gate is

@@ -100,7 +100,7 @@ func instanceIn(doc []byte, id string) (status, action string) {
 //     document every millisecond would measure the poller; the answer is
 //     the readOnly document every plain read gets from that moment;
 //   - a blocking GET /eureka/apps/{app}?index=N on C, parked before the
-//     write (issue 12's target: p99 within 10 ms of the ack).
+//     write (the target: p99 within 10 ms of the ack).
 //
 // Run: go test ./e2e -run XXX -bench CacheFollowsChanges -benchtime 1x -v
 // (BENCH_SAMPLES cycles of three writes, default 100).

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -365,6 +366,10 @@ const (
 	consistencyLinearizable = "linearizable"
 )
 
+// readyWait is how long a registry read waits for a node that knows its
+// leader and is catching up, before it is refused.
+const readyWait = 500 * time.Millisecond
+
 // readSource is where a registry read is answered from.
 type readSource uint8
 
@@ -402,7 +407,9 @@ func (s *Server) readGate(c *gin.Context) (readSource, error) {
 			c.Header("X-Heureka-Stale", "true")
 			return fromDurable, nil
 		}
-		return fromCache, fmt.Errorf("node is catching up after a restart (add ?consistency=stale to read its durable state): %w", cluster.ErrNotReady)
+		if !s.cluster.WaitReady(c.Request.Context(), readyWait) {
+			return fromCache, fmt.Errorf("node is catching up after a restart (add ?consistency=stale to read its durable state): %w", cluster.ErrNotReady)
+		}
 	}
 	if !s.cluster.HasQuorum() {
 		c.Header("X-Heureka-Stale", "true")

@@ -27,6 +27,7 @@ type Cluster interface {
 	Renew(ctx context.Context, app, id string, lastDirty int64) error
 	QuorumLost() bool
 	Ready() bool
+	WaitReady(ctx context.Context, d time.Duration) bool
 	SetMode(ctx context.Context, mode string) error
 	ReadBarrier(ctx context.Context) error
 	Read(fn func(r *fsm.Registry))

@@ -61,13 +61,14 @@ func (f *fakeCluster) Renew(_ context.Context, app, id string, _ int64) error {
 	f.renews++
 	return nil
 }
-func (f *fakeCluster) Ready() bool                           { return true }
-func (f *fakeCluster) QuorumLost() bool                      { return false }
-func (f *fakeCluster) SetMode(context.Context, string) error { return nil }
-func (f *fakeCluster) ReadBarrier(context.Context) error     { return nil }
-func (f *fakeCluster) Read(fn func(*fsm.Registry))           { f.fsm.Read(fn) }
-func (f *fakeCluster) ReadDurable(fn func(*fsm.Registry))    { f.fsm.Read(fn) }
-func (f *fakeCluster) Observe(fn func(fsm.Change))           { f.fsm.Observe(fn) }
+func (f *fakeCluster) Ready() bool                                   { return true }
+func (f *fakeCluster) WaitReady(context.Context, time.Duration) bool { return true }
+func (f *fakeCluster) QuorumLost() bool                              { return false }
+func (f *fakeCluster) SetMode(context.Context, string) error         { return nil }
+func (f *fakeCluster) ReadBarrier(context.Context) error             { return nil }
+func (f *fakeCluster) Read(fn func(*fsm.Registry))                   { f.fsm.Read(fn) }
+func (f *fakeCluster) ReadDurable(fn func(*fsm.Registry))            { f.fsm.Read(fn) }
+func (f *fakeCluster) Observe(fn func(fsm.Change))                   { f.fsm.Observe(fn) }
 func (f *fakeCluster) LeaseStatus(context.Context) (cluster.LeaseStatus, error) {
 	return cluster.LeaseStatus{}, cluster.ErrNoLeader
 }

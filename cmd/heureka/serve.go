@@ -101,7 +101,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&c.cachePushWindow, "response-cache-push-window", 2*time.Millisecond, "after a change, how long to gather further changes before the readOnly documents they touch are rebuilt; 0 = refresh only every --response-cache-update-interval, as eureka-server does")
 	fs.DurationVar(&c.cacheAutoExpiration, "response-cache-auto-expiration", 180*time.Second, "readWrite cache expiry")
 	fs.BoolVar(&c.useReadOnlyCache, "use-read-only-response-cache", true, "serve reads from the readOnly level first")
-	fs.DurationVar(&c.evictionInterval, "eviction-interval", 60*time.Second, "how often the leader evicts expired leases")
+	fs.DurationVar(&c.evictionInterval, "eviction-interval", 60*time.Second, "upper bound on when the leader evicts an expired lease (it evicts at each lease's deadline; a full pass also runs this often, and the eviction cap holds per interval)")
 	fs.Float64Var(&c.renewalThreshold, "renewal-percent-threshold", 0.85, "self-preservation threshold (0..1)")
 	fs.BoolVar(&c.selfPreservation, "enable-self-preservation", true, "stop evicting when renewals drop below the threshold")
 	fs.DurationVar(&c.deltaRetention, "delta-retention", 3*time.Minute, "how long changes stay in the delta queue")

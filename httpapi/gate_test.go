@@ -1,0 +1,95 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// gateCluster is a fakeCluster that has not caught up since it started:
+// its FSM (what Read shows) is empty, its durable state is not.
+type gateCluster struct {
+	*fakeCluster
+	ready, lost atomic.Bool
+	durable     *fsm.FSM
+}
+
+func (g *gateCluster) Ready() bool { return g.ready.Load() }
+func (g *gateCluster) WaitReady(context.Context, time.Duration) bool {
+	return g.ready.Load()
+}
+func (g *gateCluster) QuorumLost() bool { return g.lost.Load() }
+func (g *gateCluster) HasQuorum() bool  { return !g.lost.Load() }
+func (g *gateCluster) ReadDurable(fn func(*fsm.Registry)) {
+	if g.Ready() {
+		g.Read(fn)
+		return
+	}
+	g.durable.Read(fn)
+}
+
+func TestReadGate(t *testing.T) {
+	durable := fsm.New(0, nil)
+	entry, err := fsm.Encode(fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{
+		InstanceID: "i1", HostName: "h1", App: "GATE", IPAddr: "10.0.0.1", Status: fsm.StatusUp, VIPAddress: "gate"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = fsm.Stamp(entry, time.Now().UnixMilli())
+	durable.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: entry})
+	g := &gateCluster{fakeCluster: &fakeCluster{fsm: fsm.New(0, nil)}, durable: durable}
+	s, err := New(DefaultConfig(), g, nil) // readOnly cache on, 30 s refresh
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	t.Cleanup(s.Close)
+
+	// Closed: every registry read is a bodiless 503.
+	for _, path := range []string{"/eureka/apps", "/eureka/apps/delta", "/eureka/apps/GATE", "/eureka/apps/GATE/i1",
+		"/eureka/instances/i1", "/eureka/vips/gate", "/eureka/svips/gate"} {
+		code, body, hdr := do(t, "GET", ts.URL+path, "", "", "Accept", "application/json")
+		if code != http.StatusServiceUnavailable || body != "" || hdr.Get("Retry-After") == "" ||
+			!strings.Contains(hdr.Get("X-Heureka-Error"), "catching up") {
+			t.Errorf("GET %s with the gate closed: %d %q Retry-After=%q X-Heureka-Error=%q", path, code, body,
+				hdr.Get("Retry-After"), hdr.Get("X-Heureka-Error"))
+		}
+	}
+	if st := s.CacheStats(); st.ReadWriteKeys != 0 || st.ReadOnlyKeys != 0 || st.Builds != 0 {
+		t.Fatalf("the cache was used before the gate opened: %+v", st)
+	}
+
+	// ?consistency=stale, or AP without quorum: the durable state, marked stale.
+	code, body, hdr := do(t, "GET", ts.URL+"/eureka/apps?consistency=stale", "", "", "Accept", "application/json")
+	if code != http.StatusOK || hdr.Get("X-Heureka-Stale") != "true" || !strings.Contains(body, `"i1"`) {
+		t.Fatalf("stale read with the gate closed: %d stale=%q %s", code, hdr.Get("X-Heureka-Stale"), body)
+	}
+	g.lost.Store(true)
+	code, body, hdr = do(t, "GET", ts.URL+"/eureka/apps/GATE", "", "", "Accept", "application/json")
+	if code != http.StatusOK || hdr.Get("X-Heureka-Stale") != "true" || !strings.Contains(body, `"i1"`) {
+		t.Fatalf("ap read without quorum, gate closed: %d stale=%q %s", code, hdr.Get("X-Heureka-Stale"), body)
+	}
+	if st := s.CacheStats(); st.ReadWriteKeys != 0 || st.ReadOnlyKeys != 0 {
+		t.Fatalf("durable answers entered the cache: %+v", st)
+	}
+
+	// Open: reads follow the FSM through the cache.
+	g.lost.Store(false)
+	g.ready.Store(true)
+	code, body, hdr = do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept", "application/json")
+	if code != http.StatusOK || hdr.Get("X-Heureka-Stale") != "" || strings.Contains(body, `"i1"`) {
+		t.Fatalf("read with the gate open: %d stale=%q %s", code, hdr.Get("X-Heureka-Stale"), body)
+	}
+	if st := s.CacheStats(); st.ReadOnlyKeys != 1 {
+		t.Fatalf("read with the gate open did not go through the cache: %+v", st)
+	}
+}
