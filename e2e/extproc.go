@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,4 +117,10 @@ func (p *Proc) Stop(grace time.Duration) bool {
 		<-p.done
 		return false
 	}
+}
+
+// newRawRequest builds a request without the defaults TryDo adds (no
+// Accept, no Content-Type).
+func newRawRequest(method, url, body string) (*http.Request, error) {
+	return http.NewRequest(method, url, strings.NewReader(body))
 }

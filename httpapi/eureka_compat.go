@@ -159,7 +159,7 @@ func (s *Server) statusInfo(c *gin.Context) {
 		b = strconv.AppendBool(b, healthy)
 		b = append(b, '}')
 	} else {
-		b = append(b, "<status><generalStats>"...)
+		b = append(b, "<com.netflix.eureka.util.StatusInfo><generalStats>"...)
 		b = xmlPairs(b, general)
 		b = append(b, "</generalStats><applicationStats>"...)
 		b = xmlPairs(b, app)
@@ -168,9 +168,7 @@ func (s *Server) statusInfo(c *gin.Context) {
 		inst = bytes.TrimSuffix(bytes.TrimPrefix(inst, []byte("<instance>")), []byte("</instance>"))
 		b = append(b, "<instanceInfo>"...)
 		b = append(b, inst...)
-		b = append(b, "</instanceInfo><isHeathly>"...)
-		b = strconv.AppendBool(b, healthy)
-		b = append(b, "</isHeathly></status>"...)
+		b = append(b, "</instanceInfo></com.netflix.eureka.util.StatusInfo>"...)
 	}
 	c.Data(http.StatusOK, f.ContentType(), b)
 }
@@ -231,13 +229,17 @@ func jsonPairs(b []byte, kv [][2]string) []byte {
 	return append(b, '}')
 }
 
+// xmlPairs writes a string map the way eureka-server's XML codec does: one
+// element per key (the keys here are fixed, valid element names).
 func xmlPairs(b []byte, kv [][2]string) []byte {
 	for _, p := range kv {
-		b = append(b, "<entry><string>"...)
-		b = eureka.AppendXMLText(b, p[0])
-		b = append(b, "</string><string>"...)
+		b = append(b, '<')
+		b = append(b, p[0]...)
+		b = append(b, '>')
 		b = eureka.AppendXMLText(b, p[1])
-		b = append(b, "</string></entry>"...)
+		b = append(b, "</"...)
+		b = append(b, p[0]...)
+		b = append(b, '>')
 	}
 	return b
 }

@@ -133,7 +133,7 @@ func TestEureka_StatusInfoAndHead(t *testing.T) {
 		t.Fatalf("status json: %d %s %s", code, hdr.Get("Content-Type"), body)
 	}
 	code, body, _ = do(t, "GET", ts.URL+"/eureka/v2/status", "", "")
-	if code != 200 || !strings.HasPrefix(body, "<status><generalStats><entry><string>") || !strings.Contains(body, "<instanceInfo><instanceId>n1</instanceId>") {
+	if code != 200 || !strings.HasPrefix(body, "<com.netflix.eureka.util.StatusInfo><generalStats><environment>heureka</environment>") || !strings.Contains(body, "<instanceInfo><instanceId>n1</instanceId>") {
 		t.Fatalf("status xml: %d %s", code, body)
 	}
 	mustRegister(t, ts.URL, "svc", instanceJSON("svc", "i-1"))
