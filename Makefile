@@ -38,7 +38,7 @@ deps:
 	fi
 
 JAVA_APPS = e2e/springclient/target/springclient.jar e2e/eurekaserver/target/eurekaserver.jar
-MVN = mvn -q -B -DskipTests
+MVN = mvn -q -B -Dstyle.color=never -DskipTests
 
 .PHONY: java-apps
 java-apps:
@@ -47,7 +47,7 @@ java-apps:
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null; \
 	fi
 	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
-		$(MAKE) --no-print-directory $(JAVA_APPS); \
+		$(MAKE) -s --no-print-directory $(JAVA_APPS); \
 	elif [ "$$HEUREKA_REQUIRE_TOOLS" = 1 ]; then echo "make deps: java and mvn are required"; exit 1; \
 	else echo "make deps: java or mvn missing, skipping the Spring apps"; fi
 
