@@ -97,6 +97,8 @@ func diffCases() []diffCase {
 		get("apps/json", "/eureka/apps", js),
 		get("apps/xml", "/eureka/apps/", xm),
 		get("app/json", "/eureka/apps/DIFFA", js),
+		get("app/compact/json", "/eureka/apps/DIFFA", append([]string{"X-Eureka-Accept", "compact"}, js...)),
+		get("app/compact/xml", "/eureka/apps/DIFFA", append([]string{"X-Eureka-Accept", "compact"}, xm...)),
 		get("app/xml", "/eureka/apps/diffa", xm),
 		get("instance/json", "/eureka/apps/DIFFA/a-1", js),
 		get("instance/xml", "/eureka/apps/DIFFA/a-2", xm),

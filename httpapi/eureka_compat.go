@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
@@ -45,6 +46,18 @@ func (s *Server) eurekaExtra(c *gin.Context, segs []string, method string) bool 
 		return true
 	}
 	return false
+}
+
+// responseFormat is the format a read answers in: Accept picks JSON or
+// XML; X-Eureka-Accept: compact picks the compact variant for the documents
+// eureka-server serves compact (applications, delta, one application).
+func responseFormat(c *gin.Context, ent cache.Entity) eureka.Format {
+	f := eureka.ResponseFormat(c.GetHeader("Accept"))
+	switch ent {
+	case cache.EntityApps, cache.EntityDelta, cache.EntityApp:
+		return f.WithAccept(c.GetHeader("X-Eureka-Accept"))
+	}
+	return f
 }
 
 // liveLease returns fsm.ErrInstanceNotFound unless app/id (app empty: any
