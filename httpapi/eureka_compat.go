@@ -60,10 +60,12 @@ func responseFormat(c *gin.Context, ent cache.Entity) eureka.Format {
 	return f
 }
 
-// liveLease returns fsm.ErrInstanceNotFound unless app/id (app empty: any
-// application) is registered with a lease that has not expired. eureka-server's
-// lookups skip expired leases that eviction has not removed yet, so reads and
-// status or metadata updates of such an instance answer 404.
+// liveLease returns fsm.ErrInstanceNotFound when app/id (app empty: any
+// application) is registered with a lease that has expired but has not been
+// evicted yet: eureka-server's lookups skip such leases, so reads and status
+// or metadata updates of the instance answer 404. An instance this node does
+// not hold passes: the read or write that follows decides (after its
+// consistency checks, which may wait for the log).
 func (s *Server) liveLease(app, id string) error {
 	var e *fsm.Entry
 	s.cluster.Read(func(r *fsm.Registry) {
@@ -73,8 +75,8 @@ func (s *Server) liveLease(app, id string) error {
 			e = r.Get(app, id)
 		}
 	})
-	if e == nil || s.cfg.Now().UnixMilli() > e.ExpiresAt()+leaseSlack.Milliseconds() {
-		return fmt.Errorf("instance %s/%s: %w", app, id, fsm.ErrInstanceNotFound)
+	if e != nil && s.cfg.Now().UnixMilli() > e.ExpiresAt()+leaseSlack.Milliseconds() {
+		return fmt.Errorf("instance %s/%s: lease expired: %w", app, id, fsm.ErrInstanceNotFound)
 	}
 	return nil
 }
