@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
@@ -47,10 +48,24 @@ func (s *Server) eurekaExtra(c *gin.Context, segs []string, method string) bool 
 	return false
 }
 
-// liveLease returns fsm.ErrInstanceNotFound unless app/id (app empty: any
-// application) is registered with a lease that has not expired. eureka-server's
-// lookups skip expired leases that eviction has not removed yet, so reads and
-// status or metadata updates of such an instance answer 404.
+// responseFormat is the format a read answers in: Accept picks JSON or
+// XML; X-Eureka-Accept: compact picks the compact variant for the documents
+// eureka-server serves compact (applications, delta, one application).
+func responseFormat(c *gin.Context, ent cache.Entity) eureka.Format {
+	f := eureka.ResponseFormat(c.GetHeader("Accept"))
+	switch ent {
+	case cache.EntityApps, cache.EntityDelta, cache.EntityApp:
+		return f.WithAccept(c.GetHeader("X-Eureka-Accept"))
+	}
+	return f
+}
+
+// liveLease returns fsm.ErrInstanceNotFound when app/id (app empty: any
+// application) is registered with a lease that has expired but has not been
+// evicted yet: eureka-server's lookups skip such leases, so reads and status
+// or metadata updates of the instance answer 404. An instance this node does
+// not hold passes: the read or write that follows decides (after its
+// consistency checks, which may wait for the log).
 func (s *Server) liveLease(app, id string) error {
 	var e *fsm.Entry
 	s.cluster.Read(func(r *fsm.Registry) {
@@ -60,8 +75,8 @@ func (s *Server) liveLease(app, id string) error {
 			e = r.Get(app, id)
 		}
 	})
-	if e == nil || s.cfg.Now().UnixMilli() > e.ExpiresAt()+leaseSlack.Milliseconds() {
-		return fmt.Errorf("instance %s/%s: %w", app, id, fsm.ErrInstanceNotFound)
+	if e != nil && s.cfg.Now().UnixMilli() > e.ExpiresAt()+leaseSlack.Milliseconds() {
+		return fmt.Errorf("instance %s/%s: lease expired: %w", app, id, fsm.ErrInstanceNotFound)
 	}
 	return nil
 }
@@ -159,7 +174,7 @@ func (s *Server) statusInfo(c *gin.Context) {
 		b = strconv.AppendBool(b, healthy)
 		b = append(b, '}')
 	} else {
-		b = append(b, "<status><generalStats>"...)
+		b = append(b, "<com.netflix.eureka.util.StatusInfo><generalStats>"...)
 		b = xmlPairs(b, general)
 		b = append(b, "</generalStats><applicationStats>"...)
 		b = xmlPairs(b, app)
@@ -168,9 +183,7 @@ func (s *Server) statusInfo(c *gin.Context) {
 		inst = bytes.TrimSuffix(bytes.TrimPrefix(inst, []byte("<instance>")), []byte("</instance>"))
 		b = append(b, "<instanceInfo>"...)
 		b = append(b, inst...)
-		b = append(b, "</instanceInfo><isHeathly>"...)
-		b = strconv.AppendBool(b, healthy)
-		b = append(b, "</isHeathly></status>"...)
+		b = append(b, "</instanceInfo></com.netflix.eureka.util.StatusInfo>"...)
 	}
 	c.Data(http.StatusOK, f.ContentType(), b)
 }
@@ -231,13 +244,17 @@ func jsonPairs(b []byte, kv [][2]string) []byte {
 	return append(b, '}')
 }
 
+// xmlPairs writes a string map the way eureka-server's XML codec does: one
+// element per key (the keys here are fixed, valid element names).
 func xmlPairs(b []byte, kv [][2]string) []byte {
 	for _, p := range kv {
-		b = append(b, "<entry><string>"...)
-		b = eureka.AppendXMLText(b, p[0])
-		b = append(b, "</string><string>"...)
+		b = append(b, '<')
+		b = append(b, p[0]...)
+		b = append(b, '>')
 		b = eureka.AppendXMLText(b, p[1])
-		b = append(b, "</string></entry>"...)
+		b = append(b, "</"...)
+		b = append(b, p[0]...)
+		b = append(b, '>')
 	}
 	return b
 }
