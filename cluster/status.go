@@ -29,10 +29,13 @@ type Status struct {
 	// QuorumLost is set once the node has been without quorum for longer
 	// than an election takes; Fallback when it then serves AP fallback (or
 	// still holds journal writes to replay).
-	QuorumLost      bool   `json:"quorum_lost"`
-	Fallback        bool   `json:"fallback"`
-	JournalEntries  int    `json:"journal_entries"`
-	JournalBytes    int64  `json:"journal_bytes"`
+	QuorumLost     bool  `json:"quorum_lost"`
+	Fallback       bool  `json:"fallback"`
+	JournalEntries int   `json:"journal_entries"`
+	JournalBytes   int64 `json:"journal_bytes"`
+	// JournalRefused counts writes refused since start because the journal
+	// was full.
+	JournalRefused  uint64 `json:"journal_refused"`
 	Instances       int    `json:"instances"`
 	Applications    int    `json:"applications"`
 	RegistryVersion uint64 `json:"registry_version"`
@@ -64,6 +67,7 @@ func (n *Node) Status() Status {
 		Fallback:          n.InFallback(),
 		JournalEntries:    n.fb.journal.Len(),
 		JournalBytes:      n.fb.journal.Size(),
+		JournalRefused:    n.fb.refused.Load(),
 		LogBytes:          n.store.LogSize(),
 	}
 	st.AppliedEntries, st.AppliedBytes = n.fsm.AppliedVolume()

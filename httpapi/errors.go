@@ -41,7 +41,8 @@ func errorStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoQuorum):
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoQuorum),
+		errors.Is(err, cluster.ErrJournalFull):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	_ "net/http/pprof" // registers on http.DefaultServeMux, served only with Config.Pprof
@@ -59,6 +60,9 @@ type Config struct {
 	ClusterSecret string
 	// StrictInput turns on the name, id and metadata limits (limits.go).
 	StrictInput bool
+	// PeerTLS is the client TLS configuration of node-to-node calls (nil:
+	// plain HTTP); the dashboard probes other members with it.
+	PeerTLS *tls.Config
 }
 
 // DefaultConfig returns the defaults.
@@ -74,6 +78,7 @@ type Server struct {
 	cache   *cache.Cache
 	log     hclog.Logger
 	engine  *gin.Engine
+	probe   *memberProber
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
