@@ -2,7 +2,7 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build test deps vet fmt-check fuzz
+.PHONY: build test deps vet fmt-check fuzz image
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
@@ -21,6 +21,15 @@ deps:
 		echo "make deps: installing etcd-server"; \
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; \
 	fi
+# Debian's docker.io and docker-compose, and a running dockerd, for the
+# container tests (e2e/compose); then the image they run.
+	@sh scripts/docker-deps.sh && $(MAKE) --no-print-directory image || echo "make deps: no Docker engine; container tests will skip (and fail under make test)"
+
+# image builds heureka:latest from a binary built here, pulling nothing
+# (scripts/image.sh); `docker build -t heureka:latest .` is the same image
+# where a registry is reachable.
+image:
+	@sh scripts/image.sh
 
 test: deps
 	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./...
