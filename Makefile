@@ -2,7 +2,7 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build build-bench test unit e2e deps vet fmt-check fuzz race
+.PHONY: build build-bench test unit e2e deps vet fmt-check fuzz race image
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
@@ -25,7 +25,9 @@ deps:
 		echo "make deps: installing etcd-server"; \
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; \
 	fi
-
+# Debian's docker.io and docker-compose, and a running dockerd, for the
+# container tests (e2e/compose); then the image they run.
+	@sh scripts/docker-deps.sh && $(MAKE) --no-print-directory image || echo "make deps: no Docker engine; container tests will skip (and fail under make test)"
 # Spring Cloud's Eureka client and eureka-server apps (e2e/springclient,
 # e2e/eurekaserver), built by Maven: fetched once into Maven's local
 # repository, then offline. Rebuilt only when their sources change.
@@ -40,6 +42,12 @@ deps:
 		e2e/pyclient/.venv/bin/pip install -q --disable-pip-version-check -r e2e/pyclient/requirements.txt && \
 		cp e2e/pyclient/requirements.txt e2e/pyclient/.venv/installed.txt; \
 	fi
+
+# image builds heureka:latest from a binary built here, pulling nothing
+# (scripts/image.sh); `docker build -t heureka:latest .` is the same image
+# where a registry is reachable.
+image:
+	@sh scripts/image.sh
 
 JAVA_APPS = e2e/springclient/target/springclient.jar e2e/eurekaserver/target/eurekaserver.jar
 MVN = mvn -q -B -Dstyle.color=never -DskipTests

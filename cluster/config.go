@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -52,6 +53,11 @@ type Config struct {
 	RenewBatchInterval time.Duration
 	// Lease holds eviction and self-preservation settings.
 	Lease LeaseConfig
+	// JournalMaxEntries and JournalMaxBytes bound the AP fallback journal
+	// (0: unbounded); once full, writes without quorum are refused with
+	// ErrJournalFull instead of filling the disk during a long partition.
+	JournalMaxEntries int
+	JournalMaxBytes   int64
 	// ClusterSecret, when set, is sent with every node-to-node HTTP call
 	// (SecretHeader), and InternalHandler refuses calls without it.
 	ClusterSecret string
@@ -61,6 +67,19 @@ type Config struct {
 	// RaftTLS, when set, runs the Raft transport over mutual TLS: it is used
 	// both to dial and to accept, and must verify peers in both directions.
 	RaftTLS *tls.Config
+
+	// hooks lets this package's tests interpose on a node; nil otherwise.
+	hooks *testHooks
+}
+
+// testHooks are seams for tests: a fault injected where a real one is
+// hard to provoke on demand.
+type testHooks struct {
+	// beforeReplayBatch runs before each journal replay batch is applied;
+	// an error fails the batch as if the leader had not taken it.
+	beforeReplayBatch func(entries [][]byte) error
+	// transport wraps the node-to-node HTTP transport.
+	transport func(http.RoundTripper) http.RoundTripper
 }
 
 // DefaultConfig returns production defaults (hashicorp/raft's timings).
@@ -80,6 +99,8 @@ func DefaultConfig() Config {
 		ApplyTimeout:       10 * time.Second,
 		RenewBatchInterval: time.Second,
 		Lease:              DefaultLeaseConfig(),
+		JournalMaxEntries:  100_000,
+		JournalMaxBytes:    64 << 20,
 	}
 }
 
@@ -128,6 +149,9 @@ func (c *Config) Validate() error {
 	}
 	if p := c.Lease.RenewalPercentThreshold; p <= 0 || p > 1 {
 		return fmt.Errorf("renewal percent threshold %v: must be in (0, 1]", p)
+	}
+	if c.JournalMaxEntries < 0 || c.JournalMaxBytes < 0 {
+		return errors.New("journal limits must not be negative (0 = unbounded)")
 	}
 	if c.RenewBatchInterval < 0 {
 		return errors.New("renew batch interval must not be negative")

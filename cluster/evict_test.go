@@ -39,7 +39,7 @@ func TestDeadlines_EarliestWinsAndDueOrder(t *testing.T) {
 }
 
 // testNode starts a single-node cluster in a temporary directory.
-func testNode(t *testing.T, lease LeaseConfig) *Node {
+func singleNode(t *testing.T, lease LeaseConfig) *Node {
 	t.Helper()
 	st, err := store.Open(store.DefaultConfig(t.TempDir()), nil)
 	if err != nil {
@@ -56,7 +56,7 @@ func testNode(t *testing.T, lease LeaseConfig) *Node {
 	cfg.NodeID, cfg.RaftBind, cfg.HTTPAdvertise = "n1", addr, "127.0.0.1:1"
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	cfg.Lease = lease
-	n, err := New(cfg, st, fsm.New(180000, nil), nil)
+	n, err := New(cfg, st, fsm.New(3*time.Minute, nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func has(n *Node, app, id string) bool {
 func TestLeaderEvictsAtTheDeadline(t *testing.T) {
 	lease := DefaultLeaseConfig()
 	lease.SelfPreservation = false
-	n := testNode(t, lease)
+	n := singleNode(t, lease)
 	for i := range 5 {
 		register(t, n, "KEEP", fmt.Sprintf("k%d", i), 60)
 	}
@@ -149,7 +149,7 @@ func TestLeaderEvictsAtTheDeadline(t *testing.T) {
 func TestEvictionCapPerInterval(t *testing.T) {
 	lease := DefaultLeaseConfig()
 	lease.SelfPreservation = false
-	n := testNode(t, lease)
+	n := singleNode(t, lease)
 	// 10 instances: cap = 10 − ⌊8.5⌋ = 2 per interval.
 	for i := range 10 {
 		register(t, n, "CAP", fmt.Sprintf("c%d", i), 1)
@@ -172,7 +172,7 @@ func TestEvictionCapPerInterval(t *testing.T) {
 // TestLeaderWorkStopsWithLeadership: the deadline tracker stops when the
 // node stops leading (no change notices are collected any more).
 func TestLeaderWorkStopsWithLeadership(t *testing.T) {
-	n := testNode(t, DefaultLeaseConfig())
+	n := singleNode(t, DefaultLeaseConfig())
 	deadline := time.Now().Add(5 * time.Second)
 	for !n.leases.tracking.Load() {
 		if time.Now().After(deadline) {

@@ -2,11 +2,17 @@ package cluster
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/store"
@@ -15,6 +21,11 @@ import (
 // ErrNoQuorum means this node has lost touch with a quorum and, in CP mode,
 // refuses what it cannot serve consistently.
 var ErrNoQuorum = errors.New("no quorum")
+
+// ErrJournalFull means this node lost quorum in AP mode and its fallback
+// journal reached its limits: the write is refused (503) until quorum
+// returns and the journal is replayed.
+var ErrJournalFull = errors.New("no quorum and the AP fallback journal is full")
 
 // fallback is AP mode's answer to quorum loss (docs/design.md, "AP and CP"):
 // writes go to a journal on disk and into a local overlay of the registry
@@ -29,6 +40,8 @@ type fallback struct {
 	seq     uint64        // local index for overlay changes
 
 	replayMu sync.Mutex
+	// refused counts writes refused because the journal was full.
+	refused atomic.Uint64
 	// lastQuorum is when this node last had quorum (unix ns).
 	lastQuorum atomic.Int64
 }
@@ -142,6 +155,10 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 	}
 	if err := fb.journal.Append(buf); err != nil {
 		fb.mu.Unlock()
+		if errors.Is(err, store.ErrJournalFull) {
+			fb.refused.Add(1)
+			return 0, fmt.Errorf("%s without quorum: %w: %w", fsm.TypeOf(entry), ErrJournalFull, err)
+		}
 		return 0, err
 	}
 	fb.seq++
@@ -153,10 +170,20 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 	return 0, err
 }
 
+// Replay sends the journal to the leader in batches: each batch is one
+// round trip (one internal call from a follower) whose entries the leader
+// appends together, instead of one Raft round trip per record.
+const (
+	replayBatchEntries = 512
+	replayBatchBytes   = 1 << 20
+)
+
 // replay pushes the journal through Raft in order. A cancel loses to a
 // newer registration of the same instance made elsewhere meanwhile; a
 // register loses to a stored record with a newer lastDirtyTimestamp (the
-// FSM's register rule). Writes whose instance is gone are dropped.
+// FSM's register rule). Writes the FSM refuses (their instance is gone) are
+// dropped; a batch cut short by a leader change keeps its unapplied tail,
+// from the first failure on, for the next attempt, so order is kept.
 func (fb *fallback) replay(ctx context.Context) error {
 	fb.replayMu.Lock()
 	defer fb.replayMu.Unlock()
@@ -165,43 +192,232 @@ func (fb *fallback) replay(ctx context.Context) error {
 		return nil
 	}
 	done, skipped := 0, 0
-	for _, rec := range recs {
-		cmd, err := fsm.Decode(rec)
+	var failed error
+	for done < len(recs) && failed == nil {
+		end, size := done, 0
+		for end < len(recs) && end-done < replayBatchEntries && (end == done || size+len(recs[end]) <= replayBatchBytes) {
+			size += len(recs[end])
+			end++
+		}
+		send, pos := make([][]byte, 0, end-done), make([]int, 0, end-done)
+		for i := done; i < end; i++ {
+			cmd, err := fsm.Decode(recs[i])
+			if err != nil || fb.supersededCancel(cmd) {
+				skipped++ // unreadable (it could never apply), or lost to a newer registration
+				continue
+			}
+			send, pos = append(send, recs[i]), append(pos, i)
+		}
+		results, err := fb.applyBatch(ctx, send)
 		if err != nil {
-			done++ // unreadable: it could never apply
-			continue
+			if len(pos) > 0 {
+				end = pos[0]
+			}
+			failed = err
 		}
-		if kb, ok := cmd.Body.(*fsm.KeyBody); ok && cmd.Type == fsm.CmdCancel {
-			var e *fsm.Entry
-			fb.n.fsm.Read(func(r *fsm.Registry) { e = r.Get(kb.App, kb.ID) })
-			if e != nil && e.Instance.LastDirtyTimestamp > cmd.Ts {
-				done++
+		for k, res := range results {
+			if res == nil {
+				continue
+			}
+			if errors.Is(res, fsm.ErrInstanceNotFound) || errors.Is(res, fsm.ErrBadCommand) {
 				skipped++
 				continue
 			}
+			end, failed = pos[k], res
+			break
 		}
-		if _, err := fb.n.applyThrough(ctx, rec); err != nil {
-			if errors.Is(err, fsm.ErrInstanceNotFound) {
-				done++
-				skipped++
-				continue
-			}
-			if dropErr := fb.journal.DropFirst(done); dropErr != nil {
-				fb.n.log.Error("trimming replayed journal entries failed", "error", dropErr)
-			}
-			return fmt.Errorf("replay journal: %w", err)
-		}
-		done++
-	}
-	if err := fb.journal.DropFirst(done); err != nil {
-		return fmt.Errorf("replay journal: %w", err)
+		done = end
 	}
 	fb.mu.Lock()
+	dropErr := fb.journal.DropFirst(done)
+	// The FSM now holds what was replayed; writes journaled meanwhile (or
+	// not replayed yet) must stay visible, so the overlay is rebuilt from
+	// them rather than dropped.
 	fb.overlay = nil
+	if fb.journal.Len() > 0 {
+		fb.overlayLocked()
+	}
 	fb.mu.Unlock()
-	fb.n.log.Info("replayed AP fallback journal", "entries", done, "skipped", skipped)
 	fb.n.publish(fsm.Change{All: true})
+	if dropErr != nil {
+		return fmt.Errorf("replay journal: trim %d replayed entries: %w", done, dropErr)
+	}
+	if failed != nil {
+		fb.n.log.Info("replayed part of the AP fallback journal", "entries", done, "skipped", skipped, "left", len(recs)-done)
+		return fmt.Errorf("replay journal: %w", failed)
+	}
+	fb.n.log.Info("replayed AP fallback journal", "entries", done, "skipped", skipped)
 	return nil
+}
+
+// supersededCancel reports whether cmd is a cancel that lost to a newer
+// registration of its instance made elsewhere while this node was cut off.
+func (fb *fallback) supersededCancel(cmd fsm.Command) bool {
+	kb, ok := cmd.Body.(*fsm.KeyBody)
+	if !ok || cmd.Type != fsm.CmdCancel {
+		return false
+	}
+	var e *fsm.Entry
+	fb.n.fsm.Read(func(r *fsm.Registry) { e = r.Get(kb.App, kb.ID) })
+	return e != nil && e.Instance.LastDirtyTimestamp > cmd.Ts
+}
+
+// applyBatch applies entries through the leader in one round trip and
+// returns the FSM's answer for each. An error means none is known applied.
+func (fb *fallback) applyBatch(ctx context.Context, entries [][]byte) ([]error, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	n := fb.n
+	if h := n.cfg.hooks; h != nil && h.beforeReplayBatch != nil {
+		if err := h.beforeReplayBatch(entries); err != nil {
+			return nil, err
+		}
+	}
+	var results []error
+	_, err := n.throughLeader(ctx, "journal batch",
+		func() (uint64, error) {
+			var idx uint64
+			var err error
+			results, idx, err = n.applyBatchLocal(entries)
+			return idx, err
+		},
+		func(ctx context.Context, addr string) (uint64, error) {
+			var idx uint64
+			var err error
+			results, idx, err = n.forwardApplyBatch(ctx, addr, entries)
+			return idx, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// applyBatchLocal appends entries on this node, which must be the leader,
+// all at once (raft pipelines them into few log writes and replication
+// rounds), and waits for each. It returns each entry's answer and the last
+// index applied.
+func (n *Node) applyBatchLocal(entries [][]byte) ([]error, uint64, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, 0, ErrNotLeader
+	}
+	now := time.Now().UnixMilli()
+	futures := make([]raft.ApplyFuture, len(entries))
+	results := make([]error, len(entries))
+	for i, entry := range entries {
+		buf := append([]byte(nil), entry...)
+		if err := fsm.Stamp(buf, now); err != nil {
+			results[i] = err
+			continue
+		}
+		futures[i] = n.raft.Apply(buf, n.cfg.ApplyTimeout)
+	}
+	var last uint64
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		idx, err := n.applyResult(entries[i], f)
+		last = max(last, idx)
+		results[i] = err
+	}
+	return results, last, nil
+}
+
+// pathApplyBatch is the internal endpoint for applyBatch from a follower.
+// Its body is a sequence of uvarint-length-prefixed entries; its answer a
+// batchReply.
+const pathApplyBatch = InternalPrefix + "apply-batch"
+
+type batchReply struct {
+	Index   uint64          `json:"index"`
+	Results []internalReply `json:"results"`
+}
+
+func encodeEntries(entries [][]byte) []byte {
+	size := 0
+	for _, e := range entries {
+		size += len(e) + binary.MaxVarintLen64
+	}
+	buf := make([]byte, 0, size)
+	for _, e := range entries {
+		buf = binary.AppendUvarint(buf, uint64(len(e)))
+		buf = append(buf, e...)
+	}
+	return buf
+}
+
+func decodeEntries(buf []byte) ([][]byte, error) {
+	var out [][]byte
+	for len(buf) > 0 {
+		l, k := binary.Uvarint(buf)
+		if k <= 0 || uint64(len(buf)-k) < l {
+			return nil, fmt.Errorf("entry batch: bad length: %w", fsm.ErrBadCommand)
+		}
+		entry := buf[k : k+int(l)]
+		if _, err := fsm.Decode(entry); err != nil {
+			return nil, fmt.Errorf("entry batch: entry %d: %w", len(out), err)
+		}
+		out = append(out, entry)
+		buf = buf[k+int(l):]
+	}
+	return out, nil
+}
+
+func (n *Node) forwardApplyBatch(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error) {
+	data, err := n.postRaw(ctx, addr, pathApplyBatch, encodeEntries(entries))
+	if err != nil {
+		return nil, 0, err
+	}
+	var rep batchReply
+	if err := json.Unmarshal(data, &rep); err != nil || len(rep.Results) != len(entries) {
+		return nil, 0, fmt.Errorf("apply batch at %s: unreadable answer for %d entries: %w", addr, len(entries), ErrNoLeader)
+	}
+	results := make([]error, len(entries))
+	for i, r := range rep.Results {
+		if r.Code != "" {
+			results[i] = codeError(r.Code, r.Message)
+		}
+	}
+	return results, rep.Index, nil
+}
+
+// readInternal reads and decodes an internal call's body; on failure it
+// has answered the call.
+func readInternal[T any](w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (T, bool) {
+	var zero T
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxInternalBody))
+	if err != nil {
+		writeInternal(w, internalReply{}, fmt.Errorf("read body: %w", fsm.ErrBadCommand))
+		return zero, false
+	}
+	v, err := decode(body)
+	if err != nil {
+		writeInternal(w, internalReply{}, err)
+		return zero, false
+	}
+	return v, true
+}
+
+func (n *Node) serveApplyBatch(w http.ResponseWriter, r *http.Request) {
+	entries, ok := readInternal(w, r, decodeEntries)
+	if !ok {
+		return
+	}
+	results, idx, err := n.applyBatchLocal(entries)
+	if err != nil {
+		writeInternal(w, internalReply{}, err)
+		return
+	}
+	rep := batchReply{Index: idx, Results: make([]internalReply, len(results))}
+	for i, res := range results {
+		if res != nil {
+			rep.Results[i].Code, _ = errorCode(res)
+			rep.Results[i].Message = res.Error()
+		}
+	}
+	writeJSON(w, rep)
 }
 
 // monitor watches quorum and replays the journal once quorum is back.

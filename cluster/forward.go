@@ -198,15 +198,10 @@ func (n *Node) InternalHandler() http.Handler {
 		idx, err := n.applyLocal(entry)
 		writeInternal(w, internalReply{Index: idx}, err)
 	})
+	mux.HandleFunc("POST "+pathApplyBatch, n.serveApplyBatch)
 	mux.HandleFunc("POST "+pathRenewBatch, func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxInternalBody))
-		if err != nil {
-			writeInternal(w, internalReply{}, fmt.Errorf("read body: %w", fsm.ErrBadCommand))
-			return
-		}
-		reqs, err := decodeRenewBatch(body)
-		if err != nil {
-			writeInternal(w, internalReply{}, err)
+		reqs, ok := readInternal(w, r, decodeRenewBatch)
+		if !ok {
 			return
 		}
 		results, err := n.renewBatchLocal(reqs)

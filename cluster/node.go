@@ -81,6 +81,9 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	if cfg.ClusterSecret != "" {
 		rt = &secretTransport{base: rt, secret: cfg.ClusterSecret}
 	}
+	if cfg.hooks != nil && cfg.hooks.transport != nil {
+		rt = cfg.hooks.transport(rt)
+	}
 	n.client = &http.Client{Timeout: cfg.ApplyTimeout + time.Second, Transport: rt}
 	n.applied.ch = make(chan struct{})
 	n.applied.idx = f.AppliedIndex()
@@ -99,7 +102,16 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	if err != nil {
 		return nil, err
 	}
+	journal.SetLimits(cfg.JournalMaxEntries, cfg.JournalMaxBytes)
 	n.fb = newFallback(n, journal)
+	started := false
+	defer func() {
+		// Every failure below returns without a node to shut down: the
+		// journal file would stay open (and the data directory busy).
+		if !started && n.raft == nil {
+			_ = journal.Close()
+		}
+	}()
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -157,6 +169,7 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	go n.registerSelf()
 	go func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) }()
 	go func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) }()
+	started = true
 	return n, nil
 }
 
@@ -230,18 +243,30 @@ func (n *Node) leaderHTTP() string {
 // is forwarded to the leader, and Apply also waits (briefly) until this node
 // has applied it, so the caller reads its own write here. Without quorum
 // (after riding out an election) a CP node refuses with ErrNoQuorum and an
-// AP node journals the write (see fallback).
+// AP node journals the write (see fallback). With quorum a write is never
+// journaled: journal writes left from a partition are replayed first, so
+// this one cannot overtake them, and when that replay fails the write fails
+// too (503, the client retries) rather than going around the journal.
 func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
-	if n.fb.journal.Len() > 0 && !n.QuorumLost() {
-		// Journaled writes go first, so this one cannot overtake them.
-		if err := n.fb.replay(ctx); err != nil {
-			n.log.Warn("journal replay before a write failed", "error", err)
+	if !n.QuorumLost() {
+		for try := 0; n.fb.journal.Len() > 0; try++ {
+			err := n.fb.replay(ctx)
+			if n.QuorumLost() {
+				break // quorum went away again: the fallback takes the write
+			}
+			if err == nil && try < 3 {
+				continue // more journal writes came in meanwhile
+			}
+			if err == nil {
+				err = errors.New("journal keeps growing")
+			}
+			return 0, fmt.Errorf("apply %s: AP fallback journal not replayed yet: %v: %w", fsm.TypeOf(entry), err, ErrNoLeader)
 		}
-	}
-	if !n.QuorumLost() && n.fb.journal.Len() == 0 {
-		idx, err := n.applyThrough(ctx, entry)
-		if !errors.Is(err, errQuorumLost) {
-			return idx, err
+		if !n.QuorumLost() {
+			idx, err := n.applyThrough(ctx, entry)
+			if !errors.Is(err, errQuorumLost) {
+				return idx, err
+			}
 		}
 	}
 	if n.Mode() == ModeCP {
@@ -255,17 +280,29 @@ var errQuorumLost = fmt.Errorf("quorum lost while waiting for a leader: %w", Err
 
 // applyThrough applies through Raft: locally on the leader, else forwarded.
 func (n *Node) applyThrough(ctx context.Context, entry []byte) (uint64, error) {
+	return n.throughLeader(ctx, fsm.TypeOf(entry).String(),
+		func() (uint64, error) { return n.applyLocal(entry) },
+		func(ctx context.Context, addr string) (uint64, error) { return n.forwardApply(ctx, addr, entry) })
+}
+
+// throughLeader runs a write on the leader: local on this node when it
+// leads, else remote to the leader's HTTP address, waiting through an
+// election (but not a lost quorum). After a forwarded write it waits briefly
+// until this node applied the index the leader answered, so the caller reads
+// its own write here.
+func (n *Node) throughLeader(ctx context.Context, what string, local func() (uint64, error),
+	remote func(ctx context.Context, addr string) (uint64, error)) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	for {
 		if n.IsLeader() {
-			idx, err := n.applyLocal(entry)
+			idx, err := local()
 			if !errors.Is(err, ErrNotLeader) {
 				return idx, err
 			}
 		}
 		if addr := n.leaderHTTP(); addr != "" && addr != n.cfg.HTTPAdvertise {
-			idx, err := n.forwardApply(ctx, addr, entry)
+			idx, err := remote(ctx, addr)
 			if err == nil {
 				waitCtx, cancelWait := context.WithTimeout(ctx, time.Second)
 				_ = n.applied.wait(waitCtx, idx)
@@ -282,9 +319,9 @@ func (n *Node) applyThrough(ctx context.Context, entry []byte) (uint64, error) {
 		// No leader, or it just changed: wait a little and look again.
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), ErrNoLeader)
+			return 0, fmt.Errorf("apply %s: %w", what, ErrNoLeader)
 		case <-n.stopCh:
-			return 0, fmt.Errorf("apply %s: shutting down: %w", fsm.TypeOf(entry), ErrNoLeader)
+			return 0, fmt.Errorf("apply %s: shutting down: %w", what, ErrNoLeader)
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
@@ -312,8 +349,27 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 	if err := fsm.Stamp(buf, time.Now().UnixMilli()); err != nil {
 		return 0, err
 	}
-	f := n.raft.Apply(buf, n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	return n.applyResult(entry, n.raft.Apply(buf, n.cfg.ApplyTimeout))
+}
+
+// waitFuture waits for a raft future, or until the node shuts down: raft
+// leaves a future unanswered when it shuts down right after the future was
+// queued, and Shutdown would then wait forever for its caller.
+func waitFuture(f raft.Future, stop <-chan struct{}) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-stop:
+		return raft.ErrRaftShutdown
+	}
+}
+
+// applyResult waits for an apply future and maps raft's errors to ours: the
+// FSM's own answer (such as ErrInstanceNotFound) comes back as is.
+func (n *Node) applyResult(entry []byte, f raft.ApplyFuture) (uint64, error) {
+	if err := waitFuture(f, n.stopCh); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader):
 			return 0, ErrNotLeader
@@ -403,7 +459,7 @@ func (n *Node) leaderWork(stop <-chan struct{}) {
 	var term uint64
 	for {
 		term = n.raft.CurrentTerm()
-		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		err := waitFuture(n.raft.Barrier(n.cfg.ApplyTimeout), n.stopCh)
 		if err == nil {
 			break
 		}

@@ -299,37 +299,67 @@ func (f *renewForwarder) run(stop <-chan struct{}) {
 			if len(batch) == 0 {
 				break
 			}
-			if err := f.send(batch); err != nil {
-				f.putBack(batch)
+			retry, err := f.send(batch)
+			if err != nil {
+				f.n.log.Debug("forwarding renewals failed; will retry", "renewals", len(batch), "error", err)
+			}
+			if len(retry) > 0 {
+				// Not taken by a leader (none now, or it stepped down
+				// mid-batch): keep them for the next tick.
+				f.putBack(retry)
 				break
 			}
 		}
 	}
 }
 
-// send posts one batch to the leader. The leader's per-renewal answers are
-// not needed: the clients were answered from this node's state.
-func (f *renewForwarder) send(batch []renewRequest) error {
+// send passes one batch to the leader and returns the renewals it did not
+// take and should be sent again: all of them when the leader could not be
+// reached, else those it answered "not leader" (it stepped down mid-batch)
+// or failed. A "not found" is final: the client was already answered from
+// this node's state, and its next heartbeat is judged again here.
+func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
+	results := make([]byte, len(batch))
 	if f.n.IsLeader() {
-		for _, r := range batch {
-			_ = f.n.renewLocal(r)
+		// This node became leader since it accepted them.
+		for i, r := range batch {
+			results[i] = renewResultByte(f.n.renewLocal(r))
 		}
-		return nil
+		return f.unaccepted(batch, results), nil
 	}
 	addr := f.n.leaderHTTP()
 	if addr == "" || addr == f.n.cfg.HTTPAdvertise {
-		return fmt.Errorf("renew batch: %w", ErrNoLeader)
+		return batch, fmt.Errorf("renew batch: %w", ErrNoLeader)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
 	defer cancel()
 	results, err := f.n.postRaw(ctx, addr, pathRenewBatch, encodeRenewBatch(batch))
 	if err != nil {
-		return err
+		return batch, err
 	}
 	if len(results) != len(batch) {
-		return fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(batch), ErrNoLeader)
+		return batch, fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(batch), ErrNoLeader)
 	}
-	return nil
+	return f.unaccepted(batch, results), nil
+}
+
+// unaccepted picks the renewals whose result asks for another attempt.
+func (f *renewForwarder) unaccepted(batch []renewRequest, results []byte) []renewRequest {
+	var retry []renewRequest
+	notFound := 0
+	for i, res := range results {
+		switch res {
+		case renewOK:
+		case renewNotFound:
+			notFound++
+		default:
+			retry = append(retry, batch[i])
+		}
+	}
+	if notFound > 0 {
+		f.n.log.Debug("the leader does not hold the instances of some forwarded renewals", "renewals", notFound)
+	}
+	return retry
 }
 
 // Renew batches travel between nodes in a compact binary form, since

@@ -38,6 +38,7 @@ func (n *Node) Status() Status {
 		Fallback:          n.InFallback(),
 		JournalEntries:    n.fb.journal.Len(),
 		JournalBytes:      n.fb.journal.Size(),
+		JournalRefused:    n.fb.refused.Load(),
 		LogBytes:          n.store.LogSize(),
 	}
 	st.AppliedEntries, st.AppliedBytes = n.fsm.AppliedVolume()

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -58,9 +59,6 @@ var (
 		},
 	}).ParseFS(dashboardFS, "dashboard/index.html.tmpl"))
 	dashboardCSS = mustRead(dashboardFS, "dashboard/style.css")
-
-	// probeClient asks other members for their status; it never uses a proxy.
-	probeClient = &http.Client{Timeout: memberProbeTimeout, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 )
 
 func mustRead(fs embed.FS, name string) string {
@@ -120,7 +118,29 @@ type instanceRow struct {
 
 // dashboardRoutes registers GET / (the dashboard).
 func (s *Server) dashboardRoutes(e *gin.Engine) {
+	s.probe = newMemberProber(s.cfg.PeerTLS, s.cfg.ClusterSecret)
 	e.GET("/", s.dashboard)
+}
+
+// memberProber asks other members for their status the way the nodes reach
+// each other: over HTTPS when node-to-node calls use TLS, with the cluster
+// secret when one is set, and with the viewer's own credentials (every
+// member has the same users), since /v1/status needs the read role when
+// auth is on. It never uses a proxy.
+type memberProber struct {
+	client *http.Client
+	scheme string
+	secret string
+}
+
+func newMemberProber(peerTLS *tls.Config, secret string) *memberProber {
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	scheme := "http://"
+	if peerTLS != nil {
+		tr.TLSClientConfig = peerTLS.Clone()
+		scheme = "https://"
+	}
+	return &memberProber{client: &http.Client{Timeout: memberProbeTimeout, Transport: tr}, scheme: scheme, secret: secret}
 }
 
 func (s *Server) dashboard(c *gin.Context) {
@@ -144,7 +164,7 @@ func (s *Server) dashboard(c *gin.Context) {
 	}
 	p.Trends = dashboardTrends(s.trends.points(), now, s.trends.span())
 	p.TrendWindow = shortDuration(s.trends.span())
-	p.Members, p.MembersErr = s.memberRows(c.Request.Context())
+	p.Members, p.MembersErr = s.memberRows(c.Request.Context(), c.GetHeader("Authorization"))
 	// The registry view follows the read gate: nothing partly replayed.
 	switch p.Node.ReadGate {
 	case cluster.GateOpen, "":
@@ -163,7 +183,8 @@ func (s *Server) dashboard(c *gin.Context) {
 }
 
 // memberRows lists the members with a health probe of each (GET /v1/status).
-func (s *Server) memberRows(ctx context.Context) ([]memberRow, string) {
+// authorization is the viewer's Authorization header, passed on.
+func (s *Server) memberRows(ctx context.Context, authorization string) ([]memberRow, string) {
 	members, err := s.cluster.Members()
 	if err != nil {
 		return nil, "members unavailable: " + err.Error()
@@ -183,20 +204,26 @@ func (s *Server) memberRows(ctx context.Context) ([]memberRow, string) {
 		wg.Add(1)
 		go func(r *memberRow) {
 			defer wg.Done()
-			r.Healthy, r.State = probeMember(ctx, r.HTTPAddr)
+			r.Healthy, r.State = s.probe.status(ctx, r.HTTPAddr, authorization)
 		}(&rows[i])
 	}
 	wg.Wait()
 	return rows, ""
 }
 
-// probeMember asks a member for its Raft state.
-func probeMember(ctx context.Context, addr string) (bool, string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
+// status asks the member at addr for its Raft state.
+func (p *memberProber) status(ctx context.Context, addr, authorization string) (bool, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.scheme+addr+"/v1/status", nil)
 	if err != nil {
 		return false, err.Error()
 	}
-	resp, err := probeClient.Do(req)
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	if p.secret != "" {
+		req.Header.Set(cluster.SecretHeader, p.secret)
+	}
+	resp, err := p.client.Do(req)
 	if err != nil {
 		return false, "no answer"
 	}

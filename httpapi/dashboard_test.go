@@ -1,12 +1,16 @@
 package httpapi
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 )
 
@@ -62,5 +66,50 @@ func TestDashboardRenders(t *testing.T) {
 				t.Errorf("banner links to the renewals chart: %v, want %v", got, c.emergency)
 			}
 		})
+	}
+}
+
+// membersCluster lists one other member besides the fake node.
+type membersCluster struct {
+	*fakeCluster
+	other string
+}
+
+func (m membersCluster) Members() ([]cluster.MemberInfo, error) {
+	return []cluster.MemberInfo{{ID: "other", HTTPAddr: m.other, Voter: true}}, nil
+}
+
+// The member probe reaches the others as the nodes reach each other: over
+// HTTPS when node-to-node calls use TLS, with the cluster secret, and with
+// the viewer's credentials (GET /v1/status needs the read role).
+func TestDashboard_MemberProbeUsesTLSAndCredentials(t *testing.T) {
+	const auth = "Basic dmlld2VyOnNlY3JldA=="
+	member := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/status" || r.Header.Get("Authorization") != auth || r.Header.Get(cluster.SecretHeader) != "s3cret" {
+			http.Error(w, `{"error":"authentication required"}`, http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, `{"state":"Follower"}`)
+	}))
+	defer member.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(member.Certificate())
+	cfg := DefaultConfig()
+	cfg.PeerTLS = &tls.Config{RootCAs: pool}
+	cfg.ClusterSecret = "s3cret"
+	s, err := New(cfg, membersCluster{&fakeCluster{fsm: fsm.New(0, nil)}, member.Listener.Addr().String()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, msg := s.memberRows(context.Background(), auth)
+	if msg != "" || len(rows) != 1 {
+		t.Fatalf("rows %v, message %q", rows, msg)
+	}
+	if !rows[0].Healthy || rows[0].State != "Follower" {
+		t.Fatalf("probe of a TLS member with auth: healthy=%v state=%q, want true Follower", rows[0].Healthy, rows[0].State)
+	}
+	if rows, _ := s.memberRows(context.Background(), ""); rows[0].Healthy {
+		t.Fatal("probe without the viewer's credentials counted as healthy")
 	}
 }

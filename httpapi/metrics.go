@@ -133,6 +133,7 @@ var (
 	descFallback      = desc("fallback_active", "1 while this node serves AP fallback (quorum lost, or journal writes awaiting replay).")
 	descJournalItems  = desc("journal_entries", "Writes in the AP fallback journal awaiting replay.")
 	descJournalBytes  = desc("journal_bytes", "Size of the AP fallback journal.")
+	descJournalFull   = desc("journal_refused_total", "Writes refused without quorum because the AP fallback journal was full (--journal-max-entries, --journal-max-bytes).")
 	descInstances     = desc("registry_instances", "Registered instances.")
 	descApps          = desc("registry_applications", "Registered applications.")
 	descByStatus      = desc("registry_instances_by_status", "Registered instances by status.", "status")
@@ -165,7 +166,7 @@ type nodeCollector struct{ s *Server }
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftLeader, descRaftTerm, descCommitIndex, descAppliedIndex,
 		descLastLogIndex, descSnapshotIndex, descLastContact, descLogBytes, descMembers, descQuorum, descMode, descReady, descReadGate,
-		descFallback, descJournalItems, descJournalBytes, descInstances, descApps, descByStatus, descRegVersion,
+		descFallback, descJournalItems, descJournalBytes, descJournalFull, descInstances, descApps, descByStatus, descRegVersion,
 		descRenewals, descThreshold, descExpected, descSPEnabled, descSPActive, descExpired, descEvicted,
 		descLeaseKnown, descCacheHits, descCacheMisses, descCacheEntries, descCacheBuilds, descCacheBuildErr,
 		descCacheBuildSec, descCacheBytes, descCacheInval, descCacheRefresh, descCachePushes, descBlocking} {
@@ -212,6 +213,7 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descFallback, b2f(st.Fallback))
 	gauge(descJournalItems, float64(st.JournalEntries))
 	gauge(descJournalBytes, float64(st.JournalBytes))
+	counter(descJournalFull, float64(st.JournalRefused))
 
 	var counts map[string]int
 	var apps, instances int

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	_ "net/http/pprof" // registers on http.DefaultServeMux, served only with Config.Pprof
@@ -65,6 +66,9 @@ type Config struct {
 	// TrendInterval is how often the dashboard's trends are sampled; the
 	// charts reach back trendCapacity samples (0: every 10 s, an hour).
 	TrendInterval time.Duration
+	// PeerTLS is the client TLS configuration of node-to-node calls (nil:
+	// plain HTTP); the dashboard probes other members with it.
+	PeerTLS *tls.Config
 }
 
 // DefaultConfig returns the defaults.
@@ -92,6 +96,7 @@ type Server struct {
 	// registrations and cancels count the changes applied on this node,
 	// for the dashboard's trends.
 	registrations, cancels atomic.Uint64
+	probe                  *memberProber
 }
 
 // New builds the HTTP handler for a node and starts its response cache;

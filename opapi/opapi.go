@@ -38,10 +38,13 @@ type NodeStatus struct {
 	// QuorumLost is set once the node has been without quorum for longer
 	// than an election takes; Fallback when it then serves AP fallback (or
 	// still holds journal writes to replay).
-	QuorumLost      bool   `json:"quorum_lost"`
-	Fallback        bool   `json:"fallback"`
-	JournalEntries  int    `json:"journal_entries"`
-	JournalBytes    int64  `json:"journal_bytes"`
+	QuorumLost     bool  `json:"quorum_lost"`
+	Fallback       bool  `json:"fallback"`
+	JournalEntries int   `json:"journal_entries"`
+	JournalBytes   int64 `json:"journal_bytes"`
+	// JournalRefused counts writes refused since start because the journal
+	// was full.
+	JournalRefused  uint64 `json:"journal_refused"`
 	Instances       int    `json:"instances"`
 	Applications    int    `json:"applications"`
 	RegistryVersion uint64 `json:"registry_version"`

@@ -25,6 +25,10 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // end of the file (a torn last record is not corruption: it is dropped).
 var ErrJournalCorrupt = errors.New("journal corrupt")
 
+// ErrJournalFull is returned by Append when the record would take the
+// journal past its limits (SetLimits): the write is refused, not recorded.
+var ErrJournalFull = errors.New("journal full")
+
 // Journal is an append-only file of records, each a 4-byte length, a
 // 4-byte CRC-32C and the bytes, synced on every append. It holds the writes
 // a node accepted in AP fallback until they are replayed through Raft.
@@ -33,6 +37,19 @@ type Journal struct {
 	f       *os.File
 	records [][]byte
 	size    int64
+	// maxEntries and maxBytes bound the journal (0: no bound); a partition
+	// that lasts must not fill the disk.
+	maxEntries int
+	maxBytes   int64
+}
+
+// SetLimits bounds the journal to maxEntries records and maxBytes bytes on
+// disk; 0 leaves that dimension unbounded. Records already held are kept
+// even when they exceed the new limits; only new appends are refused.
+func (j *Journal) SetLimits(maxEntries int, maxBytes int64) {
+	j.mu.Lock()
+	j.maxEntries, j.maxBytes = maxEntries, maxBytes
+	j.mu.Unlock()
 }
 
 // OpenJournal opens (creating if needed) the journal in dir and reads its
@@ -96,7 +113,8 @@ func ReadJournal(r io.Reader) ([][]byte, error) {
 	return recs, err
 }
 
-// Append adds a record and syncs it to disk before returning.
+// Append adds a record and syncs it to disk before returning. It refuses
+// with ErrJournalFull when the record would exceed the limits.
 func (j *Journal) Append(rec []byte) error {
 	if len(rec) > maxJournalRecord {
 		return fmt.Errorf("journal record of %d bytes is too large", len(rec))
@@ -107,6 +125,12 @@ func (j *Journal) Append(rec []byte) error {
 	copy(buf[8:], rec)
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.maxEntries > 0 && len(j.records) >= j.maxEntries {
+		return fmt.Errorf("%w: %d of %d entries", ErrJournalFull, len(j.records), j.maxEntries)
+	}
+	if j.maxBytes > 0 && j.size+int64(len(buf)) > j.maxBytes {
+		return fmt.Errorf("%w: %d bytes held, %d more exceed the limit of %d", ErrJournalFull, j.size, len(buf), j.maxBytes)
+	}
 	if _, err := j.f.Write(buf); err != nil {
 		return fmt.Errorf("append journal: %w", err)
 	}

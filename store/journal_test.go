@@ -95,3 +95,47 @@ func TestStore_OpenLockReopen(t *testing.T) {
 	}
 	s.Close()
 }
+
+func TestJournal_LimitsRefuseWhenFull(t *testing.T) {
+	j, err := OpenJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	j.SetLimits(2, 0)
+	for i := 0; i < 2; i++ {
+		if err := j.Append([]byte("rec")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Append([]byte("rec")); !errors.Is(err, ErrJournalFull) {
+		t.Fatalf("third append with a limit of 2 entries: %v, want ErrJournalFull", err)
+	}
+	if j.Len() != 2 || j.Size() != 2*(8+3) {
+		t.Fatalf("refused append recorded something: %d entries, %d bytes", j.Len(), j.Size())
+	}
+	// Replaying frees room again.
+	if err := j.DropFirst(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append([]byte("rec")); err != nil {
+		t.Fatalf("append after a drop: %v", err)
+	}
+
+	j.SetLimits(0, 3*(8+3)+5)
+	if err := j.Append([]byte("rec")); err != nil {
+		t.Fatalf("third record within the byte limit: %v", err)
+	}
+	if err := j.Append([]byte("r")); !errors.Is(err, ErrJournalFull) {
+		t.Fatalf("record past the byte limit: %v, want ErrJournalFull", err)
+	}
+	j.Close()
+	reopened, err := OpenJournal(filepath.Dir(j.f.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reopened.Close()
+	if reopened.Len() != 3 {
+		t.Fatalf("on disk after refusals: %d records, want 3", reopened.Len())
+	}
+}

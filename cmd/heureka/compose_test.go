@@ -127,10 +127,14 @@ func TestComposeDefaultClusterParses(t *testing.T) {
 			t.Errorf("%s: advertises raft %s, want %s", name, cc.RaftAdvertise, want)
 		}
 	}
-	// Host ports 8761-8763, one per node.
+	// Host ports 8761-8763, one per node, on loopback only.
 	var hostPorts []string
 	for _, name := range names {
-		hostPorts = append(hostPorts, nodes[name].svc.Ports[0].Published)
+		port := nodes[name].svc.Ports[0]
+		hostPorts = append(hostPorts, port.Published)
+		if port.HostIP != "127.0.0.1" {
+			t.Errorf("%s: port published on %q, want 127.0.0.1 only", name, port.HostIP)
+		}
 	}
 	if want := []string{"8761", "8762", "8763"}; !slices.Equal(hostPorts, want) {
 		t.Errorf("host ports %v, want %v", hostPorts, want)

@@ -48,6 +48,8 @@ type serveConfig struct {
 	selfPreservation    bool
 	deltaRetention      time.Duration
 	renewBatchInterval  time.Duration
+	journalMaxEntries   int
+	journalMaxBytes     int64
 	renewalRateWindow   time.Duration
 	maxBodyBytes        int64
 
@@ -107,6 +109,8 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&c.deltaRetention, "delta-retention", 3*time.Minute, "how long changes stay in the delta queue")
 	fs.DurationVar(&c.trendInterval, "dashboard-trend-interval", 10*time.Second, "how often the dashboard's trends are sampled (they keep 360 samples: an hour by default)")
 	fs.DurationVar(&c.renewBatchInterval, "renew-batch-interval", def.RenewBatchInterval, "renewals gathered into one log entry per interval; 0 = one entry per renewal")
+	fs.IntVar(&c.journalMaxEntries, "journal-max-entries", def.JournalMaxEntries, "most writes the AP fallback journal holds while quorum is lost; then writes get 503 (0 = unbounded)")
+	fs.Int64Var(&c.journalMaxBytes, "journal-max-bytes", def.JournalMaxBytes, "largest size of the AP fallback journal on disk; then writes get 503 (0 = unbounded)")
 	fs.DurationVar(&c.renewalRateWindow, "renewal-rate-window", time.Minute, "window renewals are counted over for self-preservation (scaled to per minute)")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted")
 	fs.DurationVar(&c.heartbeatTimeout, "raft-heartbeat-timeout", def.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -236,6 +240,8 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	cc.SnapshotInterval = c.snapshotInterval
 	cc.TrailingLogs = c.trailingLogs
 	cc.RenewBatchInterval = c.renewBatchInterval
+	cc.JournalMaxEntries = c.journalMaxEntries
+	cc.JournalMaxBytes = c.journalMaxBytes
 	cc.ClusterSecret = c.secret
 	if c.tls != nil {
 		cc.HTTPClientTLS = c.tls.client
@@ -299,6 +305,9 @@ func serve(args []string) int {
 	hcfg.ClusterSecret = c.secret
 	hcfg.StrictInput = c.strictInput
 	hcfg.TrendInterval = c.trendInterval
+	if c.tls != nil {
+		hcfg.PeerTLS = c.tls.client
+	}
 	api, err := httpapi.New(hcfg, node, log)
 	if err != nil {
 		ln.Close()

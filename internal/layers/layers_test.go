@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"lab":             {"faultproxy", "opapi"},
 	"bench":           {"opapi"},
 	"e2e":             {"opapi"},
+	"e2e/compose":     {"e2e", "opapi"},
 	"internal/docref": nil,
 	"internal/layers": nil,
 	"cmd/heureka":     {"*"},
