@@ -29,7 +29,8 @@ func (m metricsCluster) LeaseStatus(context.Context) (cluster.LeaseStatus, error
 }
 func (m metricsCluster) Status() cluster.Status {
 	return cluster.Status{Node: "n1", State: "Leader", Leader: "n1", Term: 7, CommitIndex: 42, AppliedIndex: 41,
-		LastLogIndex: 42, Mode: "cp", Quorum: true, LogBytes: 4096, JournalEntries: 4, JournalBytes: 512}
+		LastLogIndex: 42, Mode: "cp", Quorum: true, LogBytes: 4096, JournalEntries: 4, JournalBytes: 512,
+		Ready: true, ReadGate: cluster.GateOpen}
 }
 func (m metricsCluster) Members() ([]cluster.MemberInfo, error) {
 	return []cluster.MemberInfo{{ID: "n1", Voter: true, Leader: true}, {ID: "n2", Voter: true}, {ID: "n3", Voter: true}}, nil
@@ -162,6 +163,10 @@ func TestMetricsExposition(t *testing.T) {
 		{"heureka_raft_commit_index", nil, 42},
 		{"heureka_raft_applied_index", nil, 41},
 		{"heureka_quorum", nil, 1},
+		{"heureka_ready", nil, 1},
+		{"heureka_read_gate", map[string]string{"state": "open"}, 1},
+		{"heureka_read_gate", map[string]string{"state": "closed"}, 0},
+		{"heureka_read_gate", map[string]string{"state": "durable_stale"}, 0},
 		{"heureka_cluster_members", nil, 3},
 		{"heureka_evicted_total", nil, 2},
 		// hashicorp/raft's own timings, bridged from go-metrics (declared up front).
