@@ -54,7 +54,9 @@ func TestRunFunc_DurationBound(t *testing.T) {
 	if res.Errors != 0 {
 		t.Fatalf("calls cut off by the deadline were counted as errors: %+v", res)
 	}
-	if res.Requests < 20 || res.P50 < 10*time.Millisecond {
+	// At least one call per worker; how many more depends on the machine's
+	// load, which this test must not assert.
+	if res.Requests < 4 || res.P50 < 10*time.Millisecond {
 		t.Fatalf("unexpected result %+v", res)
 	}
 }
