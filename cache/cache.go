@@ -82,6 +82,7 @@ type Value struct {
 	gzipOnce sync.Once
 	gzipped  []byte
 	gzDone   atomic.Bool
+	gzServed atomic.Bool // a reader asked for the gzip form
 	onGzip   func(*Value, int)
 	slot     *gzSlot
 
@@ -128,7 +129,16 @@ func (v *Value) Bytes() []byte {
 }
 
 // Gzip returns the gzip-compressed body, compressing it on first use only.
+// It is what readers call: the cache keeps making the gzip form of a
+// document's next builds ahead of time only while readers use it.
 func (v *Value) Gzip() []byte {
+	if !v.gzServed.Load() { // read-mostly: no store on every call
+		v.gzServed.Store(true)
+	}
+	return v.gzip()
+}
+
+func (v *Value) gzip() []byte {
 	v.gzipOnce.Do(func() {
 		if v.slot != nil {
 			// Cached documents reuse the compressed segments of the
@@ -544,8 +554,10 @@ func (c *Cache) Refresh() {
 }
 
 // refreshKey rebuilds one readOnly document (its lane's mu held). A document
-// whose gzip copy was in use gets the new one made here too, so that the
-// first gzip reader after a change does not pay for it.
+// whose gzip form a reader used gets the new one made here too, so that the
+// first gzip reader after a change does not pay for it; one whose gzip form
+// nobody read since the last rebuild does not (under a stream of changes,
+// the full registry would otherwise be recompressed for no reader).
 func (c *Cache) refreshKey(key Key, old *Value) {
 	start := time.Now()
 	nv, err := c.getRW(key, false)
@@ -553,8 +565,8 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 	case err != nil:
 		c.ro.Delete(key) // e.g. the application is gone: readers get the 404 from readWrite
 	case nv != old:
-		if old != nil && old.gzDone.Load() {
-			nv.Gzip()
+		if old != nil && old.gzServed.Load() {
+			nv.gzip()
 		}
 		c.ro.Store(key, nv)
 	}

@@ -237,3 +237,26 @@ func TestCache_ConcurrentBuildAndInvalidate(t *testing.T) {
 		t.Fatalf("bytes statistic %d, readWrite holds %d", got, want)
 	}
 }
+
+func TestPush_GzipMadeAheadOnlyWhileRead(t *testing.T) {
+	c, b := newTestCache(t, nil)
+	v, _ := c.Get(kApps)
+	v.Gzip() // a gzip reader
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	c.Refresh()
+	v1, _ := c.Get(kApps)
+	if !v1.gzDone.Load() {
+		t.Fatal("a document read gzipped was not compressed ahead")
+	}
+	b.gen.Store(2)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	c.Refresh()
+	v2, _ := c.Get(kApps)
+	if v2.gzDone.Load() {
+		t.Fatal("compressed ahead although nobody read the previous build gzipped")
+	}
+	if got := gunzip(t, v2.Gzip()); string(got) != string(v2.Bytes()) {
+		t.Fatal("gzip on demand does not round-trip")
+	}
+}

@@ -95,14 +95,8 @@ func (s *Server) awaitNewer(c *gin.Context, key cache.Key, b blocking) error {
 	defer timer.Stop()
 	for {
 		changed := s.cache.Watch(key) // before the read: a change in between closes it
-		v, err := s.cache.Get(key)
-		switch {
-		case err == nil && v.Version > b.index:
-			return nil
-		case err != nil && !isNotFound(err):
-			return nil // the read answers the error
-		case err != nil && b.index > 0:
-			return nil
+		if v, err := s.cache.Get(key); ready(b.index, v, err) {
+			return nil // the read answers it (a document, a 404 or an error)
 		}
 		select {
 		case <-changed:

@@ -26,6 +26,11 @@ type views struct {
 
 	mu    sync.Mutex
 	frags map[fragKey]fragment
+	// deltaInst keeps, per format, the encoded instances of the last delta
+	// build: entries are immutable, so an instance still in the delta is
+	// not encoded again, and its bytes (one segment each) keep their
+	// compressed piece in the cache's gzip (v.mu).
+	deltaInst map[eureka.Format]map[*fsm.Entry][]byte
 	// scratch is the encoding buffer reused for stored fragments (v.mu).
 	scratch []byte
 }
@@ -41,7 +46,7 @@ type fragment struct {
 }
 
 func newViews(read func(func(*fsm.Registry)), cfg Config) *views {
-	return &views{read: read, cfg: cfg, frags: map[fragKey]fragment{}}
+	return &views{read: read, cfg: cfg, frags: map[fragKey]fragment{}, deltaInst: map[eureka.Format]map[*fsm.Entry][]byte{}}
 }
 
 // forget drops cached fragments after a change that replaced the whole
@@ -50,6 +55,7 @@ func (v *views) forget(ch fsm.Change) {
 	if ch.All {
 		v.mu.Lock()
 		clear(v.frags)
+		clear(v.deltaInst)
 		v.mu.Unlock()
 	}
 }
@@ -180,7 +186,32 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 	})
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.collectionLocked(f, strconv.FormatUint(version, 10), hash, parts), version, nil
+	prefix, sep, suffix := eureka.ApplicationsParts(f, strconv.FormatUint(version, 10), hash)
+	old, next := v.deltaInst[f], map[*fsm.Entry][]byte{}
+	segs := [][]byte{prefix}
+	for i, p := range parts {
+		if i > 0 && len(sep) > 0 {
+			segs = append(segs, sep)
+		}
+		appPrefix, instSep, appSuffix := eureka.ApplicationParts(f, p.name)
+		segs = append(segs, appPrefix)
+		for j, e := range p.entries {
+			if j > 0 && len(instSep) > 0 {
+				segs = append(segs, instSep)
+			}
+			b, ok := next[e]
+			if !ok {
+				if b, ok = old[e]; !ok {
+					b = eureka.AppendInstance(nil, f, e)
+				}
+				next[e] = b
+			}
+			segs = append(segs, b)
+		}
+		segs = append(segs, appSuffix)
+	}
+	v.deltaInst[f] = next
+	return append(segs, suffix), version, nil
 }
 
 // app is GET /apps/{app}, sharing the fragment the full registry uses.

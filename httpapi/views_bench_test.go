@@ -205,3 +205,54 @@ func BenchmarkRebuildAndGzipAllAppsAfterOneAppChange(b *testing.B) {
 	}
 	b.ReportMetric(float64(size)/1e6, "MB/gz")
 }
+
+// TestViews_DeltaFromKeptInstancesMatchesAFreshEncoding: the delta built
+// from the instances encoded for the previous delta is byte for byte the
+// document encoded from scratch.
+func TestViews_DeltaFromKeptInstancesMatchesAFreshEncoding(t *testing.T) {
+	f, idx := benchRegistry(t, 60, 7)
+	cfg := DefaultConfig()
+	cfg.Now = time.Now
+	v := newViews(f.Read, cfg)
+	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
+		key := cache.Key{Entity: cache.EntityDelta, Format: uint8(format)}
+		if _, _, err := v.build(key); err != nil {
+			t.Fatal(err)
+		}
+		applyCmd(t, f, idx, fsm.CmdMetadata, &fsm.MetadataBody{App: "APP-003", ID: "10.0.0.3:app-003:8080", Metadata: map[string]string{"z": format.ContentType()}})
+		applyCmd(t, f, idx, fsm.CmdCancel, &fsm.KeyBody{App: "APP-004", ID: fmt.Sprintf("10.0.0.%d:app-004:8080", 4+7*int(format))})
+		segs, version, err := v.build(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// From scratch: one fragment per application, in order of first
+		// appearance, as the delta lists them.
+		var order []string
+		byApp := map[string][]*fsm.Entry{}
+		var hash string
+		f.Read(func(r *fsm.Registry) {
+			for _, d := range r.Delta(0) {
+				if byApp[d.Entry.App] == nil {
+					order = append(order, d.Entry.App)
+				}
+				byApp[d.Entry.App] = append(byApp[d.Entry.App], d.Entry)
+			}
+			hash = r.HashCode()
+		})
+		var frags [][]byte
+		for _, a := range order {
+			frags = append(frags, eureka.AppendApplication(nil, format, a, byApp[a]))
+		}
+		want := eureka.AppendApplications(nil, format, fmt.Sprint(version), hash, frags)
+		if got := cache.NewValue(segs, 0).Bytes(); string(got) != string(want) {
+			t.Fatalf("%s: delta differs from a fresh encoding:\n%.300s\nwant\n%.300s", format, got, want)
+		}
+		items := 0
+		for _, es := range byApp {
+			items += len(es)
+		}
+		if n := len(v.deltaInst[format]); n != items {
+			t.Fatalf("%s: %d encoded instances kept, want the delta's %d", format, n, items)
+		}
+	}
+}

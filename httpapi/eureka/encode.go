@@ -146,6 +146,20 @@ func AppendApplication(dst []byte, f Format, name string, entries []*fsm.Entry) 
 	return append(dst, "]}"...)
 }
 
+// ApplicationParts returns what AppendApplication writes before, between
+// and after the instances of application name, so that a document can be
+// sent as segments sharing encoded instances.
+func ApplicationParts(f Format, name string) (prefix, sep, suffix []byte) {
+	if f == XML {
+		prefix = append(prefix, "<application><name>"...)
+		prefix = appendXMLText(prefix, name)
+		return append(prefix, "</name>"...), nil, []byte("</application>")
+	}
+	prefix = append(prefix, `{"name":`...)
+	prefix = appendJSONString(prefix, name)
+	return append(prefix, `,"instance":[`...), []byte{','}, []byte("]}")
+}
+
 // AppendApplicationDoc wraps a fragment from AppendApplication as a root
 // document (GET /apps/{app}): {"application":<fragment>} in JSON; in XML the fragment is
 // already the root.
