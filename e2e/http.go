@@ -230,14 +230,24 @@ func RegisterJSON(t testing.TB, nodeURL, app, instanceID string, extra map[strin
 // TryRegisterJSON is RegisterJSON returning an error; safe from any goroutine.
 func TryRegisterJSON(nodeURL, app, instanceID string, extra map[string]any) error {
 	url := nodeURL + "/eureka/apps/" + app
-	code, body, _, err := TryDo("POST", url, RegisterBody(app, instanceID, extra))
-	if err != nil {
-		return fmt.Errorf("register %s/%s: POST %s: %v", app, instanceID, url, err)
+	// A 503 means "no leader or quorum right now, retry" (an election on a
+	// loaded machine, or an AP journal still replaying): retry it for a
+	// while, as Eureka clients do; any other answer is final.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body, _, err := TryDo("POST", url, RegisterBody(app, instanceID, extra))
+		if err != nil {
+			return fmt.Errorf("register %s/%s: POST %s: %v", app, instanceID, url, err)
+		}
+		if code == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if code != http.StatusNoContent {
+			return fmt.Errorf("register %s/%s: POST %s: got %d %q, want 204", app, instanceID, url, code, body)
+		}
+		return nil
 	}
-	if code != http.StatusNoContent {
-		return fmt.Errorf("register %s/%s: POST %s: got %d %q, want 204", app, instanceID, url, code, body)
-	}
-	return nil
 }
 
 // ---------------------------------------------------------------------------

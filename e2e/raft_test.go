@@ -540,8 +540,12 @@ func TestBadInputNothingRecorded(t *testing.T) {
 		{"truncated body", valid[:len(valid)/2], ""},
 		{"empty body", []byte{}, ""},
 		{"not an object", []byte(`["instance"]`), ""},
-		{"port not a number", RegisterBody("bad", "bad-1", map[string]any{"port": map[string]any{"$": "abc", "@enabled": "true"}}), ""},
-		{"port a bare string", RegisterBody("bad", "bad-1", map[string]any{"port": "abc"}), ""},
+		// A non-numeric port is read as 0, as eureka-server reads it
+		// (docs/eureka-compat.md); a data-center name outside Eureka's enum
+		// is refused, since Java clients could not parse it back.
+		{"dataCenterInfo name outside the enum", RegisterBody("bad", "bad-1", map[string]any{"dataCenterInfo": map[string]any{
+			"@class": "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", "name": "myown"}}), ""},
+		{"port an object in the number", RegisterBody("bad", "bad-1", map[string]any{"port": map[string]any{"$": map[string]any{"n": 1}, "@enabled": "true"}}), ""},
 		{"no instanceId and no hostName", RegisterBody("bad", "bad-1", map[string]any{"instanceId": nil, "hostName": nil}), "Missing instanceId"},
 		{"no hostName", RegisterBody("bad", "bad-1", map[string]any{"hostName": nil}), "Missing hostname"},
 		{"no ipAddr", RegisterBody("bad", "bad-1", map[string]any{"ipAddr": nil}), "Missing ip address"},
