@@ -50,7 +50,8 @@ image:
 	@sh scripts/image.sh
 
 JAVA_APPS = e2e/springclient/target/springclient.jar e2e/eurekaserver/target/eurekaserver.jar
-MVN = mvn -q -B -Dstyle.color=never -DskipTests
+# Maven's output is shown only when a build fails.
+MVN = mvn -q -B -DskipTests
 
 .PHONY: java-apps
 java-apps:
@@ -65,11 +66,11 @@ java-apps:
 
 e2e/springclient/target/springclient.jar: e2e/springclient/pom.xml $(shell find e2e/springclient/src -type f)
 	@echo "make deps: building e2e/springclient"
-	@cd e2e/springclient && $(MVN) package
+	@log=$$(mktemp); cd e2e/springclient && $(MVN) package >$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; rm -f $$log
 
 e2e/eurekaserver/target/eurekaserver.jar: e2e/eurekaserver/pom.xml $(shell find e2e/eurekaserver/src -type f)
 	@echo "make deps: building e2e/eurekaserver"
-	@cd e2e/eurekaserver && $(MVN) package
+	@log=$$(mktemp); cd e2e/eurekaserver && $(MVN) package >$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; rm -f $$log
 
 test: deps
 	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./...

@@ -2,6 +2,7 @@ package heureka.e2e;
 
 import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.classic.spi.IThrowableProxy;
 import ch.qos.logback.core.AppenderBase;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -16,6 +17,8 @@ public class CountingAppender extends AppenderBase<ILoggingEvent> {
     static final AtomicLong deltaRefused = new AtomicLong();
     static final AtomicLong fetchErrors = new AtomicLong();
     static final AtomicLong errors = new AtomicLong();
+    /** Errors caused by a document the client could not read (JSON or XML). */
+    static final AtomicLong parseErrors = new AtomicLong();
 
     @Override
     protected void append(ILoggingEvent e) {
@@ -36,6 +39,18 @@ public class CountingAppender extends AppenderBase<ILoggingEvent> {
         }
         if (e.getLevel().isGreaterOrEqual(Level.ERROR)) {
             errors.incrementAndGet();
+        }
+        // The transports report a document they cannot read as a failed
+        // request ("Error while extracting response ..."), the codecs with a
+        // parse exception.
+        StringBuilder what = new StringBuilder(m);
+        for (IThrowableProxy t = e.getThrowableProxy(); t != null; t = t.getCause()) {
+            what.append(' ').append(t.getClassName()).append(' ').append(t.getMessage());
+        }
+        String w = what.toString().toLowerCase();
+        if (e.getLevel().isGreaterOrEqual(Level.WARN) && (w.contains("extracting response") || w.contains("parse")
+                || w.contains("notreadable") || w.contains("deserializ") || w.contains("jsonmapping"))) {
+            parseErrors.incrementAndGet();
         }
     }
 }

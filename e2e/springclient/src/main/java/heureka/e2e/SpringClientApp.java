@@ -67,6 +67,7 @@ public class SpringClientApp {
         out.put("deltaRefused", CountingAppender.deltaRefused.get());
         out.put("fetchErrors", CountingAppender.fetchErrors.get());
         out.put("errors", CountingAppender.errors.get());
+        out.put("parseErrors", CountingAppender.parseErrors.get());
         out.put("instanceId", infoManager.getInfo().getId());
         out.put("status", infoManager.getInfo().getStatus().name());
         out.put("client", eureka.getClass().getName());
