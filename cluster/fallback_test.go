@@ -72,7 +72,7 @@ func startTestNode(t *testing.T, dir string, cfg Config) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(cfg, st, fsm.New(time.Minute, nil), nil)
+	n, err := New(cfg, Deps{Store: st}, fsm.New(time.Minute, nil), nil)
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestNew_FailureClosesJournal(t *testing.T) {
 	}
 	defer st.Close()
 	self := fsm.Member{ID: "n1", RaftAddr: busy.Addr().String(), HTTPAddr: freeAddr(t)}
-	if _, err := New(testConfig(self, nil, ModeAP, nil), st, fsm.New(time.Minute, nil), nil); err == nil {
+	if _, err := New(testConfig(self, nil, ModeAP, nil), Deps{Store: st}, fsm.New(time.Minute, nil), nil); err == nil {
 		t.Fatal("New on a busy raft address succeeded")
 	}
 	fds, _ := os.ReadDir("/proc/self/fd")

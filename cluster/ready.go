@@ -203,7 +203,7 @@ func (n *Node) buildDurable() *fsm.Registry {
 			break
 		}
 	}
-	last, err := n.store.Log.LastIndex()
+	last, err := n.deps.logs.LastIndex()
 	if err != nil {
 		n.log.Warn("reading the log for the durable view failed", "error", err)
 		return reg
@@ -211,7 +211,7 @@ func (n *Node) buildDurable() *fsm.Registry {
 	applied := 0
 	for i := from + 1; i <= last; i++ {
 		var l raft.Log
-		if err := n.store.Log.GetLog(i, &l); err != nil {
+		if err := n.deps.logs.GetLog(i, &l); err != nil {
 			continue // compacted: the snapshot the FSM holds covers it
 		}
 		if l.Type != raft.LogCommand {
