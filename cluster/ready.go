@@ -135,6 +135,15 @@ func (n *Node) caughtUp() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
+	// Shutdown waits for this goroutine: a stopped node applies nothing
+	// more, so waiting for its FSM to catch up must end with it.
+	go func() {
+		select {
+		case <-n.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return n.ReadBarrier(ctx) == nil
 }
 
