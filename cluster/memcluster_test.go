@@ -272,6 +272,23 @@ func (c *memCluster) loseQuorum(mn *memNode) {
 	}
 }
 
+// waitFor is waitFor with the cluster's Raft state in the failure message,
+// which tells a leader change mid-test from a bug.
+func (c *memCluster) waitFor(d time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			state := ""
+			for _, mn := range c.nodes {
+				state += fmt.Sprintf(" %s:%s/term %d/leader %q", mn.ID(), mn.raft.State(), mn.raft.CurrentTerm(), mn.LeaderID())
+			}
+			c.t.Fatalf("timed out after %v waiting for %s; raft:%s", d, what, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // startCutOff starts a 3-node cluster and cuts a follower off until it
 // counts its quorum as lost; it returns the cluster and that node.
 func startCutOff(t *testing.T, mode string, tune func(i int, cfg *Config)) (*memCluster, *memNode) {

@@ -42,7 +42,7 @@ func TestMem_ApplyOnLeader(t *testing.T) {
 		t.Fatal("the leader's FSM does not hold its own write when Apply returns")
 	}
 	for _, mn := range c.nodes {
-		waitFor(t, time.Second, "the write on "+mn.ID(), func() bool { return inFSM(mn.Node, "LEAD", "1") })
+		c.waitFor(time.Second, "the write on "+mn.ID(), func() bool { return inFSM(mn.Node, "LEAD", "1") })
 		if got := c.net.callCount(leader.self.HTTPAddr, pathApply); got != 0 {
 			t.Fatalf("the leader forwarded %d writes", got)
 		}
@@ -170,7 +170,7 @@ func TestMem_ApplyAfterPendingReplay(t *testing.T) {
 	mustApply(t, f, registerEntry(t, "PEND", "1"))
 	c.heal(f)
 	leader := c.leader()
-	waitFor(t, time.Second, "quorum back on "+f.ID(), func() bool { return !f.QuorumLost() })
+	c.waitFor(time.Second, "quorum back on "+f.ID(), func() bool { return !f.QuorumLost() })
 	_, err := f.Apply(t.Context(), registerEntry(t, "PEND", "2"))
 	if !errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNoQuorum) {
 		t.Fatalf("write while the replay fails: %v, want ErrNoLeader", err)
@@ -206,10 +206,10 @@ func TestMem_JournalReplayOrder(t *testing.T) {
 		t.Fatalf("journal holds %d entries, want %d", f.fb.journal.Len(), len(writes))
 	}
 	c.heal(f)
-	waitFor(t, 2*time.Second, "the journal replayed", func() bool { return f.fb.journal.Len() == 0 })
+	c.waitFor(2*time.Second, "the journal replayed", func() bool { return f.fb.journal.Len() == 0 })
 	leader := c.leader()
 	for _, mn := range c.nodes {
-		waitFor(t, time.Second, "the replayed writes on "+mn.ID(), func() bool {
+		c.waitFor(time.Second, "the replayed writes on "+mn.ID(), func() bool {
 			return slices.Equal(mn.committed(t, "ORD"), want) && mn.fsm.AppliedIndex() >= leader.fsm.AppliedIndex()
 		})
 		for id, present := range map[string]bool{"1": false, "2": true, "3": true, "4": true} {
@@ -236,13 +236,13 @@ func TestMem_RenewForwarding(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, time.Second, "registrations on "+f.ID(), func() bool { return inFSM(f.Node, "REN", "2") })
+	c.waitFor(time.Second, "registrations on "+f.ID(), func() bool { return inFSM(f.Node, "REN", "2") })
 	for _, id := range []string{"1", "2"} {
 		if err := f.Renew(t.Context(), "REN", id, 0); err != nil {
 			t.Fatalf("renew on a follower: %v", err)
 		}
 	}
-	waitFor(t, time.Second, "the renewals in the leader's batch", func() bool {
+	c.waitFor(time.Second, "the renewals in the leader's batch", func() bool {
 		p := leader.renew.pendingTimes()
 		_, ok1 := p["REN\x001"]
 		_, ok2 := p["REN\x002"]
@@ -284,7 +284,7 @@ func TestMem_RenewNotLeaderResultsRetried(t *testing.T) {
 	if _, err := leader.Apply(t.Context(), registerEntry(t, "RETRY", "1")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "the registration on "+f.ID(), func() bool { return inFSM(f.Node, "RETRY", "1") })
+	c.waitFor(time.Second, "the registration on "+f.ID(), func() bool { return inFSM(f.Node, "RETRY", "1") })
 	var faults atomic.Int32
 	faults.Store(1)
 	c.net.mu.Lock()
@@ -305,7 +305,7 @@ func TestMem_RenewNotLeaderResultsRetried(t *testing.T) {
 	if err := f.Renew(t.Context(), "RETRY", "1", 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "the renewal in the leader's batch after a not-leader answer", func() bool {
+	c.waitFor(time.Second, "the renewal in the leader's batch after a not-leader answer", func() bool {
 		_, ok := leader.renew.pendingTimes()["RETRY\x001"]
 		return ok
 	})
@@ -335,7 +335,7 @@ func TestMem_LeaderWorkHandOver(t *testing.T) {
 	working := func(mn *memNode) bool { return mn.leases.tracking.Load() && mn.rd.leaderTerm.Load() != 0 }
 	for _, mn := range c.nodes {
 		want := mn == old
-		waitFor(t, time.Second, fmt.Sprintf("leader work on %s = %v", mn.ID(), want), func() bool { return working(mn) == want })
+		c.waitFor(time.Second, fmt.Sprintf("leader work on %s = %v", mn.ID(), want), func() bool { return working(mn) == want })
 	}
 	if _, err := old.Apply(t.Context(), registerEntry(t, "HAND", "1")); err != nil {
 		t.Fatal(err)
@@ -343,11 +343,11 @@ func TestMem_LeaderWorkHandOver(t *testing.T) {
 	renewedOnAll := func(after int64) {
 		t.Helper()
 		for _, mn := range c.nodes {
-			waitFor(t, time.Second, "a flushed renewal batch on "+mn.ID(), func() bool { return lastRenewal(mn, "HAND", "1") > after })
+			c.waitFor(time.Second, "a flushed renewal batch on "+mn.ID(), func() bool { return lastRenewal(mn, "HAND", "1") > after })
 		}
 	}
 	f := c.followers()[0]
-	waitFor(t, time.Second, "the registration on "+f.ID(), func() bool { return inFSM(f.Node, "HAND", "1") })
+	c.waitFor(time.Second, "the registration on "+f.ID(), func() bool { return inFSM(f.Node, "HAND", "1") })
 	reg := lastRenewal(f, "HAND", "1")
 	time.Sleep(2 * time.Millisecond) // a renewal in a later millisecond than the registration
 	if err := f.Renew(t.Context(), "HAND", "1", 0); err != nil {
@@ -363,7 +363,7 @@ func TestMem_LeaderWorkHandOver(t *testing.T) {
 	if next == old {
 		t.Fatal("leadership did not move")
 	}
-	waitFor(t, time.Second, "leader work handed over", func() bool { return !working(old) && working(next) })
+	c.waitFor(time.Second, "leader work handed over", func() bool { return !working(old) && working(next) })
 	next.leases.mu.Lock()
 	since := next.leases.leaderSince
 	next.leases.mu.Unlock()
