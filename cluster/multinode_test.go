@@ -190,6 +190,55 @@ func TestMem_ApplyAfterPendingReplay(t *testing.T) {
 	}
 }
 
+// When quorum goes away again while a write waits for the journal's
+// replay, the write is journaled behind the writes it waited for.
+func TestMem_ApplyQuorumLostDuringReplay(t *testing.T) {
+	var armed, pass atomic.Bool
+	var c *memCluster
+	var f *memNode
+	c, f = startCutOff(t, ModeAP, func(_ int, cfg *Config) {
+		cfg.hooks.beforeReplayBatch = func([][]byte) error {
+			if pass.Load() {
+				return nil
+			}
+			if armed.CompareAndSwap(true, false) {
+				// The partition comes back during this replay.
+				c.cutOff(f)
+				for i := 0; i < 100 && f.HasQuorum(); i++ {
+					time.Sleep(5 * time.Millisecond)
+				}
+				f.fb.lastQuorum.Store(time.Now().Add(-time.Minute).UnixNano())
+			}
+			return fmt.Errorf("test: leader busy: %w", ErrNoLeader)
+		}
+	})
+	mustApply(t, f, registerEntry(t, "AGAIN", "1"))
+	c.heal(f)
+	leader := c.leader()
+	c.waitFor(time.Second, "quorum back on "+f.ID(), func() bool { return !f.QuorumLost() })
+	armed.Store(true)
+	if _, err := f.Apply(t.Context(), registerEntry(t, "AGAIN", "2")); err != nil {
+		t.Fatalf("write while quorum goes away during the replay: %v", err)
+	}
+	var journaled []string
+	for _, rec := range f.fb.journal.Records() {
+		cmd, err := fsm.Decode(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		journaled = append(journaled, cmd.Body.(*fsm.RegisterBody).Instance.InstanceID)
+	}
+	if !slices.Equal(journaled, []string{"1", "2"}) || !f.QuorumLost() {
+		t.Fatalf("journal %v (quorum lost %v), want [1 2] without quorum", journaled, f.QuorumLost())
+	}
+	pass.Store(true)
+	c.heal(f)
+	c.waitFor(2*time.Second, "the journal replayed", func() bool { return f.fb.journal.Len() == 0 })
+	if got, want := leader.committed(t, "AGAIN"), []string{"register 1", "register 2"}; !slices.Equal(got, want) {
+		t.Fatalf("leader's log %v, want %v", got, want)
+	}
+}
+
 // The AP fallback journal is replayed through the leader in the order the
 // writes were accepted, once quorum returns; a cancel and a register again
 // of the same instance come out right only in that order.
