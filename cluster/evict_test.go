@@ -56,7 +56,7 @@ func singleNode(t *testing.T, lease LeaseConfig) *Node {
 	cfg.NodeID, cfg.RaftBind, cfg.HTTPAdvertise = "n1", addr, "127.0.0.1:1"
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	cfg.Lease = lease
-	n, err := New(cfg, st, fsm.New(3*time.Minute, nil), nil)
+	n, err := New(cfg, Deps{Store: st}, fsm.New(3*time.Minute, nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func startTestNode(t *testing.T, dir string, cfg Config) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(cfg, st, fsm.New(time.Minute, nil), nil)
+	n, err := New(cfg, Deps{Store: st}, fsm.New(time.Minute, nil), nil)
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
@@ -269,33 +269,6 @@ func TestReplay_InBatches(t *testing.T) {
 	}
 }
 
-// Without quorum in AP mode the journal takes writes up to its limit; then
-// writes are refused with ErrJournalFull, counted, and nothing is recorded.
-func TestFallback_JournalFullRefuses(t *testing.T) {
-	ms := testMembers(t, 2)
-	cfg := testConfig(ms[0], ms, ModeAP, nil)
-	cfg.JournalMaxEntries = 2
-	n1 := startTestNode(t, t.TempDir(), cfg)
-	defer n1.stop()
-	// n2 never starts: n1 has no quorum from the beginning.
-	waitFor(t, 10*time.Second, "quorum lost", n1.QuorumLost)
-	for i := range 2 {
-		if _, err := n1.Apply(context.Background(), registerEntry(t, "FULL", fmt.Sprint(i))); err != nil {
-			t.Fatalf("journaled write %d: %v", i, err)
-		}
-	}
-	_, err := n1.Apply(context.Background(), registerEntry(t, "FULL", "2"))
-	if !errors.Is(err, ErrJournalFull) || !strings.Contains(err.Error(), "journal full") {
-		t.Fatalf("write past the journal limit: %v, want ErrJournalFull", err)
-	}
-	if visible(n1.Node, "FULL", "2") || n1.fb.journal.Len() != 2 {
-		t.Fatalf("refused write recorded: journal %d entries", n1.fb.journal.Len())
-	}
-	if got := n1.Status().JournalRefused; got != 1 {
-		t.Fatalf("status journal_refused = %d, want 1", got)
-	}
-}
-
 // A failed cluster.New leaves no journal file open.
 func TestNew_FailureClosesJournal(t *testing.T) {
 	if _, err := os.ReadDir("/proc/self/fd"); err != nil {
@@ -313,7 +286,7 @@ func TestNew_FailureClosesJournal(t *testing.T) {
 	}
 	defer st.Close()
 	self := fsm.Member{ID: "n1", RaftAddr: busy.Addr().String(), HTTPAddr: freeAddr(t)}
-	if _, err := New(testConfig(self, nil, ModeAP, nil), st, fsm.New(time.Minute, nil), nil); err == nil {
+	if _, err := New(testConfig(self, nil, ModeAP, nil), Deps{Store: st}, fsm.New(time.Minute, nil), nil); err == nil {
 		t.Fatal("New on a busy raft address succeeded")
 	}
 	fds, _ := os.ReadDir("/proc/self/fd")

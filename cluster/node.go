@@ -35,9 +35,8 @@ var (
 type Node struct {
 	cfg    Config
 	raft   *raft.Raft
-	trans  *raft.NetworkTransport
+	deps   raftDeps
 	fsm    *fsm.FSM
-	store  *store.Store
 	log    hclog.Logger
 	client *http.Client
 
@@ -60,17 +59,21 @@ type Node struct {
 	once   sync.Once
 }
 
-// New starts a Raft node on an open store. It bootstraps a new cluster from
-// cfg.InitialCluster (or a single node) when the store holds no state, and
-// asks cfg.Join for admission when that is set instead.
-func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, error) {
+// New starts a Raft node on its transport and stores (Deps). It bootstraps
+// a new cluster from cfg.InitialCluster (or a single node) when the stores
+// hold no state, and asks cfg.Join for admission when that is set instead.
+func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cluster config: %w", err)
+	}
+	d, err := deps.resolve(&cfg)
+	if err != nil {
+		return nil, err
 	}
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, fsm: f, store: st, log: log.Named("cluster"), stopCh: make(chan struct{})}
+	n := &Node{cfg: cfg, deps: d, fsm: f, log: log.Named("cluster"), stopCh: make(chan struct{})}
 	n.rd.started, n.rd.readyCh = time.Now(), make(chan struct{})
 	var rt http.RoundTripper = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
@@ -98,7 +101,7 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	n.renew = newRenewBatcher(n)
 	n.forwarder = newRenewForwarder(n)
 	n.leases = newLeaseKeeper(n)
-	journal, err := store.OpenJournal(st.Dir())
+	journal, err := store.OpenJournal(d.journalDir)
 	if err != nil {
 		return nil, err
 	}
@@ -125,28 +128,17 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	rc.BatchApplyCh = true
 	rc.Logger = log.Named("raft")
 
-	adv, err := net.ResolveTCPAddr("tcp", cfg.advertiseRaft())
-	if err != nil {
-		return nil, fmt.Errorf("resolve raft advertise address: %w", err)
-	}
-	var stream raft.StreamLayer
-	if cfg.RaftTLS != nil {
-		stream, err = newTLSStreamLayer(cfg.RaftBind, adv, cfg.NodeID, cfg.RaftTLS)
-	} else {
-		stream, err = newStreamLayer(cfg.RaftBind, adv, cfg.NodeID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listen raft on %s: %w", cfg.RaftBind, err)
-	}
-	n.trans = raft.NewNetworkTransportWithLogger(stream, 3, 10*time.Second, log.Named("transport"))
-	hasState, err := st.HasState()
-	if err != nil {
-		n.trans.Close()
+	if err := n.deps.listen(&cfg, log); err != nil {
 		return nil, err
 	}
-	n.raft, err = raft.NewRaft(rc, f, st.Log, st.Stable, st.Snapshots, n.trans)
+	hasState, err := raft.HasExistingState(d.logs, d.stable, d.snaps)
 	if err != nil {
-		n.trans.Close()
+		n.deps.closeTransport()
+		return nil, fmt.Errorf("check existing state: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, f, d.logs, d.stable, d.snaps, n.deps.trans)
+	if err != nil {
+		n.deps.closeTransport()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.rd.bootIndex = n.raft.LastIndex()
@@ -547,9 +539,7 @@ func (n *Node) Shutdown() error {
 			}
 		}
 		n.wg.Wait()
-		if n.trans != nil {
-			n.trans.Close()
-		}
+		n.deps.closeTransport()
 		if n.fb != nil {
 			_ = n.fb.journal.Close()
 		}

@@ -135,6 +135,15 @@ func (n *Node) caughtUp() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
+	// Shutdown waits for this goroutine: a stopped node applies nothing
+	// more, so waiting for its FSM to catch up must end with it.
+	go func() {
+		select {
+		case <-n.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return n.ReadBarrier(ctx) == nil
 }
 
@@ -203,7 +212,7 @@ func (n *Node) buildDurable() *fsm.Registry {
 			break
 		}
 	}
-	last, err := n.store.Log.LastIndex()
+	last, err := n.deps.logs.LastIndex()
 	if err != nil {
 		n.log.Warn("reading the log for the durable view failed", "error", err)
 		return reg
@@ -211,7 +220,7 @@ func (n *Node) buildDurable() *fsm.Registry {
 	applied := 0
 	for i := from + 1; i <= last; i++ {
 		var l raft.Log
-		if err := n.store.Log.GetLog(i, &l); err != nil {
+		if err := n.deps.logs.GetLog(i, &l); err != nil {
 			continue // compacted: the snapshot the FSM holds covers it
 		}
 		if l.Type != raft.LogCommand {

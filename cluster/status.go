@@ -39,10 +39,10 @@ func (n *Node) Status() Status {
 		JournalEntries:    n.fb.journal.Len(),
 		JournalBytes:      n.fb.journal.Size(),
 		JournalRefused:    n.fb.refused.Load(),
-		LogBytes:          n.store.LogSize(),
+		LogBytes:          n.deps.logSize(),
 	}
 	st.AppliedEntries, st.AppliedBytes = n.fsm.AppliedVolume()
-	if first, err := n.store.Log.FirstIndex(); err == nil {
+	if first, err := n.deps.logs.FirstIndex(); err == nil {
 		st.FirstLogIndex = first
 	}
 	if lc := n.raft.LastContact(); !lc.IsZero() {

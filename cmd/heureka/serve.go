@@ -288,7 +288,7 @@ func serve(args []string) int {
 		log.Error("listen http", "addr", c.httpAddr, "error", err)
 		return 1
 	}
-	node, err := cluster.New(cc, st, f, log)
+	node, err := cluster.New(cc, cluster.Deps{Store: st}, f, log)
 	if err != nil {
 		ln.Close()
 		log.Error("start node", "error", err)

@@ -1,0 +1,341 @@
+package cluster
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// An in-process test cluster: every node runs on Raft's in-memory transport
+// and stores, and node-to-node HTTP calls (forwarded writes, renewal
+// batches, read indexes) go through memNet, which hands each request to the
+// target node's InternalHandler without a socket. Cutting a node off drops
+// both its Raft links and its HTTP calls, in both directions. Raft runs on
+// timings of a tenth of a second, so a cluster elects a leader in one or two
+// tenths and a test takes well under a second.
+
+// memNet routes node-to-node HTTP calls by host (a node's HTTP address).
+type memNet struct {
+	mu       sync.Mutex
+	handlers map[string]http.Handler // by HTTP address
+	cut      map[string]bool         // HTTP addresses of nodes cut off
+	calls    map[string]int          // "from path" -> calls delivered
+	// intercept, when set, may answer a call in place of its target.
+	intercept func(from string, r *http.Request) *http.Response
+}
+
+// memRoundTripper is one node's client side of memNet.
+type memRoundTripper struct {
+	net  *memNet
+	from string // the calling node's HTTP address
+}
+
+func (rt *memRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	m := rt.net
+	m.mu.Lock()
+	h, ok := m.handlers[r.URL.Host]
+	down := m.cut[rt.from] || m.cut[r.URL.Host]
+	intercept := m.intercept
+	if ok && !down {
+		m.calls[rt.from+" "+r.URL.Path]++
+	}
+	m.mu.Unlock()
+	if !ok || down {
+		// What a dial to a node behind a partition looks like to the caller.
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	if intercept != nil {
+		if resp := intercept(rt.from, r); resp != nil {
+			return resp, nil
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+// callCount is how many calls from the node at HTTP address from to path
+// were delivered.
+func (m *memNet) callCount(from, path string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[from+" "+path]
+}
+
+// memNode is one node of a memCluster.
+type memNode struct {
+	*Node
+	self  fsm.Member
+	trans *raft.InmemTransport
+	logs  *raft.InmemStore
+}
+
+// memCluster is an in-process cluster of memNodes.
+type memCluster struct {
+	t     *testing.T
+	net   *memNet
+	nodes []*memNode
+}
+
+// fastConfig is testConfig on Raft timings of a tenth of a second: twice
+// those of hashicorp/raft's own in-memory test clusters, which keeps
+// leadership steady on a busy machine (a leader change mid-test drops the
+// renewals its batcher held, by design).
+func fastConfig(self fsm.Member, members []fsm.Member, mode string, hooks *testHooks) Config {
+	cfg := testConfig(self, members, mode, hooks)
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	cfg.CommitTimeout = 5 * time.Millisecond
+	return cfg
+}
+
+// startMemCluster starts size nodes in mode; tune, when set, adjusts each
+// node's config (hooks are kept: the memNet transport is added to them).
+func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *Config)) *memCluster {
+	t.Helper()
+	c := &memCluster{t: t, net: &memNet{handlers: map[string]http.Handler{}, cut: map[string]bool{}, calls: map[string]int{}}}
+	members := make([]fsm.Member, size)
+	for i := range members {
+		// Addresses are names only: nothing listens on them, memNet and the
+		// in-memory transports route by them.
+		members[i] = fsm.Member{ID: fmt.Sprintf("m%d", i+1),
+			RaftAddr: fmt.Sprintf("127.0.0.1:%d", 17001+i), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 18001+i)}
+	}
+	for _, m := range members {
+		// An RPC to a peer that stopped reading waits out this timeout
+		// (raft's default is half a second): keep it near the heartbeat.
+		_, trans := raft.NewInmemTransportWithTimeout(raft.ServerAddress(m.RaftAddr), 100*time.Millisecond)
+		for _, o := range c.nodes {
+			trans.Connect(o.trans.LocalAddr(), o.trans)
+			o.trans.Connect(trans.LocalAddr(), trans)
+		}
+		c.nodes = append(c.nodes, &memNode{self: m, trans: trans, logs: raft.NewInmemStore()})
+	}
+	t.Cleanup(c.stop)
+	for i, mn := range c.nodes {
+		cfg := fastConfig(mn.self, members, mode, &testHooks{})
+		if tune != nil {
+			tune(i, &cfg)
+		}
+		from := mn.self.HTTPAddr
+		cfg.hooks.transport = func(http.RoundTripper) http.RoundTripper { return &memRoundTripper{net: c.net, from: from} }
+		deps := Deps{Transport: mn.trans, LogStore: mn.logs, StableStore: mn.logs,
+			SnapshotStore: raft.NewInmemSnapshotStore(), JournalDir: t.TempDir()}
+		n, err := New(cfg, deps, fsm.New(time.Minute, nil), nil)
+		if err != nil {
+			t.Fatalf("start %s: %v", mn.self.ID, err)
+		}
+		mn.Node = n
+		c.net.mu.Lock()
+		c.net.handlers[from] = n.InternalHandler()
+		c.net.mu.Unlock()
+	}
+	leader := c.leader()
+	// Record every member's addresses at once (each node does so itself,
+	// but only on a half-second retry after it found no leader at start),
+	// so that no node journals its own record while a test cuts it off.
+	for _, mn := range c.nodes {
+		entry, err := fsm.Encode(fsm.CmdSetMember, &mn.self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leader.Apply(t.Context(), entry); err != nil {
+			t.Fatalf("record member %s: %v", mn.self.ID, err)
+		}
+	}
+	for _, mn := range c.nodes {
+		waitFor(t, 2*time.Second, "member records on "+mn.ID(), func() bool {
+			all := true
+			mn.fsm.Read(func(r *fsm.Registry) {
+				for _, o := range c.nodes {
+					if got, ok := r.Member(o.self.ID); !ok || got != o.self {
+						all = false
+					}
+				}
+			})
+			return all
+		})
+	}
+	return c
+}
+
+func (c *memCluster) stop() {
+	// Cut every link first: a node still connected would wait out the
+	// in-memory transport's timeout (half a second) on RPCs to a peer
+	// already shut down.
+	for _, mn := range c.nodes {
+		c.net.mu.Lock()
+		c.net.cut[mn.self.HTTPAddr] = true
+		c.net.mu.Unlock()
+		mn.trans.DisconnectAll()
+	}
+	var wg sync.WaitGroup
+	for _, mn := range c.nodes {
+		wg.Go(func() {
+			if mn.Node != nil {
+				_ = mn.Shutdown()
+			}
+			_ = mn.trans.Close()
+		})
+	}
+	wg.Wait()
+}
+
+// leader waits for a leader every node that is not cut off agrees on.
+func (c *memCluster) leader() *memNode {
+	c.t.Helper()
+	var leader *memNode
+	waitFor(c.t, 2*time.Second, "a leader", func() bool {
+		leader = nil
+		for _, mn := range c.nodes {
+			if mn.Node != nil && mn.IsLeader() {
+				leader = mn
+			}
+		}
+		if leader == nil {
+			return false
+		}
+		for _, mn := range c.nodes {
+			if !c.isCut(mn) && mn.LeaderID() != leader.ID() {
+				return false
+			}
+		}
+		return true
+	})
+	return leader
+}
+
+// followers are the nodes that do not lead.
+func (c *memCluster) followers() []*memNode {
+	var out []*memNode
+	for _, mn := range c.nodes {
+		if !mn.IsLeader() {
+			out = append(out, mn)
+		}
+	}
+	return out
+}
+
+func (c *memCluster) isCut(mn *memNode) bool {
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	return c.net.cut[mn.self.HTTPAddr]
+}
+
+// cutOff partitions mn from every other node: Raft and HTTP.
+func (c *memCluster) cutOff(mn *memNode) {
+	c.net.mu.Lock()
+	c.net.cut[mn.self.HTTPAddr] = true
+	c.net.mu.Unlock()
+	for _, o := range c.nodes {
+		if o != mn {
+			mn.trans.Disconnect(o.trans.LocalAddr())
+			o.trans.Disconnect(mn.trans.LocalAddr())
+		}
+	}
+}
+
+// heal connects mn to every other node again.
+func (c *memCluster) heal(mn *memNode) {
+	c.net.mu.Lock()
+	delete(c.net.cut, mn.self.HTTPAddr)
+	c.net.mu.Unlock()
+	for _, o := range c.nodes {
+		if o != mn {
+			mn.trans.Connect(o.trans.LocalAddr(), o.trans)
+			o.trans.Connect(mn.trans.LocalAddr(), mn.trans)
+		}
+	}
+}
+
+// loseQuorum cuts mn off and waits until it counts its quorum as lost.
+// A node rides out a missing leader for a second before it declares quorum
+// lost (quorumWait); the test moves the moment it last had quorum back
+// instead of sleeping through that second.
+func (c *memCluster) loseQuorum(mn *memNode) {
+	c.t.Helper()
+	c.cutOff(mn)
+	waitFor(c.t, 2*time.Second, mn.ID()+" out of touch with the leader", func() bool { return !mn.HasQuorum() })
+	mn.fb.lastQuorum.Store(time.Now().Add(-time.Minute).UnixNano())
+	if !mn.QuorumLost() {
+		c.t.Fatalf("%s does not count its quorum as lost", mn.ID())
+	}
+}
+
+// waitFor is waitFor with the cluster's Raft state in the failure message,
+// which tells a leader change mid-test from a bug.
+func (c *memCluster) waitFor(d time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			state := ""
+			for _, mn := range c.nodes {
+				state += fmt.Sprintf(" %s:%s/term %d/leader %q", mn.ID(), mn.raft.State(), mn.raft.CurrentTerm(), mn.LeaderID())
+			}
+			c.t.Fatalf("timed out after %v waiting for %s; raft:%s", d, what, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startCutOff starts a 3-node cluster and cuts a follower off until it
+// counts its quorum as lost; it returns the cluster and that node.
+func startCutOff(t *testing.T, mode string, tune func(i int, cfg *Config)) (*memCluster, *memNode) {
+	t.Helper()
+	c := startMemCluster(t, 3, mode, tune)
+	c.leader()
+	f := c.followers()[0]
+	c.loseQuorum(f)
+	return c, f
+}
+
+// mustApply applies entries on mn in order.
+func mustApply(t *testing.T, mn *memNode, entries ...[]byte) {
+	t.Helper()
+	for i, e := range entries {
+		if _, err := mn.Apply(t.Context(), e); err != nil {
+			t.Fatalf("write %d of %d on %s: %v", i+1, len(entries), mn.ID(), err)
+		}
+	}
+}
+
+// committed returns, in log order, the commands on app's instances in mn's
+// Raft log ("register ID", "cancel ID", ...).
+func (mn *memNode) committed(t *testing.T, app string) []string {
+	t.Helper()
+	first, _ := mn.logs.FirstIndex()
+	last, _ := mn.logs.LastIndex()
+	var out []string
+	for i := max(first, 1); i <= last; i++ {
+		var l raft.Log
+		if err := mn.logs.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := fsm.Decode(l.Data)
+		if err != nil {
+			continue
+		}
+		switch body := cmd.Body.(type) {
+		case *fsm.RegisterBody:
+			if body.Instance.App == app {
+				out = append(out, cmd.Type.String()+" "+body.Instance.InstanceID)
+			}
+		case *fsm.KeyBody:
+			if body.App == app {
+				out = append(out, cmd.Type.String()+" "+body.ID)
+			}
+		}
+	}
+	return out
+}
