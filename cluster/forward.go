@@ -209,6 +209,11 @@ func (n *Node) InternalHandler() http.Handler {
 			writeInternal(w, internalReply{}, err)
 			return
 		}
+		if r.URL.RawQuery == replicatedQuery {
+			for i := range reqs {
+				reqs[i].Replicated = true
+			}
+		}
 		results, err := n.renewBatchLocal(reqs)
 		if err != nil {
 			writeInternal(w, internalReply{}, err)
