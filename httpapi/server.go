@@ -25,6 +25,7 @@ type Cluster interface {
 	HasQuorum() bool
 	Apply(ctx context.Context, entry []byte) (uint64, error)
 	Renew(ctx context.Context, app, id string, lastDirty int64) error
+	RenewReplicated(ctx context.Context, app, id string, lastDirty int64) error
 	QuorumLost() bool
 	Ready() bool
 	SetMode(ctx context.Context, mode string) error
@@ -89,6 +90,8 @@ type Server struct {
 	// registrations and cancels count the changes applied on this node,
 	// for the dashboard's trends.
 	registrations, cancels atomic.Uint64
+	// peerItems counts the replicated changes received in batches.
+	peerItems atomic.Uint64
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
