@@ -260,7 +260,7 @@ func (r *Registry) Delta(sinceTs int64) []DeltaView {
 			e = r.Get(d.App, d.ID)
 		}
 		if e != nil {
-			out = append(out, DeltaView{Entry: e, Action: d.Action, Ts: d.Ts})
+			out = append(out, DeltaView{Entry: e, Action: d.Action, Ts: d.Ts, Replicated: d.Replicated})
 		}
 	}
 	return out
@@ -271,6 +271,8 @@ type DeltaView struct {
 	Entry  *Entry
 	Action string
 	Ts     int64
+	// Replicated is set when an Eureka peer replicated the change.
+	Replicated bool
 }
 
 // --- mutations -------------------------------------------------------------
