@@ -52,6 +52,9 @@ type Config struct {
 	RenewBatchInterval time.Duration
 	// Lease holds eviction and self-preservation settings.
 	Lease LeaseConfig
+	// ReadHold, when set, keeps the read gate closed until it closes (an
+	// initial copy of an Eureka ring's registry, see HoldReads).
+	ReadHold <-chan struct{}
 	// ClusterSecret, when set, is sent with every node-to-node HTTP call
 	// (SecretHeader), and InternalHandler refuses calls without it.
 	ClusterSecret string

@@ -77,6 +77,9 @@ func New(cfg Config, st *store.Store, f *fsm.FSM, log hclog.Logger) (*Node, erro
 	}
 	n := &Node{cfg: cfg, fsm: f, store: st, log: log.Named("cluster"), stopCh: make(chan struct{})}
 	n.rd.started = time.Now()
+	if cfg.ReadHold != nil {
+		n.rd.holds = append(n.rd.holds, cfg.ReadHold)
+	}
 	var rt http.RoundTripper = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
