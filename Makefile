@@ -26,6 +26,43 @@ deps:
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; \
 	fi
 
+# Spring Cloud's Eureka client and eureka-server apps (e2e/springclient,
+# e2e/eurekaserver), built by Maven: fetched once into Maven's local
+# repository, then offline. Rebuilt only when their sources change.
+	@$(MAKE) --no-print-directory java-apps
+# py-eureka-client, pinned in e2e/pyclient/requirements.txt, in a venv.
+	@if ! command -v python3 >/dev/null; then \
+		if [ "$$HEUREKA_REQUIRE_TOOLS" = 1 ]; then echo "make deps: python3 is required"; exit 1; fi; \
+		echo "make deps: python3 missing, skipping py-eureka-client"; \
+	elif ! cmp -s e2e/pyclient/requirements.txt e2e/pyclient/.venv/installed.txt; then \
+		echo "make deps: installing py-eureka-client"; \
+		python3 -m venv e2e/pyclient/.venv && \
+		e2e/pyclient/.venv/bin/pip install -q --disable-pip-version-check -r e2e/pyclient/requirements.txt && \
+		cp e2e/pyclient/requirements.txt e2e/pyclient/.venv/installed.txt; \
+	fi
+
+JAVA_APPS = e2e/springclient/target/springclient.jar e2e/eurekaserver/target/eurekaserver.jar
+MVN = mvn -q -B -Dstyle.color=never -DskipTests
+
+.PHONY: java-apps
+java-apps:
+	@if [ "$$(id -u)" = 0 ] && ! command -v mvn >/dev/null; then \
+		echo "make deps: installing maven and a JDK"; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null; \
+	fi
+	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
+		$(MAKE) -s --no-print-directory $(JAVA_APPS); \
+	elif [ "$$HEUREKA_REQUIRE_TOOLS" = 1 ]; then echo "make deps: java and mvn are required"; exit 1; \
+	else echo "make deps: java or mvn missing, skipping the Spring apps"; fi
+
+e2e/springclient/target/springclient.jar: e2e/springclient/pom.xml $(shell find e2e/springclient/src -type f)
+	@echo "make deps: building e2e/springclient"
+	@cd e2e/springclient && $(MVN) package
+
+e2e/eurekaserver/target/eurekaserver.jar: e2e/eurekaserver/pom.xml $(shell find e2e/eurekaserver/src -type f)
+	@echo "make deps: building e2e/eurekaserver"
+	@cd e2e/eurekaserver && $(MVN) package
+
 test: deps
 	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./...
 

@@ -27,6 +27,8 @@ const (
 	ColumnHeureka = "heureka"
 	ColumnEtcd    = "etcd"
 	ColumnLimit   = "limit"
+	// ColumnEurekaServer is Spring Cloud's eureka-server, when run.
+	ColumnEurekaServer = "eureka-server"
 )
 
 const reportFormat = 1
@@ -223,10 +225,17 @@ func (r *Report) Ratio(row string) float64 {
 // machine and the load average.
 func (r *Report) Table() string {
 	var b strings.Builder
-	b.WriteString("| workload | heureka | etcd | limit | heureka/limit |\n|---|---|---|---|---|\n")
+	cols := []string{ColumnHeureka, ColumnEtcd, ColumnLimit}
+	if r.System(ColumnEurekaServer) != nil {
+		// Beside heureka, since it answers the same requests.
+		cols = []string{ColumnHeureka, ColumnEurekaServer, ColumnEtcd, ColumnLimit}
+		b.WriteString("| workload | heureka | eureka-server | etcd | limit | heureka/limit |\n|---|---|---|---|---|---|\n")
+	} else {
+		b.WriteString("| workload | heureka | etcd | limit | heureka/limit |\n|---|---|---|---|---|\n")
+	}
 	for _, row := range Rows {
 		cells := []string{row.Title(r.Params)}
-		for _, col := range []string{ColumnHeureka, ColumnEtcd, ColumnLimit} {
+		for _, col := range cols {
 			if col == ColumnLimit && !readRows[row.ID] {
 				cells = append(cells, "")
 				continue

@@ -132,3 +132,22 @@ func TestFormatting(t *testing.T) {
 		}
 	}
 }
+
+// TestTable_EurekaServerColumn: a report with an eureka-server system gets
+// its column beside heureka's; one without keeps the four-column table.
+func TestTable_EurekaServerColumn(t *testing.T) {
+	r := sampleReport(10000, 1)
+	if strings.Contains(r.Table(), "eureka-server") {
+		t.Fatal("eureka-server column without an eureka-server system")
+	}
+	es := &System{Name: ColumnEurekaServer, Settings: "3 local peers"}
+	es.Set(RowRegister, Measurement{PerSec: 383, P99: time.Second})
+	r.Systems = append(r.Systems, es)
+	tab := r.Table()
+	if !strings.HasPrefix(tab, "| workload | heureka | eureka-server | etcd | limit | heureka/limit |") {
+		t.Fatalf("header: %s", tab[:strings.IndexByte(tab, '\n')])
+	}
+	if !strings.Contains(tab, "383/s") || !strings.Contains(tab, "- eureka-server: 3 local peers") {
+		t.Fatalf("eureka-server cells or settings missing:\n%s", tab)
+	}
+}

@@ -60,6 +60,14 @@ type Suite struct {
 	EtcdBinary string
 	// NoLimit skips the limit column.
 	NoLimit bool
+	// LocalEurekaServer, if positive, starts that many peers of Spring
+	// Cloud's eureka-server (EurekaServerJar, run by Java: "java" on PATH
+	// when empty) for an eureka-server column; EurekaServerNoReadOnly turns
+	// its readOnly response cache off.
+	LocalEurekaServer      int
+	EurekaServerJar        string
+	Java                   string
+	EurekaServerNoReadOnly bool
 
 	mu      sync.Mutex
 	bodies  [][]byte        // W1 register bodies, generated once
@@ -165,6 +173,15 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 		errs = append(errs, fmt.Errorf("heureka: %w", err))
 	} else if c != nil {
 		cols = append(cols, c)
+	}
+	if s.LocalEurekaServer > 0 {
+		es := &System{Name: ColumnEurekaServer}
+		rep.Systems = append(rep.Systems, es)
+		if c, err := s.eurekaServerColumn(ctx, es); err != nil {
+			errs = append(errs, fmt.Errorf("eureka-server: %w", err))
+		} else if c != nil {
+			cols = append(cols, c)
+		}
 	}
 	if c, err := s.etcdColumn(ctx, e); err != nil {
 		errs = append(errs, fmt.Errorf("etcd: %w", err))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
@@ -45,6 +46,18 @@ func (s *Server) eurekaExtra(c *gin.Context, segs []string, method string) bool 
 		return true
 	}
 	return false
+}
+
+// responseFormat is the format a read answers in: Accept picks JSON or
+// XML; X-Eureka-Accept: compact picks the compact variant for the documents
+// eureka-server serves compact (applications, delta, one application).
+func responseFormat(c *gin.Context, ent cache.Entity) eureka.Format {
+	f := eureka.ResponseFormat(c.GetHeader("Accept"))
+	switch ent {
+	case cache.EntityApps, cache.EntityDelta, cache.EntityApp:
+		return f.WithAccept(c.GetHeader("X-Eureka-Accept"))
+	}
+	return f
 }
 
 // liveLease returns fsm.ErrInstanceNotFound unless app/id (app empty: any
@@ -159,7 +172,7 @@ func (s *Server) statusInfo(c *gin.Context) {
 		b = strconv.AppendBool(b, healthy)
 		b = append(b, '}')
 	} else {
-		b = append(b, "<status><generalStats>"...)
+		b = append(b, "<com.netflix.eureka.util.StatusInfo><generalStats>"...)
 		b = xmlPairs(b, general)
 		b = append(b, "</generalStats><applicationStats>"...)
 		b = xmlPairs(b, app)
@@ -168,9 +181,7 @@ func (s *Server) statusInfo(c *gin.Context) {
 		inst = bytes.TrimSuffix(bytes.TrimPrefix(inst, []byte("<instance>")), []byte("</instance>"))
 		b = append(b, "<instanceInfo>"...)
 		b = append(b, inst...)
-		b = append(b, "</instanceInfo><isHeathly>"...)
-		b = strconv.AppendBool(b, healthy)
-		b = append(b, "</isHeathly></status>"...)
+		b = append(b, "</instanceInfo></com.netflix.eureka.util.StatusInfo>"...)
 	}
 	c.Data(http.StatusOK, f.ContentType(), b)
 }
@@ -231,13 +242,17 @@ func jsonPairs(b []byte, kv [][2]string) []byte {
 	return append(b, '}')
 }
 
+// xmlPairs writes a string map the way eureka-server's XML codec does: one
+// element per key (the keys here are fixed, valid element names).
 func xmlPairs(b []byte, kv [][2]string) []byte {
 	for _, p := range kv {
-		b = append(b, "<entry><string>"...)
-		b = eureka.AppendXMLText(b, p[0])
-		b = append(b, "</string><string>"...)
+		b = append(b, '<')
+		b = append(b, p[0]...)
+		b = append(b, '>')
 		b = eureka.AppendXMLText(b, p[1])
-		b = append(b, "</string></entry>"...)
+		b = append(b, "</"...)
+		b = append(b, p[0]...)
+		b = append(b, '>')
 	}
 	return b
 }

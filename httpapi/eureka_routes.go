@@ -428,7 +428,7 @@ var segmentWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil,
 // serve answers a read from the response cache, gzipped when the client
 // accepts it.
 func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
-	f := eureka.ResponseFormat(c.GetHeader("Accept"))
+	f := responseFormat(c, ent)
 	key := cache.Key{Entity: ent, Name: name, Format: uint8(f)}
 	block, blocks, err := parseBlocking(c)
 	if err != nil {

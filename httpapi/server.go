@@ -14,6 +14,7 @@ import (
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // Cluster is what the HTTP layer needs from the Raft node. *cluster.Node
@@ -107,6 +108,8 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 		log = hclog.NewNullLogger()
 	}
 	gin.SetMode(gin.ReleaseMode)
+	// Cached documents come in every format, compact variants included.
+	cfg.Cache.Formats = max(cfg.Cache.Formats, eureka.NumFormats)
 	s := &Server{cfg: cfg, cluster: c, log: log.Named("http"), started: time.Now()}
 	s.views = newViews(c.Read, cfg)
 	s.durableViews = newViews(c.ReadDurable, cfg)

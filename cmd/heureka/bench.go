@@ -30,6 +30,10 @@ The etcd column needs a build with the etcd client (go build -tags
 etcdclient ./cmd/heureka, or make build-bench); the server binary leaves it
 out.
 
+With Spring Cloud's eureka-server beside heureka (after make deps):
+
+  heureka bench --local 3 --eureka-server local --etcd local
+
 Flags:
 `
 
@@ -49,6 +53,11 @@ func benchCmd(args []string) int {
 	etcdMembers := fs.Int("etcd-members", 3, "members of the --etcd local cluster")
 	etcdEndpoints := fs.String("etcd-endpoints", "", "comma-separated client URLs of an existing etcd cluster")
 	fs.StringVar(&s.EtcdBinary, "etcd-bin", "etcd", "etcd executable for --etcd local")
+	esMode := fs.String("eureka-server", "none", "local: start local peers of Spring Cloud's eureka-server beside heureka; none: no eureka-server column")
+	fs.IntVar(&s.LocalEurekaServer, "eureka-server-peers", 3, "peers of the --eureka-server local cluster")
+	fs.StringVar(&s.EurekaServerJar, "eureka-server-jar", "e2e/eurekaserver/target/eurekaserver.jar", "the eureka-server jar (built by make deps)")
+	fs.BoolVar(&s.EurekaServerNoReadOnly, "eureka-server-no-readonly", false, "turn eureka-server's readOnly response cache off")
+	fs.StringVar(&s.Java, "java", "java", "java executable for --eureka-server local")
 	fs.IntVar(&s.Workload.Instances, "instances", d.Instances, "W1: instances to register")
 	fs.IntVar(&s.Workload.Apps, "apps", 0, fmt.Sprintf("W1: applications the instances are spread over (default %d, at most --instances)", d.Apps))
 	fs.IntVar(&s.Workload.MetadataBytes, "metadata-bytes", d.MetadataBytes, "W1: metadata per instance, in bytes")
@@ -107,6 +116,14 @@ func benchCmd(args []string) int {
 	}
 	if (s.Etcd != nil || s.LocalEtcd > 0) && !bench.EtcdClient {
 		fmt.Fprintln(os.Stderr, "heureka bench: the etcd column needs a build with the etcd client: go build -tags etcdclient ./cmd/heureka (make build-bench)")
+		return 2
+	}
+	switch *esMode {
+	case "local":
+	case "none", "":
+		s.LocalEurekaServer = 0
+	default:
+		fmt.Fprintf(os.Stderr, "heureka bench: --eureka-server %q: want local or none\n", *esMode)
 		return 2
 	}
 	if exe, err := os.Executable(); err == nil {

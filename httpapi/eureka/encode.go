@@ -36,7 +36,13 @@ func dataCenterClass(name string) string {
 // order. e.Instance must not be nil. The lease times come from e:
 // lastRenewalTimestamp is e.LastRenewalTs (heureka reports the real last
 // renewal, docs/eureka-api.md, "Where heureka differs").
+//
+// A compact f leaves out what eureka-server's mini codec leaves out:
+// appGroupName, overriddenStatus, sid, countryId, the four URLs,
+// isCoordinatingDiscoveryServer, lastDirtyTimestamp, leaseInfo and metadata.
 func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
+	full := !f.Compact()
+	f = f.Base()
 	in := e.Instance
 	if f == XML {
 		dst = append(dst, "<instance>"...)
@@ -49,43 +55,53 @@ func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
 	dst = str(dst, f, "hostName", in.HostName)
 	dst = str(dst, f, "app", in.App)
 	dst = str(dst, f, "ipAddr", in.IPAddr)
-	if s := in.Sid; s != "" && s != "na" && s != "unknown" {
+	if s := in.Sid; full && s != "" && s != "na" && s != "unknown" {
 		dst = str(dst, f, "sid", s)
 	}
 	dst = str(dst, f, "status", orUnknown(in.Status))
 	// The XML element is spelt with a lower-case s; fargo's XML decoder is
 	// case-sensitive (docs/eureka-api.md, "Instance", "Documents").
-	if f == JSON {
+	switch {
+	case !full:
+	case f == JSON:
 		dst = str(dst, f, "overriddenStatus", orUnknown(in.OverriddenStatus))
-	} else {
+	default:
 		dst = str(dst, f, "overriddenstatus", orUnknown(in.OverriddenStatus))
 	}
 	dst = port(dst, f, "port", in.Port, in.PortEnabled)
 	dst = port(dst, f, "securePort", in.SecurePort, in.SecurePortEnabled)
-	dst = num(dst, f, "countryId", int64(in.CountryID))
+	if full {
+		dst = num(dst, f, "countryId", int64(in.CountryID))
+	}
 	if dc := &in.DataCenterInfo; dc.Name != "" || dc.Class != "" || dc.Metadata != nil {
 		dst = dataCenter(dst, f, dc)
 	}
-	dst = open(dst, f, "leaseInfo")
-	dst = num(dst, f, "renewalIntervalInSecs", int64(orDefault(in.RenewalIntervalSecs, fsm.DefaultRenewalIntervalSecs)))
-	dst = num(dst, f, "durationInSecs", int64(orDefault(in.DurationSecs, fsm.DefaultDurationSecs)))
-	dst = num(dst, f, "registrationTimestamp", e.RegistrationTs)
-	dst = num(dst, f, "lastRenewalTimestamp", e.LastRenewalTs)
-	dst = num(dst, f, "evictionTimestamp", e.EvictionTs)
-	dst = num(dst, f, "serviceUpTimestamp", e.ServiceUpTs)
-	dst = closeObj(dst, f, "leaseInfo")
-	dst = metadata(dst, f, in.Metadata)
-	// Eureka's "auto" fields: strings, written only when set (docs/eureka-api.md, "Instance").
-	dst = optStr(dst, f, "appGroupName", in.AppGroupName)
-	dst = optStr(dst, f, "homePageUrl", in.HomePageURL)
-	dst = optStr(dst, f, "statusPageUrl", in.StatusPageURL)
-	dst = optStr(dst, f, "healthCheckUrl", in.HealthCheckURL)
-	dst = optStr(dst, f, "secureHealthCheckUrl", in.SecureHealthCheckURL)
+	if full {
+		dst = open(dst, f, "leaseInfo")
+		dst = num(dst, f, "renewalIntervalInSecs", int64(orDefault(in.RenewalIntervalSecs, fsm.DefaultRenewalIntervalSecs)))
+		dst = num(dst, f, "durationInSecs", int64(orDefault(in.DurationSecs, fsm.DefaultDurationSecs)))
+		dst = num(dst, f, "registrationTimestamp", e.RegistrationTs)
+		dst = num(dst, f, "lastRenewalTimestamp", e.LastRenewalTs)
+		dst = num(dst, f, "evictionTimestamp", e.EvictionTs)
+		dst = num(dst, f, "serviceUpTimestamp", e.ServiceUpTs)
+		dst = closeObj(dst, f, "leaseInfo")
+		dst = metadata(dst, f, in.Metadata)
+		// Eureka's "auto" fields: strings, written only when set (docs/eureka-api.md, "Instance").
+		dst = optStr(dst, f, "appGroupName", in.AppGroupName)
+		dst = optStr(dst, f, "homePageUrl", in.HomePageURL)
+		dst = optStr(dst, f, "statusPageUrl", in.StatusPageURL)
+		dst = optStr(dst, f, "healthCheckUrl", in.HealthCheckURL)
+		dst = optStr(dst, f, "secureHealthCheckUrl", in.SecureHealthCheckURL)
+	}
 	dst = optStr(dst, f, "vipAddress", in.VIPAddress)
 	dst = optStr(dst, f, "secureVipAddress", in.SecureVIPAddress)
-	dst = str(dst, f, "isCoordinatingDiscoveryServer", strconv.FormatBool(in.IsCoordinatingDiscoveryServer))
+	if full {
+		dst = str(dst, f, "isCoordinatingDiscoveryServer", strconv.FormatBool(in.IsCoordinatingDiscoveryServer))
+	}
 	dst = numStr(dst, f, "lastUpdatedTimestamp", e.LastUpdatedTs)
-	dst = numStr(dst, f, "lastDirtyTimestamp", in.LastDirtyTimestamp)
+	if full {
+		dst = numStr(dst, f, "lastDirtyTimestamp", in.LastDirtyTimestamp)
+	}
 	dst = optStr(dst, f, "actionType", e.ActionType)
 	dst = optStr(dst, f, "asgName", in.ASGName)
 	return closeObj(dst, f, "instance")
@@ -94,7 +110,7 @@ func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
 // AppendInstanceDoc appends e as a root document: {"instance":{...}} in JSON,
 // <instance>...</instance> in XML (instance reads, docs/eureka-api.md, "Documents").
 func AppendInstanceDoc(dst []byte, f Format, e *fsm.Entry) []byte {
-	if f == XML {
+	if f.Base() == XML {
 		return AppendInstance(dst, f, e)
 	}
 	dst = append(dst, `{"instance":`...)
@@ -109,7 +125,7 @@ func AppendInstanceDoc(dst []byte, f Format, e *fsm.Entry) []byte {
 // Callers never pass zero entries: Eureka never lists an application without
 // instances and js-client crashes on one (docs/eureka-api.md, "Documents").
 func AppendApplication(dst []byte, f Format, name string, entries []*fsm.Entry) []byte {
-	if f == XML {
+	if f.Base() == XML {
 		dst = append(dst, "<application><name>"...)
 		dst = appendXMLText(dst, name)
 		dst = append(dst, "</name>"...)
@@ -144,7 +160,7 @@ func AppendApplicationDoc(dst []byte, f Format, fragment []byte) []byte {
 // after the fragment, so a document can be sent as segments that share the
 // fragment's bytes instead of copying them.
 func ApplicationDocParts(f Format) (prefix, suffix []byte) {
-	if f == XML {
+	if f.Base() == XML {
 		return nil, nil
 	}
 	return []byte(`{"application":`), []byte{'}'}
@@ -172,7 +188,7 @@ func AppendApplications(dst []byte, f Format, versionsDelta, hashCode string, fr
 // ApplicationsParts returns what AppendApplications writes before the
 // fragments, between two of them, and after them (see ApplicationDocParts).
 func ApplicationsParts(f Format, versionsDelta, hashCode string) (prefix, sep, suffix []byte) {
-	if f == XML {
+	if f.Base() == XML {
 		prefix = append(prefix, "<applications><versions__delta>"...)
 		prefix = appendXMLText(prefix, versionsDelta)
 		prefix = append(prefix, "</versions__delta><apps__hashcode>"...)
@@ -192,7 +208,7 @@ func ApplicationsParts(f Format, versionsDelta, hashCode string) (prefix, sep, s
 // Amazon, since Spring maps every other name to a class without it (docs/eureka-api.md, "Data center").
 func dataCenter(dst []byte, f Format, dc *fsm.DataCenterInfo) []byte {
 	class := dataCenterClass(dc.Name)
-	if f == XML {
+	if f.Base() == XML {
 		dst = append(dst, `<dataCenterInfo class="`...)
 		dst = append(dst, class...) // a constant: needs no escaping
 		dst = append(dst, `">`...)
@@ -213,7 +229,7 @@ func dataCenter(dst []byte, f Format, dc *fsm.DataCenterInfo) []byte {
 // encode to equal bytes. An empty map is Eureka's EmptyMap marker (docs/eureka-api.md, "Metadata map").
 func metadata(dst []byte, f Format, m map[string]string) []byte {
 	if len(m) == 0 {
-		if f == XML {
+		if f.Base() == XML {
 			return append(dst, `<metadata class="`+classEmptyMap+`"/>`...)
 		}
 		dst = key(dst, "metadata")
@@ -227,7 +243,7 @@ func metadata(dst []byte, f Format, m map[string]string) []byte {
 	slices.Sort(keys)
 	dst = open(dst, f, "metadata")
 	for _, k := range keys {
-		if f == JSON {
+		if f.Base() == JSON {
 			dst = str(dst, f, k, m[k])
 		} else if xmlNameOK(k) {
 			dst = append(dst, '<')
@@ -246,7 +262,7 @@ func metadata(dst []byte, f Format, m map[string]string) []byte {
 // and a string @enabled (fargo rejects a JSON boolean), or
 // <port enabled="true">8080</port> (docs/eureka-api.md, "Ports").
 func port(dst []byte, f Format, name string, n int32, enabled bool) []byte {
-	if f == XML {
+	if f.Base() == XML {
 		dst = append(dst, '<')
 		dst = append(dst, name...)
 		dst = append(dst, ` enabled="`...)
@@ -274,7 +290,7 @@ func key(dst []byte, name string) []byte {
 
 // open starts an object-valued member (JSON) or a parent element (XML).
 func open(dst []byte, f Format, name string) []byte {
-	if f == XML {
+	if f.Base() == XML {
 		dst = append(dst, '<')
 		dst = append(dst, name...)
 		return append(dst, '>')
@@ -285,7 +301,7 @@ func open(dst []byte, f Format, name string) []byte {
 
 // closeObj ends what open started.
 func closeObj(dst []byte, f Format, name string) []byte {
-	if f == XML {
+	if f.Base() == XML {
 		return closeTag(dst, name)
 	}
 	return append(dst, '}')
@@ -300,7 +316,7 @@ func closeTag(dst []byte, name string) []byte {
 // str writes a string field. Names passed here are constants or, in JSON,
 // metadata keys (escaped by key); XML metadata keys go through appendXMLName.
 func str(dst []byte, f Format, name, v string) []byte {
-	if f == XML {
+	if f.Base() == XML {
 		dst = append(dst, '<')
 		dst = append(dst, name...)
 		dst = append(dst, '>')
@@ -320,7 +336,7 @@ func optStr(dst []byte, f Format, name, v string) []byte {
 
 // num writes a field that is a JSON number (port numbers, countryId, leaseInfo).
 func num(dst []byte, f Format, name string, v int64) []byte {
-	if f == XML {
+	if f.Base() == XML {
 		dst = append(dst, '<')
 		dst = append(dst, name...)
 		dst = append(dst, '>')
@@ -334,7 +350,7 @@ func num(dst []byte, f Format, name string, v int64) []byte {
 // numStr writes a number that Eureka emits as a JSON string (the timestamps
 // among the auto fields, docs/eureka-api.md, "Documents").
 func numStr(dst []byte, f Format, name string, v int64) []byte {
-	if f == XML {
+	if f.Base() == XML {
 		return num(dst, f, name, v)
 	}
 	dst = key(dst, name)

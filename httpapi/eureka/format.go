@@ -10,11 +10,34 @@ type Format uint8
 const (
 	XML Format = iota
 	JSON
+	// CompactXML and CompactJSON are the compact variants a client asks for
+	// with X-Eureka-Accept: compact: instances without the fields
+	// eureka-server's mini codec leaves out (see AppendInstance).
+	CompactXML
+	CompactJSON
 )
+
+// NumFormats is how many Format values there are (for cache invalidation).
+const NumFormats = 4
+
+// Base is the wire format without the compact variant: XML or JSON.
+func (f Format) Base() Format { return f & JSON }
+
+// Compact reports whether f is a compact variant.
+func (f Format) Compact() bool { return f&CompactXML != 0 }
+
+// WithAccept applies an X-Eureka-Accept header: "compact" (any case) selects
+// the compact variant, anything else (usually "full") leaves f.
+func (f Format) WithAccept(eurekaAccept string) Format {
+	if strings.EqualFold(strings.TrimSpace(eurekaAccept), "compact") {
+		return f | CompactXML
+	}
+	return f
+}
 
 // ContentType is the media type to send with a document in format f.
 func (f Format) ContentType() string {
-	if f == JSON {
+	if f.Base() == JSON {
 		return "application/json"
 	}
 	return "application/xml"
@@ -22,7 +45,7 @@ func (f Format) ContentType() string {
 
 // String returns "json" or "xml" (handy in cache keys and test names).
 func (f Format) String() string {
-	if f == JSON {
+	if f.Base() == JSON {
 		return "json"
 	}
 	return "xml"

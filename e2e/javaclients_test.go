@@ -1,0 +1,378 @@
+package e2e
+
+// The clients most Eureka users run: Spring Cloud Netflix's Eureka
+// client (e2e/springclient, a Spring Boot app built by Maven from `make
+// deps`), Netflix's plain eureka-client (a main class in the same jar, no
+// Spring context) and py-eureka-client from PyPI (e2e/pyclient), all against
+// one 3-node cluster. The Java clients read and write JSON (their transports
+// ask for nothing else); py-eureka-client registers in JSON and reads the
+// registry in XML.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	springJar     = "springclient/target/springclient.jar"
+	pyVenvPython  = "pyclient/.venv/bin/python"
+	pyScenario    = "pyclient/scenario.py"
+	clientTimeout = 60 * time.Second // bound of each wait on a client
+)
+
+// toolOrSkip skips the test (fails it under HEUREKA_REQUIRE_TOOLS=1) when
+// err says a tool is missing.
+func toolOrSkip(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv(requireToolsEnv) == "1" {
+		t.Fatalf("%s=1 and the %s test cannot run: %v", requireToolsEnv, what, err)
+	}
+	t.Skipf("skipping the %s test: %v", what, err)
+}
+
+// javaTools finds java and the Spring client jar.
+func javaTools() (java, jar string, err error) {
+	if java, err = exec.LookPath("java"); err != nil {
+		return "", "", fmt.Errorf("java is not installed (%v)", err)
+	}
+	jar, _ = filepath.Abs(springJar)
+	if _, err := os.Stat(jar); err != nil {
+		return "", "", fmt.Errorf("e2e/%s is not built (run `make deps`, i.e. mvn package in e2e/springclient): %v", springJar, err)
+	}
+	return java, jar, nil
+}
+
+// jvmArgs keep a client JVM's start-up cheap on a small machine.
+var jvmArgs = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m", "-Xss512k"}
+
+// springState is the Spring app's GET /state.
+type springState struct {
+	Services       map[string][]string          `json:"services"`
+	Statuses       map[string]map[string]string `json:"statuses"`
+	AppsHashCode   string                       `json:"appsHashCode"`
+	FullFetches    int                          `json:"fullFetches"`
+	DeltaFetches   int                          `json:"deltaFetches"`
+	HashMismatches int                          `json:"hashMismatches"`
+	DeltaRefused   int                          `json:"deltaRefused"`
+	FetchErrors    int                          `json:"fetchErrors"`
+	Errors         int                          `json:"errors"`
+	InstanceID     string                       `json:"instanceId"`
+	Status         string                       `json:"status"`
+}
+
+// oddBody is a register body eureka-server accepts although it is odd, and
+// the status heureka must store for it.
+type oddBody struct {
+	app, id, contentType, body, status string
+}
+
+// oddBodies are registered before the clients start: every client must parse
+// a registry holding them.
+func oddBodies() []oddBody {
+	j := func(id, status string, fields string) oddBody {
+		body := `{"instance":{"instanceId":"` + id + `","hostName":"` + id + `.odd.test","app":"oddjson","ipAddr":"10.1.1.1",` +
+			`"dataCenterInfo":{"@class":"com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo","name":"MyOwn"},` +
+			`"leaseInfo":{"durationInSecs":600}` + fields + `}}`
+		return oddBody{"ODDJSON", id, "application/json", body, status}
+	}
+	x := func(id, status, fields string) oddBody {
+		body := `<instance><instanceId>` + id + `</instanceId><hostName>` + id + `.odd.test</hostName><app>oddxml</app>` +
+			`<ipAddr>10.1.1.2</ipAddr><leaseInfo><durationInSecs>600</durationInSecs></leaseInfo>` + fields + `</instance>`
+		return oddBody{"ODDXML", id, "application/xml", body, status}
+	}
+	return []oddBody{
+		j("status-lower", "UNKNOWN", `,"status":"up"`),
+		j("status-bogus", "UNKNOWN", `,"status":"bogus"`),
+		j("status-empty", "UNKNOWN", `,"status":""`),
+		j("port-word", "UP", `,"port":{"$":"eighty","@enabled":"true"}`),
+		j("port-bare", "UP", `,"port":8080`),
+		j("port-fraction", "UP", `,"port":{"$":80.5,"@enabled":true},"securePort":{"$":"443","@enabled":"false"}`),
+		j("country-word", "UP", `,"countryId":"one"`),
+		j("ldt-word", "UP", `,"lastDirtyTimestamp":"yesterday"`),
+		j("override-legacy", "OUT_OF_SERVICE", `,"overriddenstatus":"OUT_OF_SERVICE"`),
+		j("metadata-odd", "UP", `,"metadata":{"@class":"java.util.Collections$EmptyMap","n":1.5,"b":false,"z":null,"a.b:c":"é ü"}`),
+		j("vip-spaces", "UP", `,"vipAddress":" odd-a , odd-b ","secureVipAddress":"odd-s,"`),
+		j("auto-fields", "UP", `,"homePageUrl":"http://x/","asgName":"asg","appGroupName":"grp","isCoordinatingDiscoveryServer":"true"`),
+		{"ODDJSON", "i-amazon", "application/json", `{"instance":{"hostName":"amazon.odd.test","app":"ODDJSON","ipAddr":"10.1.1.3",` +
+			`"leaseInfo":{"durationInSecs":600},"dataCenterInfo":{"@class":"com.netflix.appinfo.AmazonInfo","name":"Amazon",` +
+			`"metadata":{"instance-id":"i-amazon","availability-zone":"z1"}}}}`, "UP"},
+		{"ODDJSON", "amazon-noid.odd.test", "application/json", `{"instance":{"hostName":"amazon-noid.odd.test","app":"ODDJSON","ipAddr":"10.1.1.4",` +
+			`"leaseInfo":{"durationInSecs":600},"dataCenterInfo":{"@class":"com.netflix.appinfo.AmazonInfo","name":"Amazon",` +
+			`"metadata":{"availability-zone":"z1"}}}}`, "UP"},
+		x("xml-status-lower", "DOWN", `<status>down</status><dataCenterInfo><name>MyOwn</name></dataCenterInfo>`),
+		x("xml-status-bogus", "UNKNOWN", `<status>SLEEPY</status><dataCenterInfo><name>MyOwn</name></dataCenterInfo>`),
+		x("xml-lease-word", "UP", `<dataCenterInfo><name>MyOwn</name></dataCenterInfo><leaseInfo><renewalIntervalInSecs>x</renewalIntervalInSecs></leaseInfo>`),
+		x("xml-amazon-lower", "UP", `<dataCenterInfo><name>amazon</name><metadata><availability-zone>z1</availability-zone></metadata></dataCenterInfo>`),
+		x("xml-metadata", "UP", `<dataCenterInfo><name>Netflix</name></dataCenterInfo><metadata><a__b>1</a__b><k>&lt;v&gt;</k></metadata>`),
+	}
+}
+
+func registerOddBodies(t *testing.T, nodeURL string) map[string]string {
+	t.Helper()
+	want := map[string]string{}
+	for _, b := range oddBodies() {
+		code, body, _ := Do(t, "POST", nodeURL+"/eureka/apps/"+b.app, []byte(b.body), "Content-Type", b.contentType)
+		if code != 204 {
+			t.Fatalf("register odd body %s/%s: %d %s", b.app, b.id, code, body)
+		}
+		want[b.app+"/"+b.id] = b.status
+	}
+	return want
+}
+
+// springStateOf reads the Spring app's /state.
+func springStateOf(base string) (springState, error) {
+	var st springState
+	code, body, _, err := TryDo("GET", base+"/state", nil)
+	if err != nil {
+		return st, err
+	}
+	if code != 200 {
+		return st, fmt.Errorf("GET /state: %d %s", code, body)
+	}
+	return st, json.Unmarshal(body, &st)
+}
+
+// instanceStatus is the status of app/id on a node ("" when absent).
+func instanceStatus(nodeURL, app, id string) string {
+	code, body, _, err := TryDo("GET", nodeURL+"/eureka/apps/"+app+"/"+id+"?consistency=stale", nil)
+	if err != nil || code != 200 {
+		return ""
+	}
+	var doc struct {
+		Instance struct {
+			Status string `json:"status"`
+		} `json:"instance"`
+	}
+	if json.Unmarshal(body, &doc) != nil {
+		return ""
+	}
+	return doc.Instance.Status
+}
+
+// lastRenewal is app/id's lastRenewalTimestamp (0 when absent), read
+// linearizably from the leader: the response cache does not change on
+// heartbeats, a fresh build shows them.
+func lastRenewal(leaderURL, app, id string) int64 {
+	_, body, _, err := TryDo("GET", leaderURL+"/eureka/apps/"+app+"/"+id+"?consistency=linearizable", nil)
+	if err != nil {
+		return 0
+	}
+	var doc struct {
+		Instance struct {
+			LeaseInfo struct {
+				LastRenewal int64 `json:"lastRenewalTimestamp"`
+			} `json:"leaseInfo"`
+		} `json:"instance"`
+	}
+	_ = json.Unmarshal(body, &doc)
+	return doc.Instance.LeaseInfo.LastRenewal
+}
+
+// waitHeartbeats waits until app/id's last renewal on the leader moves
+// forward twice, which only heartbeats do.
+func waitHeartbeats(t *testing.T, c *Cluster, app, id string) {
+	t.Helper()
+	leader := c.WaitLeader(t, 15*time.Second).BaseURL()
+	first := lastRenewal(leader, app, id)
+	var seen []int64
+	WaitFor(t, clientTimeout, func() bool {
+		r := lastRenewal(leader, app, id)
+		if r > first && (len(seen) == 0 || r > seen[len(seen)-1]) {
+			seen = append(seen, r)
+		}
+		return len(seen) >= 2
+	}, fmt.Sprintf("heartbeats of %s/%s (last renewal stayed at %d)", app, id, first))
+}
+
+func TestEurekaClients(t *testing.T) {
+	java, jar, err := javaTools()
+	toolOrSkip(t, "Spring Cloud client", err)
+	start := time.Now()
+
+	c := StartCluster(t, 3, Options{ExtraArgs: edCacheArgs})
+	c.WaitLeader(t, 15*time.Second)
+	n1, n2, n3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	zone := n1.URL("/eureka/") + "," + n2.URL("/eureka/") + "," + n3.URL("/eureka/")
+	odd := registerOddBodies(t, n2.BaseURL())
+	for key, status := range odd {
+		app, id, _ := strings.Cut(key, "/")
+		if got := instanceStatus(n2.BaseURL(), app, id); got != status {
+			t.Errorf("odd body %s stored with status %q, want %q", key, got, status)
+		}
+	}
+
+	addr := FreeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	spring := StartProc(t, "springclient", exec.Command(java, append(jvmArgs, "-jar", jar,
+		"--server.port="+port, "--server.address=127.0.0.1",
+		"--spring.main.banner-mode=off",
+		"--eureka.instance.instance-id=spring-1",
+		"--eureka.client.service-url.defaultZone="+zone)...))
+	sbase := "http://" + addr
+	var st springState
+	state := func() springState {
+		s, err := springStateOf(sbase)
+		if err == nil {
+			st = s
+		}
+		return st
+	}
+	failf := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf(format+"\nstate: %+v\nclient log tail:\n%s", append(args, st, spring.Tail(40))...)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("spring client log: %s", spring.LogPath)
+		}
+	})
+
+	// It registers and heartbeats, on every node.
+	if !Eventually(2*clientTimeout, func() bool {
+		for _, nd := range c.Nodes {
+			if instanceStatus(nd.BaseURL(), "SPRINGCLIENT", "spring-1") != "UP" {
+				return false
+			}
+		}
+		return true
+	}) {
+		failf("the Spring client did not show up UP on every node (running %v)", spring.Running())
+	}
+	t.Logf("Spring client registered %.1fs after the cluster was up", time.Since(start).Seconds())
+	waitHeartbeats(t, c, "SPRINGCLIENT", "spring-1")
+
+	// It parsed a registry holding every odd-but-accepted body, with the
+	// statuses heureka stored.
+	if !Eventually(clientTimeout, func() bool {
+		s := state()
+		for key, status := range odd {
+			app, id, _ := strings.Cut(key, "/")
+			if s.Statuses[app][id] != status {
+				return false
+			}
+		}
+		return true
+	}) {
+		failf("the Spring client does not see the odd instances as stored: want %v", odd)
+	}
+
+	// An app registered through REST on another node shows up in its
+	// DiscoveryClient, through deltas: no further full fetch, no hash mismatch.
+	fullBefore := state().FullFetches
+	RegisterJSON(t, n3.BaseURL(), "RESTAPP", "rest-1", nil)
+	if !Eventually(clientTimeout, func() bool {
+		return len(state().Services["RESTAPP"]) == 1
+	}) {
+		failf("RESTAPP registered on n3 did not show up in DiscoveryClient")
+	}
+	s := state()
+	if s.FullFetches != fullBefore || s.DeltaFetches == 0 || s.HashMismatches != 0 || s.DeltaRefused != 0 ||
+		s.FetchErrors != 0 || s.Errors != 0 {
+		failf("want deltas only after the first full fetch, no mismatch and no errors")
+	}
+	t.Logf("Spring client: %d full fetch(es), %d deltas, %d hash mismatches", s.FullFetches, s.DeltaFetches, s.HashMismatches)
+
+	// A status change through ApplicationInfoManager reaches every node.
+	for _, status := range []string{"DOWN", "UP"} {
+		if code, body, _ := Do(t, "POST", sbase+"/status?value="+status, nil); code != 200 {
+			failf("POST /status: %d %s", code, body)
+		}
+		if !Eventually(clientTimeout, func() bool {
+			for _, nd := range c.Nodes {
+				if instanceStatus(nd.BaseURL(), "SPRINGCLIENT", "spring-1") != status {
+					return false
+				}
+			}
+			return true
+		}) {
+			failf("status %s set in the app did not reach every node", status)
+		}
+	}
+	if s := state(); s.HashMismatches != 0 || s.FullFetches != fullBefore {
+		failf("status changes caused a hash mismatch or a full fetch")
+	}
+
+	// The first node of its list is killed: it carries on through the others.
+	n1.Kill()
+	c.WaitLeader(t, 15*time.Second)
+	waitHeartbeats(t, c, "SPRINGCLIENT", "spring-1")
+	RegisterJSON(t, n2.BaseURL(), "RESTAPP2", "rest-2", nil)
+	if !Eventually(clientTimeout, func() bool { return len(state().Services["RESTAPP2"]) == 1 }) {
+		failf("with n1 down, RESTAPP2 registered on n2 did not show up in DiscoveryClient")
+	}
+	if s := state(); s.HashMismatches != 0 {
+		failf("hash mismatch after the first node was killed")
+	}
+
+	t.Run("plain eureka-client", func(t *testing.T) {
+		// Its list starts with the dead n1, kept in order: it must fail over.
+		plain := StartProc(t, "plainclient", exec.Command(java, append(jvmArgs,
+			"-Dplain.app=PLAINAPP", "-Dplain.id=plain-1", "-Dplain.port=8081", "-Dplain.serviceUrls="+zone,
+			"-Dloader.main=heureka.e2e.PlainClient", "-jar", jar)...))
+		if !Eventually(2*clientTimeout, func() bool {
+			l := plain.LastLine("apps ")
+			return strings.Contains(l, "PLAINAPP=[plain-1:UP]") && strings.Contains(l, "SPRINGCLIENT=[spring-1:UP]") &&
+				strings.Contains(l, "ODDXML=[") && strings.Contains(l, "RESTAPP2=[rest-2:UP]")
+		}) {
+			t.Fatalf("the plain client did not register and discover through n2/n3; output tail:\n%s", plain.Tail(30))
+		}
+		waitHeartbeats(t, c, "PLAINAPP", "plain-1")
+		if !plain.Stop(20 * time.Second) {
+			t.Fatalf("the plain client did not stop on SIGTERM; tail:\n%s", plain.Tail(20))
+		}
+		if plain.LastLine("cancelled") == "" {
+			t.Fatalf("the plain client did not cancel; tail:\n%s", plain.Tail(20))
+		}
+		WaitFor(t, clientTimeout, func() bool {
+			return instanceStatus(n2.BaseURL(), "PLAINAPP", "plain-1") == "" && instanceStatus(n3.BaseURL(), "PLAINAPP", "plain-1") == ""
+		}, "plain-1 gone from n2 and n3 after its cancel")
+	})
+
+	t.Run("py-eureka-client", func(t *testing.T) {
+		py, err := filepath.Abs(pyVenvPython)
+		if err == nil {
+			_, err = os.Stat(py)
+		}
+		toolOrSkip(t, "py-eureka-client", err)
+		urls := n1.URL("/eureka") + "," + n2.URL("/eureka") + "," + n3.URL("/eureka")
+		p := StartProc(t, "pyclient", exec.Command(py, pyScenario, urls, "py-1", "8082"))
+		if !Eventually(clientTimeout, func() bool {
+			l := p.LastLine(`{"apps"`)
+			return strings.Contains(l, `"PYAPP": ["py-1:UP"]`) && strings.Contains(l, `"SPRINGCLIENT": ["spring-1:UP"]`) &&
+				strings.Contains(l, `"ODDJSON": [`)
+		}) {
+			t.Fatalf("py-eureka-client did not register and discover; output tail:\n%s", p.Tail(30))
+		}
+		for _, nd := range []*Node{n2, n3} {
+			if got := instanceStatus(nd.BaseURL(), "PYAPP", "py-1"); got != "UP" {
+				t.Fatalf("py-1 on %s: status %q", nd.ID, got)
+			}
+		}
+		waitHeartbeats(t, c, "PYAPP", "py-1")
+		if !p.Stop(20*time.Second) || p.LastLine(`{"cancelled"`) == "" {
+			t.Fatalf("py-eureka-client did not cancel on SIGTERM; tail:\n%s", p.Tail(20))
+		}
+		WaitFor(t, clientTimeout, func() bool {
+			return instanceStatus(n2.BaseURL(), "PYAPP", "py-1") == "" && instanceStatus(n3.BaseURL(), "PYAPP", "py-1") == ""
+		}, "py-1 gone from n2 and n3 after its cancel")
+	})
+
+	// On shutdown it cancels.
+	if !spring.Stop(30 * time.Second) {
+		failf("the Spring client did not stop on SIGTERM")
+	}
+	WaitFor(t, clientTimeout, func() bool {
+		return instanceStatus(n2.BaseURL(), "SPRINGCLIENT", "spring-1") == "" && instanceStatus(n3.BaseURL(), "SPRINGCLIENT", "spring-1") == ""
+	}, "spring-1 gone from n2 and n3 after shutdown")
+	t.Logf("TestEurekaClients took %.1fs", time.Since(start).Seconds())
+}
