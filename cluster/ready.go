@@ -127,6 +127,11 @@ func (n *Node) watchReady() {
 	}
 }
 
+// CaughtUp reports whether this node's FSM holds everything a leader
+// committed (the read gate's condition, without its holds). On a follower
+// it asks the leader for its commit index.
+func (n *Node) CaughtUp() bool { return n.caughtUp() }
+
 // caughtUp reports whether the FSM holds everything a leader committed.
 func (n *Node) caughtUp() bool {
 	if n.LeaderID() == "" {

@@ -9,9 +9,10 @@ import (
 )
 
 // instanceLease reads one instance's status, registration time and last
-// renewal from GET /eureka/apps/{app}/{id} ("" status when absent).
+// renewal from GET /eureka/apps/{app}/{id} ("" status when absent), built
+// fresh (a cached document keeps the renewal time it was built with).
 func instanceLease(base, app, id string) (status string, registered, renewed int64) {
-	code, body, _, err := TryDo("GET", base+"/eureka/apps/"+app+"/"+id, nil)
+	code, body, _, err := TryDo("GET", base+"/eureka/apps/"+app+"/"+id+"?consistency=linearizable", nil)
 	if err != nil || code != 200 {
 		return "", 0, 0
 	}

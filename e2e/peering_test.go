@@ -168,6 +168,14 @@ func (w *watcher) converged() bool {
 	for k := range w.expected {
 		exp = append(exp, k)
 	}
+	w.mu.Unlock()
+	return w.listedEverywhere(exp...)
+}
+
+// listedEverywhere reports whether every observer that is on lists all of
+// keys.
+func (w *watcher) listedEverywhere(exp ...string) bool {
+	w.mu.Lock()
 	obs := append([]*observer(nil), w.observers...)
 	w.mu.Unlock()
 	for _, o := range obs {
@@ -340,20 +348,15 @@ func TestEurekaPeerMigration(t *testing.T) {
 		id := fmt.Sprintf("late-%d", i)
 		t0 := time.Now()
 		RegisterJSON(t, base, "LATE", id, nil)
-		w.expect("LATE/" + id)
-		if !Eventually(clientTimeout, w.converged) {
-			t.Fatalf("LATE/%s registered at %s did not reach every observer: %v", id, base, w.missingNow())
+		if !Eventually(clientTimeout, func() bool { return w.listedEverywhere("LATE/" + id) }) {
+			t.Fatalf("LATE/%s registered at %s did not reach every observer", id, base)
 		}
 		t.Logf("LATE/%s registered at %s seen by every observer after %v", id, base, time.Since(t0).Round(10*time.Millisecond))
 		if d := time.Since(t0); d > 8*time.Second {
 			t.Errorf("propagation took %v, more than a fetch interval plus replication allows", d)
 		}
-		// LATE instances do not heartbeat: cancel them again (no longer
-		// expected once the watcher's current poll is over).
-		w.mu.Lock()
-		delete(w.expected, "LATE/"+id)
-		w.mu.Unlock()
-		time.Sleep(time.Second)
+		// LATE instances do not heartbeat (the watcher does not expect
+		// them): cancel them again.
 		if code, _, _ := Do(t, "DELETE", base+"/eureka/apps/LATE/"+id, nil); code != 200 {
 			t.Fatalf("cancel LATE/%s: %d", id, code)
 		}

@@ -80,11 +80,23 @@ func SyncOnce(ctx context.Context, c Cluster, client *http.Client, peers []strin
 // InitialSync runs SyncOnce until it succeeds or timeout passes, then
 // closes done (whether it succeeded or not: a ring that cannot be reached
 // must not keep the cluster from serving). The caller holds reads on done.
-func InitialSync(c Cluster, client *http.Client, peers []string, timeout time.Duration, log hclog.Logger, done chan<- struct{}) {
+// It compares against the cluster's registry only once caughtUp reports
+// that this node holds every committed change: a restarted node must not
+// take its partly replayed registry for the cluster's and copy instances
+// the cluster already holds.
+func InitialSync(c Cluster, client *http.Client, peers []string, timeout time.Duration, caughtUp func() bool, log hclog.Logger, done chan<- struct{}) {
 	defer close(done)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
+	for !caughtUp() {
+		select {
+		case <-ctx.Done():
+			log.Error("gave up waiting to catch up before copying the eureka peers' registry", "after", time.Since(start))
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	for {
 		n, err := SyncOnce(ctx, c, client, peers)
 		if err == nil {

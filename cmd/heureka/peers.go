@@ -70,7 +70,7 @@ func startPeering(node *cluster.Node, peers []string, syncTimeout time.Duration,
 			log.Warn("registering the peer replication metrics failed", "error", err)
 		}
 	}
-	go peering.InitialSync(c, &http.Client{Timeout: 30 * time.Second}, peers, syncTimeout, log.Named("peering"), synced)
+	go peering.InitialSync(c, &http.Client{Timeout: 30 * time.Second}, peers, syncTimeout, node.CaughtUp, log.Named("peering"), synced)
 	return r
 }
 
