@@ -20,7 +20,8 @@ import (
 // times Eureka's default rate), and
 // probes registered on one side are timed until the other side lists them.
 // It reports the lag of each direction (p50, p99 over the probes) and the
-// batches per second each side sends. Run it with
+// batches per second each side sends, and heureka's own p99 from a change
+// (heartbeats included) to the ring's answer. Run it with
 //
 //	go test ./e2e -run '^$' -bench BenchmarkPeerReplication -benchtime 1x
 func BenchmarkPeerReplication(b *testing.B) {
@@ -97,7 +98,7 @@ func BenchmarkPeerReplication(b *testing.B) {
 	// Let registrations and the first heartbeat rounds settle.
 	time.Sleep(20 * time.Second)
 
-	heSent0, esSent0 := sumMetric(heBases, `heureka_peer_replication_batches_total`), sumMetric(heBases, `heureka_http_requests_total{code="200",method="POST",route="peer_batch"}`)
+	heSent0, esSent0 := sumMetric(heBases, `heureka_peer_replication_batches_total`), sumMetric(heBases, `heureka_http_requests_total{code="200",method="POST",route="eureka_peer_batch"}`)
 	t0 := time.Now()
 	probe := func(from, to []string, i int) time.Duration {
 		id := fmt.Sprintf("p-%d", i)
@@ -125,7 +126,7 @@ func BenchmarkPeerReplication(b *testing.B) {
 	b.StopTimer()
 	secs := time.Since(t0).Seconds()
 	heSent := (sumMetric(heBases, `heureka_peer_replication_batches_total`) - heSent0) / secs
-	esSent := (sumMetric(heBases, `heureka_http_requests_total{code="200",method="POST",route="peer_batch"}`) - esSent0) / secs
+	esSent := (sumMetric(heBases, `heureka_http_requests_total{code="200",method="POST",route="eureka_peer_batch"}`) - esSent0) / secs
 	q := func(d []time.Duration, p float64) float64 {
 		s := append([]time.Duration(nil), d...)
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
@@ -137,7 +138,14 @@ func BenchmarkPeerReplication(b *testing.B) {
 	b.ReportMetric(q(toES, 0.99), "he_to_es_p99_ms")
 	b.ReportMetric(heSent, "he_batches/s")
 	b.ReportMetric(esSent, "es_batches_in/s")
-	b.ReportMetric(sumMetric(heBases[:1], `heureka_peer_replication_dropped_total{kind="heartbeat"}`), "he_dropped")
+	b.ReportMetric(sumMetric(heBases, `heureka_peer_replication_dropped_total{kind="heartbeat"}`), "he_dropped")
+	// The leader's own measure: from a change (heartbeats included) to the
+	// ring's answer, p99 over its last 8,192 items.
+	lag := 0.0
+	for _, base := range heBases {
+		lag = max(lag, sumMetric([]string{base}, `heureka_peer_replication_lag_seconds{quantile="0.99"}`))
+	}
+	b.ReportMetric(lag*1000, "he_items_lag_p99_ms")
 }
 
 var metricLine = regexp.MustCompile(`^(\S+) (\S+)$`)
