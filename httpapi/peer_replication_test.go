@@ -73,6 +73,19 @@ func TestPeer_SingleRequests(t *testing.T) {
 	if code, b, _ := do(t, "PUT", base+"/i-1?lastDirtyTimestamp=1000", "", ""); code != 200 {
 		t.Fatalf("client heartbeat: %d %s", code, b)
 	}
+	// A replicated write with a bad body gets a client's 400 and records nothing.
+	applied := fc.applied
+	for _, bad := range []string{`{"instance":{"instanceId":"i-2","app":"SVC"}}`, `{"instance":`, `not json`} {
+		if code, b, _ := do(t, "POST", base, "application/json", bad, replHdr, "true"); code != 400 {
+			t.Fatalf("replicated register %q: %d %s, want 400", bad, code, b)
+		}
+	}
+	if code, _, _ := do(t, "PUT", base+"/i-1/status?value=ASLEEP", "", "", replHdr, "true"); code != 400 {
+		t.Fatalf("replicated status with a bad value: %d, want 400", code)
+	}
+	if fc.applied != applied {
+		t.Fatalf("bad replicated writes recorded %d entries", fc.applied-applied)
+	}
 	if code, _, _ := do(t, "DELETE", base+"/i-1", "", "", replHdr, "true"); code != 200 {
 		t.Fatalf("replicated cancel: %d", code)
 	}
