@@ -135,7 +135,7 @@ func (p *fakePeer) seen() []string {
 
 func (p *fakePeer) waitFor(t *testing.T, want ...string) {
 	t.Helper()
-	for range 200 {
+	for range 500 {
 		got := strings.Join(p.seen(), "\n")
 		ok := true
 		for _, w := range want {
@@ -211,6 +211,13 @@ func TestReplicator_SendsLocalChangesOnly(t *testing.T) {
 		}
 	}
 	p.mu.Unlock()
+	// The peer saw the items before the replicator read its answers.
+	for range 500 {
+		if r.Stats().Items >= 5 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if st := r.Stats(); st.Batches == 0 || st.Items < 5 || st.ItemFailures != 0 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -255,7 +262,7 @@ func TestReplicator_PeerAnswers(t *testing.T) {
 	r.Renewed("APP", "i-2")
 	r.Renewed("APP", "i-3")
 	p.waitFor(t, "Heartbeat APP/i-2", "Heartbeat APP/i-3")
-	for range 200 {
+	for range 500 {
 		if n := strings.Count(strings.Join(p.seen(), "\n"), "Register APP/i-2"); n >= 2 && r.Stats().Conflicts == 1 {
 			break
 		}
