@@ -151,10 +151,16 @@ func (n *Node) renewLocal(req renewRequest) error {
 		return err
 	}
 	now := time.Now()
-	if aerr := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: now.UnixMilli()}); aerr != nil {
+	pending, aerr := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: now.UnixMilli()})
+	if aerr != nil {
 		return aerr
 	}
-	n.leases.rate.add(now, 1)
+	// An Eureka ring replicates each heartbeat to every heureka node it
+	// lists, so one heartbeat arrives here several times within
+	// milliseconds: it counts for self-preservation once per batch.
+	if !req.Replicated || !pending {
+		n.leases.rate.add(now, 1)
+	}
 	if fn := n.localRenew.Load(); fn != nil && !req.Replicated {
 		(*fn)(req.App, req.ID)
 	}
@@ -173,14 +179,18 @@ func newRenewBatcher(n *Node) *renewBatcher {
 	return &renewBatcher{n: n, pending: map[string]fsm.Renewal{}}
 }
 
-func (b *renewBatcher) add(rn fsm.Renewal) error {
+// add queues a renewal for the next batch; pending reports whether the
+// instance already had one queued.
+func (b *renewBatcher) add(rn fsm.Renewal) (pending bool, err error) {
 	if b.n.cfg.RenewBatchInterval == 0 {
-		return b.write([]fsm.Renewal{rn})
+		return false, b.write([]fsm.Renewal{rn})
 	}
+	k := rn.App + "\x00" + rn.ID
 	b.mu.Lock()
-	b.pending[rn.App+"\x00"+rn.ID] = rn
+	_, pending = b.pending[k]
+	b.pending[k] = rn
 	b.mu.Unlock()
-	return nil
+	return pending, nil
 }
 
 // pendingTimes returns the renewal time of every instance renewed since the
