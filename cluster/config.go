@@ -58,6 +58,9 @@ type Config struct {
 	// ErrJournalFull instead of filling the disk during a long partition.
 	JournalMaxEntries int
 	JournalMaxBytes   int64
+	// ReadHold, when set, keeps the read gate closed until it closes (an
+	// initial copy of an Eureka ring's registry, see HoldReads).
+	ReadHold <-chan struct{}
 	// ClusterSecret, when set, is sent with every node-to-node HTTP call
 	// (SecretHeader), and InternalHandler refuses calls without it.
 	ClusterSecret string

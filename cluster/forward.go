@@ -204,6 +204,11 @@ func (n *Node) InternalHandler() http.Handler {
 		if !ok {
 			return
 		}
+		if r.URL.RawQuery == replicatedQuery {
+			for i := range reqs {
+				reqs[i].Replicated = true
+			}
+		}
 		results, err := n.renewBatchLocal(reqs)
 		if err != nil {
 			writeInternal(w, internalReply{}, err)

@@ -438,7 +438,7 @@ func TestMem_LeaderWorkHandOver(t *testing.T) {
 	// The old leader's batcher no longer flushes: a renewal left in it
 	// stays there.
 	stale := fsm.Renewal{App: "HAND", ID: "1", Ts: time.Now().Add(time.Hour).UnixMilli()}
-	if err := old.renew.add(stale); err != nil {
+	if _, err := old.renew.add(stale); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * batchEvery)

@@ -54,6 +54,11 @@ type Node struct {
 	obsMu     sync.RWMutex
 	observers []func(fsm.Change)
 
+	// localRenew is called for heartbeats of heureka's own clients (OnLocalRenew).
+	localRenew atomic.Pointer[func(app, id string)]
+	// lw runs the work registered with AddLeaderWork.
+	lw leaderWorkers
+
 	stopCh chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -75,6 +80,9 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, deps: d, fsm: f, log: log.Named("cluster"), stopCh: make(chan struct{})}
 	n.rd.started, n.rd.readyCh = time.Now(), make(chan struct{})
+	if cfg.ReadHold != nil {
+		n.rd.holds = append(n.rd.holds, cfg.ReadHold)
+	}
 	var rt http.RoundTripper = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
@@ -474,8 +482,53 @@ func (n *Node) leaderWork(stop <-chan struct{}) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); n.leases.run(stop) }()
+	n.lw.start(stop)
 	n.renew.run(stop)
+	n.lw.stop()
 	wg.Wait()
+}
+
+// leaderWorkers is the leader-only work other packages register (outbound
+// Eureka replication): it runs while this node leads, after the
+// post-election barrier, and stops when leadership ends.
+type leaderWorkers struct {
+	mu  sync.Mutex
+	fns []func(stop <-chan struct{})
+	cur <-chan struct{} // the running leadership's stop channel, nil when not leading
+	wg  sync.WaitGroup
+}
+
+// AddLeaderWork registers fn to run while this node leads; fn returns once
+// stop closes. Registered while leading, it starts at once.
+func (n *Node) AddLeaderWork(fn func(stop <-chan struct{})) {
+	n.lw.mu.Lock()
+	defer n.lw.mu.Unlock()
+	n.lw.fns = append(n.lw.fns, fn)
+	if n.lw.cur != nil {
+		n.lw.run(fn, n.lw.cur)
+	}
+}
+
+func (w *leaderWorkers) run(fn func(stop <-chan struct{}), stop <-chan struct{}) {
+	w.wg.Add(1)
+	go func() { defer w.wg.Done(); fn(stop) }()
+}
+
+func (w *leaderWorkers) start(stop <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cur = stop
+	for _, fn := range w.fns {
+		w.run(fn, stop)
+	}
+}
+
+// stop waits for the work of a leadership whose stop channel closed.
+func (w *leaderWorkers) stop() {
+	w.mu.Lock()
+	w.cur = nil
+	w.mu.Unlock()
+	w.wg.Wait()
 }
 
 func (n *Node) storedMode() string {

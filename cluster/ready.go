@@ -58,6 +58,34 @@ type readiness struct {
 
 	mu      sync.RWMutex
 	durable *fsm.Registry // built on first use while the gate is closed
+
+	// holds keep the gate closed until each closes (HoldReads).
+	holdMu sync.Mutex
+	holds  []<-chan struct{}
+}
+
+// HoldReads keeps the read gate closed until done closes, on top of the
+// catching up: a node that copies an Eureka ring's registry at start holds
+// reads until the copy is in. Call it before the gate opens (right after
+// New); once open, the gate stays open.
+func (n *Node) HoldReads(done <-chan struct{}) {
+	n.rd.holdMu.Lock()
+	n.rd.holds = append(n.rd.holds, done)
+	n.rd.holdMu.Unlock()
+}
+
+// held reports whether a HoldReads channel is still open.
+func (rd *readiness) held() bool {
+	rd.holdMu.Lock()
+	defer rd.holdMu.Unlock()
+	for _, h := range rd.holds {
+		select {
+		case <-h:
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // Ready reports whether this node has caught up since it started (see the
@@ -109,7 +137,7 @@ func (n *Node) watchReady() {
 			return
 		case <-t.C:
 		}
-		if !n.caughtUp() {
+		if n.rd.held() || !n.caughtUp() {
 			continue
 		}
 		ms := time.Since(n.rd.started).Milliseconds()
@@ -124,6 +152,11 @@ func (n *Node) watchReady() {
 		return
 	}
 }
+
+// CaughtUp reports whether this node's FSM holds everything a leader
+// committed (the read gate's condition, without its holds). On a follower
+// it asks the leader for its commit index.
+func (n *Node) CaughtUp() bool { return n.caughtUp() }
 
 // caughtUp reports whether the FSM holds everything a leader committed.
 func (n *Node) caughtUp() bool {

@@ -15,6 +15,24 @@ type renewRequest struct {
 	App                string `json:"app"`
 	ID                 string `json:"id"`
 	LastDirtyTimestamp int64  `json:"last_dirty_timestamp,omitempty"`
+	// Replicated marks a heartbeat an Eureka peer replicated to this
+	// cluster: it renews the lease (and counts for self-preservation) but is
+	// never replicated out again.
+	Replicated bool `json:"replicated,omitempty"`
+}
+
+// RenewReplicated records a heartbeat an Eureka peer replicated to this
+// cluster. It answers as Renew does; the caller compares the
+// lastDirtyTimestamps for the 409 a peer expects.
+func (n *Node) RenewReplicated(ctx context.Context, app, id string, lastDirty int64) error {
+	return n.renewFrom(ctx, renewRequest{App: app, ID: id, LastDirtyTimestamp: lastDirty, Replicated: true})
+}
+
+// OnLocalRenew sets fn to be called on the leader for every heartbeat it
+// accepts from heureka's own clients (not from Eureka peers), so that
+// outbound replication can pass them on. fn must be quick.
+func (n *Node) OnLocalRenew(fn func(app, id string)) {
+	n.localRenew.Store(&fn)
 }
 
 // Renew records a heartbeat for (app, id). It answers fsm.ErrInstanceNotFound
@@ -28,7 +46,10 @@ type renewRequest struct {
 // follower within a replication round trip) and passes it to the leader in
 // a batch within 100 ms, so a heartbeat costs no round trip to the leader.
 func (n *Node) Renew(ctx context.Context, app, id string, lastDirty int64) error {
-	req := renewRequest{App: app, ID: id, LastDirtyTimestamp: lastDirty}
+	return n.renewFrom(ctx, renewRequest{App: app, ID: id, LastDirtyTimestamp: lastDirty})
+}
+
+func (n *Node) renewFrom(ctx context.Context, req renewRequest) error {
 	if n.IsLeader() { // the common case on the leader: no context, no timer
 		if err := n.renewLocal(req); !errors.Is(err, ErrNotLeader) {
 			return err
@@ -105,7 +126,7 @@ func (n *Node) renewAtLeader(req renewRequest) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 	defer cancel()
-	res, err := n.postRaw(ctx, addr, pathRenewBatch, encodeRenewBatch([]renewRequest{req}))
+	res, err := n.postRaw(ctx, addr, renewBatchPath(req.Replicated), encodeRenewBatch([]renewRequest{req}))
 	if err != nil {
 		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, err)
 	}
@@ -130,10 +151,19 @@ func (n *Node) renewLocal(req renewRequest) error {
 		return err
 	}
 	now := time.Now()
-	if aerr := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: now.UnixMilli()}); aerr != nil {
+	pending, aerr := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: now.UnixMilli()})
+	if aerr != nil {
 		return aerr
 	}
-	n.leases.rate.add(now, 1)
+	// An Eureka ring replicates each heartbeat to every heureka node it
+	// lists, so one heartbeat arrives here several times within
+	// milliseconds: it counts for self-preservation once per batch.
+	if !req.Replicated || !pending {
+		n.leases.rate.add(now, 1)
+	}
+	if fn := n.localRenew.Load(); fn != nil && !req.Replicated {
+		(*fn)(req.App, req.ID)
+	}
 	return err
 }
 
@@ -149,14 +179,18 @@ func newRenewBatcher(n *Node) *renewBatcher {
 	return &renewBatcher{n: n, pending: map[string]fsm.Renewal{}}
 }
 
-func (b *renewBatcher) add(rn fsm.Renewal) error {
+// add queues a renewal for the next batch; pending reports whether the
+// instance already had one queued.
+func (b *renewBatcher) add(rn fsm.Renewal) (pending bool, err error) {
 	if b.n.cfg.RenewBatchInterval == 0 {
-		return b.write([]fsm.Renewal{rn})
+		return false, b.write([]fsm.Renewal{rn})
 	}
+	k := rn.App + "\x00" + rn.ID
 	b.mu.Lock()
-	b.pending[rn.App+"\x00"+rn.ID] = rn
+	_, pending = b.pending[k]
+	b.pending[k] = rn
 	b.mu.Unlock()
-	return nil
+	return pending, nil
 }
 
 // pendingTimes returns the renewal time of every instance renewed since the
@@ -253,6 +287,9 @@ func newRenewForwarder(n *Node) *renewForwarder {
 func (f *renewForwarder) add(req renewRequest) {
 	f.mu.Lock()
 	if len(f.pending) < maxPendingRenewals {
+		if old, ok := f.pending[req.App+"\x00"+req.ID]; ok && !old.Replicated {
+			req.Replicated = false // one local heartbeat in the interval is enough to pass it on
+		}
 		f.pending[req.App+"\x00"+req.ID] = req
 	}
 	f.mu.Unlock()
@@ -331,16 +368,38 @@ func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
 	if addr == "" || addr == f.n.cfg.HTTPAdvertise {
 		return batch, fmt.Errorf("renew batch: %w", ErrNoLeader)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
-	defer cancel()
-	results, err := f.n.postRaw(ctx, addr, pathRenewBatch, encodeRenewBatch(batch))
-	if err != nil {
-		return batch, err
+	// Replicated heartbeats (from an Eureka peer) travel in batches of their
+	// own (renewBatchPath).
+	var local, replicated []renewRequest
+	for _, r := range batch {
+		if r.Replicated {
+			replicated = append(replicated, r)
+		} else {
+			local = append(local, r)
+		}
 	}
-	if len(results) != len(batch) {
-		return batch, fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(batch), ErrNoLeader)
+	var retry []renewRequest
+	parts := [][]renewRequest{local, replicated}
+	for i, part := range parts {
+		if len(part) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
+		results, err := f.n.postRaw(ctx, addr, renewBatchPath(part[0].Replicated), encodeRenewBatch(part))
+		cancel()
+		if err == nil && len(results) != len(part) {
+			err = fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(part), ErrNoLeader)
+		}
+		if err != nil {
+			// Neither this part nor the ones after it were taken.
+			for _, rest := range parts[i:] {
+				retry = append(retry, rest...)
+			}
+			return retry, err
+		}
+		retry = append(retry, f.unaccepted(part, results)...)
 	}
-	return f.unaccepted(batch, results), nil
+	return retry, nil
 }
 
 // unaccepted picks the renewals whose result asks for another attempt.
@@ -361,6 +420,17 @@ func (f *renewForwarder) unaccepted(batch []renewRequest, results []byte) []rene
 	}
 	return retry
 }
+
+// renewBatchPath is where a renew batch goes: replicated heartbeats are
+// marked in the query, so the binary batch format stays as it is.
+func renewBatchPath(replicated bool) string {
+	if replicated {
+		return pathRenewBatch + "?" + replicatedQuery
+	}
+	return pathRenewBatch
+}
+
+const replicatedQuery = "replicated=true"
 
 // Renew batches travel between nodes in a compact binary form, since
 // heartbeats are most of a registry's traffic: each renewal is a uvarint

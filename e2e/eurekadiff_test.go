@@ -1,6 +1,6 @@
 package e2e
 
-// The differential test: the same sequence of Eureka REST
+// The differential test (docs/eureka-compat.md): the same sequence of Eureka REST
 // requests goes to a real eureka-server (Spring Cloud Netflix, e2e/eurekaserver,
 // standalone, readOnly response cache off) and to heureka; the answers are
 // normalised and compared on status code, Content-Type and body. Every
@@ -217,7 +217,7 @@ func diffSendRaw(base string, c diffCase) (diffResult, error) {
 // media type and the body with timestamps masked and lists sorted. Error
 // bodies are not compared: eureka-server answers with Spring Boot's error
 // page JSON, heureka with {"error": message} or, on a 404, nothing
-// (docs/eureka-compat.md: error bodies).
+// (docs/eureka-compat.md, the normalisations at its top).
 func diffNormalise(code int, ctype string, body []byte, method string) diffResult {
 	r := diffResult{Code: code}
 	if code >= 300 || method == "HEAD" || len(bytes.TrimSpace(body)) == 0 {

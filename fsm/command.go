@@ -40,10 +40,33 @@ func (t CmdType) String() string {
 	return fmt.Sprintf("cmd(%d)", byte(t))
 }
 
-// bodyVersion is the version of every command body this code writes. Decoders
-// accept every version they know; bump it when a body changes shape and keep
-// decoding the old one.
-const bodyVersion = 1
+// Command body versions. Decoders accept every version they know; bump the
+// version when a body changes shape and keep decoding the old one.
+//
+// Version 2 added the Replicated flag of RegisterBody, KeyBody and
+// OverrideBody. A body without the flag encodes to the same bytes as in
+// version 1, so it is still written as version 1: a cluster that replicates
+// nothing from Eureka peers writes entries an older node can read.
+const (
+	bodyVersion1 = 1
+	bodyVersion2 = 2
+	bodyVersion  = bodyVersion2
+)
+
+// replicatedBody is implemented by the bodies that carry the Replicated flag.
+type replicatedBody interface{ replicated() bool }
+
+func (b *RegisterBody) replicated() bool { return b.Replicated }
+func (b *KeyBody) replicated() bool      { return b.Replicated }
+func (b *OverrideBody) replicated() bool { return b.Replicated }
+
+// versionOf is the body version an entry for body is written with.
+func versionOf(body any) byte {
+	if rb, ok := body.(replicatedBody); ok && rb.replicated() {
+		return bodyVersion2
+	}
+	return bodyVersion1
+}
 
 // headerLen is type byte + version byte + 8-byte timestamp.
 const headerLen = 10
@@ -54,12 +77,19 @@ var ErrBadCommand = errors.New("bad command")
 // RegisterBody registers (or re-registers) one instance.
 type RegisterBody struct {
 	Instance *Instance `codec:"in"`
+	// Replicated marks a registration an Eureka peer replicated to this
+	// cluster: Eureka's replication rules apply (its overriddenstatus
+	// replaces the stored override, no existing-lease status rule) and it
+	// is never replicated out again.
+	Replicated bool `codec:"rep,omitempty"`
 }
 
 // KeyBody names one instance.
 type KeyBody struct {
 	App string `codec:"a"`
 	ID  string `codec:"id"`
+	// Replicated marks a cancel an Eureka peer replicated to this cluster.
+	Replicated bool `codec:"rep,omitempty"`
 }
 
 // Renewal is one heartbeat inside a renew batch, stamped with the time the
@@ -82,6 +112,8 @@ type OverrideBody struct {
 	ID                 string `codec:"id"`
 	Status             string `codec:"s"`
 	LastDirtyTimestamp int64  `codec:"ldt"`
+	// Replicated marks a change an Eureka peer replicated to this cluster.
+	Replicated bool `codec:"rep,omitempty"`
 }
 
 // MetadataBody merges entries into an instance's metadata.
@@ -131,7 +163,7 @@ var msgpackHandle = func() *codec.MsgpackHandle {
 func Encode(t CmdType, body any) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(256)
-	buf.Write([]byte{byte(t), bodyVersion, 0, 0, 0, 0, 0, 0, 0, 0})
+	buf.Write([]byte{byte(t), versionOf(body), 0, 0, 0, 0, 0, 0, 0, 0})
 	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(body); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t, err)
 	}
@@ -166,7 +198,7 @@ func Decode(entry []byte) (Command, error) {
 		Version: entry[1],
 		Ts:      int64(binary.BigEndian.Uint64(entry[2:headerLen])),
 	}
-	if c.Version != bodyVersion {
+	if c.Version != bodyVersion1 && c.Version != bodyVersion2 {
 		return c, fmt.Errorf("%w: %s body version %d", ErrBadCommand, c.Type, c.Version)
 	}
 	spec, ok := commands[c.Type&^CmdIgnoreUnknown]

@@ -20,12 +20,15 @@ type cmdSpec struct {
 var commands = map[CmdType]cmdSpec{
 	CmdRegister: {name: "register", newBody: func() any { return &RegisterBody{} }, content: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
-			r.register(idx, cmd.Ts, cmd.Body.(*RegisterBody).Instance, c)
+			b := cmd.Body.(*RegisterBody)
+			c.Replicated = b.Replicated
+			r.register(idx, cmd.Ts, b.Instance, b.Replicated, c)
 			return nil
 		}},
 	CmdCancel: {name: "cancel", newBody: func() any { return &KeyBody{} }, content: true, onInstance: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*KeyBody)
+			c.Replicated = b.Replicated
 			return r.cancel(idx, cmd.Ts, b.App, b.ID, c)
 		}},
 	CmdRenewBatch: {name: "renew_batch", newBody: func() any { return &RenewBatchBody{} },
@@ -35,11 +38,15 @@ var commands = map[CmdType]cmdSpec{
 		}},
 	CmdSetOverride: {name: "set_override", newBody: func() any { return &OverrideBody{} }, content: true, onInstance: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
-			return r.setOverride(idx, cmd.Ts, cmd.Body.(*OverrideBody), c)
+			b := cmd.Body.(*OverrideBody)
+			c.Replicated = b.Replicated
+			return r.setOverride(idx, cmd.Ts, b, c)
 		}},
 	CmdDeleteOverride: {name: "delete_override", newBody: func() any { return &OverrideBody{} }, content: true, onInstance: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
-			return r.deleteOverride(idx, cmd.Ts, cmd.Body.(*OverrideBody), c)
+			b := cmd.Body.(*OverrideBody)
+			c.Replicated = b.Replicated
+			return r.deleteOverride(idx, cmd.Ts, b, c)
 		}},
 	CmdMetadata: {name: "metadata", newBody: func() any { return &MetadataBody{} }, content: true, onInstance: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {

@@ -36,6 +36,9 @@ type DeltaEntry struct {
 	Action string `codec:"act"`
 	// Deleted is the last record of a cancelled or evicted instance.
 	Deleted *Entry `codec:"d"`
+	// Replicated is set when an Eureka peer replicated the change to this
+	// cluster (outbound replication skips such changes).
+	Replicated bool `codec:"rep,omitempty"`
 }
 
 // Change tells observers what one applied command changed, so that caches
@@ -50,6 +53,11 @@ type Change struct {
 	SVIPs []string
 	// All is set after a snapshot restore: everything may have changed.
 	All bool
+	// Keys are the instances the command changed (content changes only).
+	Keys []KeyBody
+	// Replicated is set when an Eureka peer replicated the change to this
+	// cluster.
+	Replicated bool
 }
 
 // Empty reports whether the change touched no registry content (renewals,
@@ -252,7 +260,7 @@ func (r *Registry) Delta(sinceTs int64) []DeltaView {
 			e = r.Get(d.App, d.ID)
 		}
 		if e != nil {
-			out = append(out, DeltaView{Entry: e, Action: d.Action, Ts: d.Ts})
+			out = append(out, DeltaView{Entry: e, Action: d.Action, Ts: d.Ts, Replicated: d.Replicated})
 		}
 	}
 	return out
@@ -263,6 +271,8 @@ type DeltaView struct {
 	Entry  *Entry
 	Action string
 	Ts     int64
+	// Replicated is set when an Eureka peer replicated the change.
+	Replicated bool
 }
 
 // --- mutations -------------------------------------------------------------
@@ -302,13 +312,14 @@ func (r *Registry) remove(app, id string) *Entry {
 
 // recordDelta appends to the delta queue; every content change calls it, so
 // it also advances the application's version.
-func (r *Registry) recordDelta(idx uint64, ts int64, app, id, action string, deleted *Entry) {
+func (r *Registry) recordDelta(idx uint64, ts int64, app, id, action string, deleted *Entry, c *Change) {
 	if a := r.apps[app]; a != nil {
 		a.Version = idx
 	}
 	r.deltaSeq++
 	k := deltaKey(app, id)
-	r.delta[k] = &DeltaEntry{App: app, ID: id, Ts: ts, Seq: r.deltaSeq, Action: action, Deleted: deleted}
+	r.delta[k] = &DeltaEntry{App: app, ID: id, Ts: ts, Seq: r.deltaSeq, Action: action, Deleted: deleted, Replicated: c.Replicated}
+	c.Keys = append(c.Keys, KeyBody{App: app, ID: id})
 	r.deltaOrder = append(r.deltaOrder, deltaRef{key: k, seq: r.deltaSeq, ts: ts})
 }
 
@@ -343,7 +354,9 @@ func (r *Registry) pruneDelta(ts int64) {
 }
 
 // effectiveStatus is Eureka's first-match-wins override rule chain
-// (docs/eureka-api.md, "Status override rules") for a non-replicated request. override is the override in force.
+// (docs/eureka-api.md, "Status override rules"). override is the override in
+// force; existing is the stored entry, nil for a replicated request (the
+// existing-lease rule does not apply to replication).
 func effectiveStatus(candidate, override string, existing *Entry) string {
 	if candidate != StatusUp && candidate != StatusOutOfService {
 		return candidate // DOWN, STARTING, UNKNOWN: trust the instance
@@ -371,8 +384,12 @@ func touched(c *Change, in *Instance) {
 	c.SVIPs = append(c.SVIPs, VIPs(in.SecureVIPAddress)...)
 }
 
-// register applies docs/eureka-api.md, "Register" (with heureka's replicated override).
-func (r *Registry) register(idx uint64, ts int64, in *Instance, c *Change) {
+// register applies docs/eureka-api.md, "Register" (with heureka's replicated
+// override). A registration an Eureka peer replicated follows Eureka's
+// replication rules (docs/migrate-from-eureka.md, "What heureka answers a
+// peer"): its overriddenstatus replaces the stored override and the status
+// is not taken from the existing lease.
+func (r *Registry) register(idx uint64, ts int64, in *Instance, replicated bool, c *Change) {
 	in = in.clone()
 	app, id := in.App, in.ID()
 	existing := r.Get(app, id)
@@ -390,19 +407,23 @@ func (r *Registry) register(idx uint64, ts int64, in *Instance, c *Change) {
 		e.ServiceUpTs = existing.ServiceUpTs
 		e.Override = existing.Override
 	}
-	if o := in.OverriddenStatus; e.Override == "" && o != "" && o != StatusUnknown && ValidStatus(o) {
+	if o := in.OverriddenStatus; (e.Override == "" || replicated) && o != "" && o != StatusUnknown && ValidStatus(o) {
 		e.Override = o
 	}
 	record.OverriddenStatus = StatusUnknown
 	if e.Override != "" {
 		record.OverriddenStatus = e.Override
 	}
-	record.Status = effectiveStatus(record.Status, e.Override, existing)
+	leaseRule := existing
+	if replicated {
+		leaseRule = nil
+	}
+	record.Status = effectiveStatus(record.Status, e.Override, leaseRule)
 	if record.Status == StatusUp && e.ServiceUpTs == 0 {
 		e.ServiceUpTs = ts
 	}
 	r.put(e)
-	r.recordDelta(idx, ts, app, id, ActionAdded, nil)
+	r.recordDelta(idx, ts, app, id, ActionAdded, nil, c)
 	r.version = idx
 	touched(c, record)
 }
@@ -419,7 +440,7 @@ func (r *Registry) cancel(idx uint64, ts int64, app, id string, c *Change) error
 	gone.LastUpdatedTs = ts
 	gone.ActionType = ActionDeleted
 	gone.ModifyIndex = idx
-	r.recordDelta(idx, ts, app, id, ActionDeleted, &gone)
+	r.recordDelta(idx, ts, app, id, ActionDeleted, &gone, c)
 	r.version = idx
 	touched(c, old.Instance)
 	return nil
@@ -495,7 +516,7 @@ func (r *Registry) putModified(idx uint64, ts int64, n *Entry, status, overridde
 	n.LastUpdatedTs = ts
 	n.ModifyIndex = idx
 	r.put(n)
-	r.recordDelta(idx, ts, n.App, n.ID, ActionModified, nil)
+	r.recordDelta(idx, ts, n.App, n.ID, ActionModified, nil, c)
 	r.version = idx
 	touched(c, n.Instance)
 }
@@ -519,7 +540,7 @@ func (r *Registry) updateMetadata(idx uint64, ts int64, b *MetadataBody, c *Chan
 	n.LastUpdatedTs = ts
 	n.ModifyIndex = idx
 	r.put(&n)
-	r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil)
+	r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil, c)
 	r.version = idx
 	touched(c, n.Instance)
 	return nil

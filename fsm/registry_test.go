@@ -9,7 +9,7 @@ import (
 func newReg() *Registry { return NewRegistry(0) }
 
 func reg(r *Registry, idx uint64, ts int64, in *Instance) {
-	r.register(idx, ts, in, &Change{})
+	r.register(idx, ts, in, false, &Change{})
 }
 
 func TestRegistry_RegisterAndHash(t *testing.T) {

@@ -32,6 +32,9 @@ func badRequestf(msg string) error { return &badRequest{msg: msg} }
 func errorStatus(err error) int {
 	var br *badRequest
 	var ebr *eureka.BadRequestError
+	if code, ok := errStatusCode(err); ok {
+		return code
+	}
 	switch {
 	case errors.As(err, &br), errors.As(err, &ebr), errors.Is(err, fsm.ErrBadCommand):
 		return http.StatusBadRequest

@@ -123,6 +123,12 @@ func (s *Server) eureka(c *gin.Context) {
 			return
 		}
 		s.fail(c, routeError(n == 2))
+	case "peerreplication":
+		if n == 2 && segs[1] == "batch" && m == http.MethodPost {
+			route("peer_batch", func() { s.peerBatch(c) })
+			return
+		}
+		s.fail(c, routeError(n == 2 && segs[1] == "batch"))
 	case "vips", "svips":
 		if n == 2 && m == http.MethodGet {
 			route(segs[0][:len(segs[0])-1], func() { s.getVIP(c, segs[0] == "svips", segs[1]) })
@@ -207,7 +213,7 @@ func (s *Server) register(c *gin.Context, pathApp string) {
 			return
 		}
 	}
-	if err := s.write(c, fsm.CmdRegister, &fsm.RegisterBody{Instance: in}); err != nil {
+	if err := s.write(c, fsm.CmdRegister, &fsm.RegisterBody{Instance: in, Replicated: isReplication(c)}); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -232,6 +238,10 @@ func okEmpty(c *gin.Context) {
 
 // renew is PUT /apps/{app}/{id} (docs/eureka-api.md, "Renew").
 func (s *Server) renew(c *gin.Context, app, id string) {
+	if isReplication(c) {
+		s.renewFromPeer(c, app, id)
+		return
+	}
 	ldt, err := optionalMillis(c, "lastDirtyTimestamp")
 	if err != nil {
 		s.fail(c, err)
@@ -246,7 +256,7 @@ func (s *Server) renew(c *gin.Context, app, id string) {
 
 // cancel is DELETE /apps/{app}/{id} (docs/eureka-api.md, "Cancel").
 func (s *Server) cancel(c *gin.Context, app, id string) {
-	if err := s.write(c, fsm.CmdCancel, &fsm.KeyBody{App: app, ID: id}); err != nil {
+	if err := s.write(c, fsm.CmdCancel, &fsm.KeyBody{App: app, ID: id, Replicated: isReplication(c)}); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -283,7 +293,7 @@ func (s *Server) override(c *gin.Context, t fsm.CmdType, app, id, value string) 
 		s.fail(c, err)
 		return
 	}
-	if err := s.write(c, t, &fsm.OverrideBody{App: app, ID: id, Status: value, LastDirtyTimestamp: ldt}); err != nil {
+	if err := s.write(c, t, &fsm.OverrideBody{App: app, ID: id, Status: value, LastDirtyTimestamp: ldt, Replicated: isReplication(c)}); err != nil {
 		s.fail(c, err)
 		return
 	}

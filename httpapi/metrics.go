@@ -157,6 +157,7 @@ var (
 	descCacheRefresh  = desc("cache_refreshes_total", "Refreshes of the read_only level from read_write.")
 	descCachePushes   = desc("cache_pushes_total", "Passes that rebuilt the read_only documents a change touched, right after it.")
 	descBlocking      = desc("blocking_reads_waiting", "Blocking reads (?index=) waiting for their document to change.")
+	descPeerReceived  = desc("peer_replication_received_total", "Replicated changes this node received from eureka peers in /peerreplication/batch.")
 )
 
 // nodeCollector reads the node, its registry and its cache at scrape time.
@@ -169,7 +170,7 @@ func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descFallback, descJournalItems, descJournalBytes, descJournalFull, descInstances, descApps, descByStatus, descRegVersion,
 		descRenewals, descThreshold, descExpected, descSPEnabled, descSPActive, descExpired, descEvicted,
 		descLeaseKnown, descCacheHits, descCacheMisses, descCacheEntries, descCacheBuilds, descCacheBuildErr,
-		descCacheBuildSec, descCacheBytes, descCacheInval, descCacheRefresh, descCachePushes, descBlocking} {
+		descCacheBuildSec, descCacheBytes, descCacheInval, descCacheRefresh, descCachePushes, descBlocking, descPeerReceived} {
 		ch <- d
 	}
 }
@@ -258,6 +259,7 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCacheRefresh, float64(cs.Refreshes))
 	counter(descCachePushes, float64(cs.Pushes))
 	gauge(descBlocking, float64(s.waiting.Load()))
+	counter(descPeerReceived, float64(s.peerItems.Load()))
 }
 
 // readRegistry reads the registry this node's Eureka reads show (the

@@ -27,6 +27,7 @@ type Cluster interface {
 	HasQuorum() bool
 	Apply(ctx context.Context, entry []byte) (uint64, error)
 	Renew(ctx context.Context, app, id string, lastDirty int64) error
+	RenewReplicated(ctx context.Context, app, id string, lastDirty int64) error
 	QuorumLost() bool
 	Ready() bool
 	WaitReady(ctx context.Context, d time.Duration) bool
@@ -97,6 +98,8 @@ type Server struct {
 	// for the dashboard's trends.
 	registrations, cancels atomic.Uint64
 	probe                  *memberProber
+	// peerItems counts the replicated changes received in batches.
+	peerItems atomic.Uint64
 }
 
 // New builds the HTTP handler for a node and starts its response cache;

@@ -26,7 +26,9 @@ type fakeCluster struct {
 	index   uint64
 	applied int
 	renews  int
-	applyFn func() error
+	// replicatedRenews counts the heartbeats renewed as replicated.
+	replicatedRenews int
+	applyFn          func() error
 }
 
 func (f *fakeCluster) ID() string       { return "n1" }
@@ -59,6 +61,21 @@ func (f *fakeCluster) Renew(_ context.Context, app, id string, _ int64) error {
 		return fsm.ErrInstanceNotFound
 	}
 	f.renews++
+	return nil
+}
+func (f *fakeCluster) RenewReplicated(_ context.Context, app, id string, ldt int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var e *fsm.Entry
+	f.fsm.Read(func(r *fsm.Registry) { e = r.Get(app, id) })
+	if e == nil || fsm.RenewStatus(e) == fsm.StatusUnknown {
+		return fsm.ErrInstanceNotFound
+	}
+	f.renews++
+	f.replicatedRenews++
+	if ldt > e.Instance.LastDirtyTimestamp {
+		return fsm.ErrInstanceNotFound
+	}
 	return nil
 }
 func (f *fakeCluster) Ready() bool                                   { return true }

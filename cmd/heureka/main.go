@@ -23,6 +23,8 @@ Usage:
   heureka members          list, join or remove members
   heureka mode [ap|cp]     show or switch the consistency mode
   heureka snapshot         save or restore the registry (heureka snapshot --help)
+  heureka import --from URL [--to URL]
+                           copy an eureka-server's registry into heureka once (docs/migrate-from-eureka.md)
   heureka auth hash        print a bcrypt hash of the password on stdin (for --auth-file)
 `
 
@@ -54,6 +56,8 @@ func run(args []string) int {
 		return opsSnapshotCmd(args[1:])
 	case "auth":
 		return authCmd(args[1:], os.Stdin, os.Stdout, os.Stderr)
+	case "import":
+		return importCmd(args[1:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0

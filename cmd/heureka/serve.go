@@ -71,6 +71,8 @@ type serveConfig struct {
 	tlsCA             string
 	raftTLS           bool
 	trendInterval     time.Duration
+	eurekaPeers       string
+	eurekaSyncTimeout time.Duration
 
 	// Derived by check.
 	users  *httpapi.Users
@@ -128,6 +130,8 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require client certificates signed by it (mTLS)")
 	fs.BoolVar(&c.raftTLS, "raft-tls", false, "run Raft over mutual TLS with --tls-cert/--tls-key; peers must present a certificate from --tls-ca (else --tls-client-ca)")
+	fs.StringVar(&c.eurekaPeers, "eureka-peers", "", "service URLs of an eureka-server ring to join as a peer (http://host:8761/eureka/,...): copy its registry before serving reads, replicate this cluster's own changes to it (docs/migrate-from-eureka.md)")
+	fs.DurationVar(&c.eurekaSyncTimeout, "eureka-sync-timeout", time.Minute, "how long a start with --eureka-peers tries to copy the ring's registry before serving reads without it")
 	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM CA bundle peers' certificates are checked against (default: --tls-client-ca, else the system roots)")
 	return fs
 }
@@ -282,6 +286,12 @@ func serve(args []string) int {
 	defer st.Close()
 
 	cc, _ := c.clusterConfig()
+	peers := splitPeers(c.eurekaPeers)
+	var synced chan struct{}
+	if len(peers) > 0 {
+		synced = make(chan struct{})
+		cc.ReadHold = synced
+	}
 	f := fsm.New(c.deltaRetention, log)
 	ln, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
@@ -293,6 +303,9 @@ func serve(args []string) int {
 		ln.Close()
 		log.Error("start node", "error", err)
 		return 1
+	}
+	if len(peers) > 0 {
+		startPeering(node, peers, c.eurekaSyncTimeout, synced, log)
 	}
 	hcfg := httpapi.DefaultConfig()
 	hcfg.MaxBodyBytes = c.maxBodyBytes

@@ -21,6 +21,7 @@ var allowed = map[string][]string{
 	"cluster":         {"fsm", "store", "opapi"},
 	"httpapi":         {"cache", "cluster", "fsm", "httpapi/eureka", "opapi"},
 	"faultproxy":      {"cluster"},
+	"peering":         {"fsm", "httpapi/eureka"},
 	"lab":             {"faultproxy", "opapi"},
 	"bench":           {"opapi"},
 	"e2e":             {"opapi"},
