@@ -26,8 +26,8 @@ deps:
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; \
 	fi
 # Debian's docker.io and docker-compose, and a running dockerd, for the
-# container tests (e2e/compose); then the image they run.
-	@sh scripts/docker-deps.sh && $(MAKE) --no-print-directory image || echo "make deps: no Docker engine; container tests will skip (and fail under make test)"
+# container tests (e2e/compose; they build the image themselves, as make image).
+	@sh scripts/docker-deps.sh || echo "make deps: no Docker engine; container tests will skip (and fail under make test)"
 # Spring Cloud's Eureka client and eureka-server apps (e2e/springclient,
 # e2e/eurekaserver), built by Maven: fetched once into Maven's local
 # repository, then offline. Rebuilt only when their sources change.

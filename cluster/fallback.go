@@ -228,17 +228,20 @@ func (fb *fallback) replay(ctx context.Context) error {
 		}
 		done = end
 	}
-	fb.mu.Lock()
-	dropErr := fb.journal.DropFirst(done)
-	// The FSM now holds what was replayed; writes journaled meanwhile (or
-	// not replayed yet) must stay visible, so the overlay is rebuilt from
-	// them rather than dropped.
-	fb.overlay = nil
-	if fb.journal.Len() > 0 {
-		fb.overlayLocked()
+	var dropErr error
+	if done > 0 {
+		fb.mu.Lock()
+		dropErr = fb.journal.DropFirst(done)
+		// The FSM now holds what was replayed; writes journaled meanwhile
+		// (or not replayed yet) must stay visible, so the overlay is
+		// rebuilt from them rather than dropped.
+		fb.overlay = nil
+		if fb.journal.Len() > 0 {
+			fb.overlayLocked()
+		}
+		fb.mu.Unlock()
+		fb.n.publish(fsm.Change{All: true})
 	}
-	fb.mu.Unlock()
-	fb.n.publish(fsm.Change{All: true})
 	if dropErr != nil {
 		return fmt.Errorf("replay journal: trim %d replayed entries: %w", done, dropErr)
 	}

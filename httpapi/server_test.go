@@ -248,6 +248,7 @@ func TestServer_ErrorMapping(t *testing.T) {
 		{fmt.Errorf("x: %w", fsm.ErrInstanceNotFound), 404},
 		{fmt.Errorf("x: %w", cluster.ErrNoLeader), 503},
 		{fmt.Errorf("x: %w", cluster.ErrUnknownMember), 404},
+		{fmt.Errorf("register without quorum: %w", cluster.ErrJournalFull), 503},
 		{fmt.Errorf("x: %w", fsm.ErrBadCommand), 400},
 		{badRequestf("x"), 400},
 		{errBodyTooLarge, 413},

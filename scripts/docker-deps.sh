@@ -37,7 +37,7 @@ daemon_up && exit 0
 # start_dockerd ARGS...: start dockerd with ARGS and wait up to 30 s for it.
 start_dockerd() {
 	log "starting dockerd $*"
-	dockerd "$@" >/var/log/heureka-dockerd.log 2>&1 &
+	nohup dockerd "$@" >/var/log/heureka-dockerd.log 2>&1 &
 	pid=$!
 	i=0
 	while [ $i -lt 60 ]; do
