@@ -21,6 +21,7 @@ import (
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi"
+	"github.com/heureka-registry/heureka/internal/memlimit"
 	"github.com/heureka-registry/heureka/store"
 )
 
@@ -38,6 +39,7 @@ type serveConfig struct {
 	logLevel       string
 	logJSON        bool
 	pprof          bool
+	memoryLimit    string
 
 	cacheUpdateInterval time.Duration
 	cachePushWindow     time.Duration
@@ -75,6 +77,7 @@ type serveConfig struct {
 	eurekaSyncTimeout time.Duration
 
 	// Derived by check.
+	memory memlimit.Policy
 	users  *httpapi.Users
 	secret string
 	tls    *tlsSetup
@@ -101,6 +104,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log as JSON lines")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof")
+	fs.StringVar(&c.memoryLimit, "memory-limit", memlimit.Auto, "the Go runtime's soft memory limit: auto (the live heap + 1/8 + 24 MiB, followed as the registry grows, at most 90% of the cgroup memory limit; GOMEMLIMIT, if set, wins), off (Go's defaults), or a size such as 512MiB")
 	fs.DurationVar(&c.cacheUpdateInterval, "response-cache-update-interval", 30*time.Second, "full readOnly cache refresh interval: the upper bound on how stale a cached read can be (changes are pushed within --response-cache-push-window)")
 	fs.DurationVar(&c.cachePushWindow, "response-cache-push-window", 2*time.Millisecond, "after a change, how long to gather further changes before the readOnly documents they touch are rebuilt; 0 = refresh only every --response-cache-update-interval, as eureka-server does")
 	fs.DurationVar(&c.cacheAutoExpiration, "response-cache-auto-expiration", 180*time.Second, "readWrite cache expiry")
@@ -168,6 +172,11 @@ func (c *serveConfig) check() error {
 	if _, err := hclogLevel(c.logLevel); err != nil {
 		return err
 	}
+	memory, err := memlimit.Parse(c.memoryLimit)
+	if err != nil {
+		return err
+	}
+	c.memory = memory
 	if c.renewalThreshold <= 0 || c.renewalThreshold > 1 {
 		return fmt.Errorf("--renewal-percent-threshold %v: must be in (0, 1]", c.renewalThreshold)
 	}
@@ -196,7 +205,7 @@ func (c *serveConfig) check() error {
 	if err := c.checkSecurity(); err != nil {
 		return err
 	}
-	_, err := c.clusterConfig()
+	_, err = c.clusterConfig()
 	return err
 }
 
@@ -274,6 +283,9 @@ func serve(args []string) int {
 	level, _ := hclogLevel(c.logLevel)
 	log := hclog.New(&hclog.LoggerOptions{Name: "heureka", Level: level, JSONFormat: c.logJSON, Output: os.Stderr})
 	log = log.With("node", c.nodeID)
+	memCtx, stopMemory := context.WithCancel(context.Background())
+	defer stopMemory()
+	memlimit.Apply(memCtx, c.memory, 500*time.Millisecond, log)
 
 	st, err := store.Open(store.DefaultConfig(c.dataDir), log)
 	if err != nil {

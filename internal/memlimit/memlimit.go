@@ -1,0 +1,180 @@
+// Package memlimit is heureka's memory policy (docs/operations.md,
+// "Memory"): it sets the Go runtime's soft memory limit so that a node
+// started with default flags holds its memory near what its registry
+// needs, instead of letting the heap grow to twice the live data as Go's
+// default garbage collector target does. The limit is either fixed
+// (--memory-limit 512MiB) or automatic: the live heap after the last
+// collection plus a margin, followed as the registry grows and shrinks,
+// and never above 90 % of the container's cgroup memory limit when one is
+// set. It imports nothing of heureka.
+package memlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Auto and Off are the --memory-limit values besides a size.
+const (
+	Auto = "auto"
+	Off  = "off"
+)
+
+// Policy is a parsed --memory-limit.
+type Policy struct {
+	// Fixed is a fixed limit in bytes; 0 means automatic or off.
+	Fixed int64
+	// Auto follows the live heap.
+	Auto bool
+}
+
+// Parse reads a --memory-limit value: "auto", "off", or a size in bytes
+// with an optional unit (B, KB, MB, GB, KiB, MiB, GiB), e.g. 512MiB.
+func Parse(s string) (Policy, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case Auto, "":
+		return Policy{Auto: true}, nil
+	case Off, "0":
+		return Policy{}, nil
+	}
+	n, err := ParseSize(s)
+	if err != nil {
+		return Policy{}, fmt.Errorf("--memory-limit %q: want auto, off or a size such as 512MiB: %w", s, err)
+	}
+	if n < minLimit {
+		return Policy{}, fmt.Errorf("--memory-limit %q: below the %d MiB a node needs to start", s, minLimit>>20)
+	}
+	return Policy{Fixed: n}, nil
+}
+
+var units = []struct {
+	suffix string
+	mult   int64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12}, {"b", 1},
+}
+
+// ParseSize reads a byte count with an optional unit.
+func ParseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, mult = strings.TrimSpace(num), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(t, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("not a size")
+	}
+	if n*float64(mult) > float64(1<<62) {
+		return 0, errors.New("size too large")
+	}
+	return int64(n * float64(mult)), nil
+}
+
+const (
+	// minLimit is the lowest limit set: below it the runtime would collect
+	// all the time for nothing (a node holds a few MiB before any
+	// registration).
+	minLimit = 32 << 20
+	// margin is the room above the live heap: the limit is live + live/8
+	// + margin. Requests, builds and Raft batches allocate into it between
+	// collections; a larger registry gets proportionally more.
+	margin = 24 << 20
+	// cgroupShare is the part of a cgroup memory limit the Go runtime may
+	// use: the rest is for bolt's memory-mapped pages and the kernel.
+	cgroupShare = 0.9
+)
+
+// AutoLimit is the automatic limit for a live heap of live bytes under a
+// cgroup limit of cgroup bytes (0: none).
+func AutoLimit(live, cgroup int64) int64 {
+	l := max(live+live/8+margin, minLimit)
+	if cgroup > 0 {
+		l = min(l, int64(float64(cgroup)*cgroupShare))
+	}
+	return l
+}
+
+// CgroupLimit returns the memory limit of the cgroup this process runs in,
+// from the cgroup v2 or v1 file under root ("/" in production), or 0 when
+// there is none or it cannot be read.
+func CgroupLimit(root string) int64 {
+	for _, p := range []string{"sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			continue
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "max" {
+			return 0
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		// cgroup v1 reports "no limit" as a huge page-aligned number.
+		if err != nil || n <= 0 || n >= 1<<60 {
+			return 0
+		}
+		return n
+	}
+	return 0
+}
+
+// liveHeap is the heap marked live by the last collection.
+func liveHeap() int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
+}
+
+// Apply puts policy p in force until ctx ends. A fixed limit is set once;
+// an automatic one is set now and then followed every interval. When the
+// GOMEMLIMIT environment variable is set and the policy is automatic, the
+// operator's setting wins and nothing is changed. The log says what is in
+// force.
+func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logger) {
+	cgroup := CgroupLimit("/")
+	switch {
+	case p.Fixed > 0:
+		debug.SetMemoryLimit(p.Fixed)
+		log.Info("memory limit", "limit_mib", p.Fixed>>20)
+	case !p.Auto:
+		log.Info("memory limit off: Go runtime defaults")
+	case os.Getenv("GOMEMLIMIT") != "":
+		log.Info("memory limit from GOMEMLIMIT", "limit_mib", debug.SetMemoryLimit(-1)>>20)
+	default:
+		debug.SetMemoryLimit(AutoLimit(liveHeap(), cgroup))
+		log.Info("memory limit automatic: live heap + 1/8 + 24 MiB", "cgroup_limit_mib", cgroup>>20)
+		go follow(ctx, cgroup, interval)
+	}
+}
+
+// follow re-sets the automatic limit every interval as the live heap
+// changes.
+func follow(ctx context.Context, cgroup int64, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			debug.SetMemoryLimit(AutoLimit(liveHeap(), cgroup))
+		}
+	}
+}

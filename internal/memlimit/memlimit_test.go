@@ -1,0 +1,59 @@
+package memlimit
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	for in, want := range map[string]Policy{
+		"auto": {Auto: true}, "": {Auto: true}, "off": {}, "0": {},
+		"512MiB": {Fixed: 512 << 20}, "1GiB": {Fixed: 1 << 30}, "100MB": {Fixed: 100e6}, "1.5 GiB": {Fixed: 3 << 29},
+		"67108864": {Fixed: 64 << 20},
+	} {
+		got, err := Parse(in)
+		if err != nil || got != want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"lots", "-5MiB", "1MiB", "12XB", "1e30GiB"} {
+		if _, err := Parse(in); err == nil {
+			t.Errorf("Parse(%q): want an error", in)
+		}
+	}
+}
+
+func TestAutoLimit(t *testing.T) {
+	if got := AutoLimit(0, 0); got != minLimit {
+		t.Errorf("empty heap: %d, want the floor %d", got, minLimit)
+	}
+	if got := AutoLimit(800<<20, 0); got != 800<<20+100<<20+margin {
+		t.Errorf("800 MiB live: %d MiB", got>>20)
+	}
+	if got := AutoLimit(800<<20, 500<<20); got != 450<<20 {
+		t.Errorf("under a 500 MiB cgroup: %d MiB, want 450", got>>20)
+	}
+}
+
+func TestCgroupLimit(t *testing.T) {
+	write := func(root, p, s string) {
+		f := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v2, v2max, v1, v1none, empty := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	write(v2, "sys/fs/cgroup/memory.max", "268435456\n")
+	write(v2max, "sys/fs/cgroup/memory.max", "max\n")
+	write(v1, "sys/fs/cgroup/memory/memory.limit_in_bytes", "536870912\n")
+	write(v1none, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n")
+	for root, want := range map[string]int64{v2: 256 << 20, v2max: 0, v1: 512 << 20, v1none: 0, empty: 0} {
+		if got := CgroupLimit(root); got != want {
+			t.Errorf("CgroupLimit(%s) = %d, want %d", root, got, want)
+		}
+	}
+}
