@@ -1,6 +1,9 @@
 package fsm
 
-import "strings"
+import (
+	"strings"
+	"unique"
+)
 
 // Instance statuses, as Eureka names them.
 const (
@@ -94,16 +97,34 @@ func (in *Instance) clone() *Instance {
 	c := *in
 	c.Metadata = cloneMap(in.Metadata)
 	c.DataCenterInfo.Metadata = cloneMap(in.DataCenterInfo.Metadata)
+	// The strings many instances repeat (application, VIPs, statuses,
+	// data center, metadata keys and values such as versions and zones)
+	// are held once per registry, as eureka-server's string cache does,
+	// rather than once per instance as the log decoder makes them.
+	for _, f := range []*string{&c.App, &c.Status, &c.OverriddenStatus, &c.VIPAddress, &c.SecureVIPAddress,
+		&c.AppGroupName, &c.ASGName, &c.Sid, &c.DataCenterInfo.Class, &c.DataCenterInfo.Name} {
+		*f = intern(*f)
+	}
 	return &c
 }
 
+// intern returns the registry-wide copy of s. Equal strings are equal
+// whichever copy is kept, so Apply stays deterministic.
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+// cloneMap copies m, interning its keys and values.
 func cloneMap(m map[string]string) map[string]string {
 	if m == nil {
 		return nil
 	}
 	c := make(map[string]string, len(m))
 	for k, v := range m {
-		c[k] = v
+		c[intern(k)] = intern(v)
 	}
 	return c
 }
