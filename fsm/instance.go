@@ -98,7 +98,7 @@ func (in *Instance) clone() *Instance {
 	c.Metadata = cloneMap(in.Metadata)
 	c.DataCenterInfo.Metadata = cloneMap(in.DataCenterInfo.Metadata)
 	// The strings many instances repeat (application, VIPs, statuses,
-	// data center, metadata keys and values such as versions and zones)
+	// data center, metadata keys and short values such as versions and zones)
 	// are held once per registry, as eureka-server's string cache does,
 	// rather than once per instance as the log decoder makes them.
 	for _, f := range []*string{&c.App, &c.Status, &c.OverriddenStatus, &c.VIPAddress, &c.SecureVIPAddress,
@@ -117,14 +117,22 @@ func intern(s string) string {
 	return unique.Make(s).Value()
 }
 
-// cloneMap copies m, interning its keys and values.
+// internMax is the longest metadata value interned: short values (versions,
+// zones, ports, flags) repeat across instances; long ones (commit hashes,
+// tokens) mostly do not, and interning them would only add a copy.
+const internMax = 32
+
+// cloneMap copies m, interning its keys and short values.
 func cloneMap(m map[string]string) map[string]string {
 	if m == nil {
 		return nil
 	}
 	c := make(map[string]string, len(m))
 	for k, v := range m {
-		c[intern(k)] = intern(v)
+		if len(v) <= internMax {
+			v = intern(v)
+		}
+		c[intern(k)] = v
 	}
 	return c
 }
