@@ -14,38 +14,61 @@ import (
 	"github.com/heureka-registry/heureka/bench"
 )
 
-// BenchmarkFootprint is the memory benchmark (BENCHMARKS.md, "Memory
-// footprint"; run it with `go test ./e2e -run XXX -bench Footprint
+// BenchmarkFootprint is the memory and scale benchmark (BENCHMARKS.md,
+// "Memory footprint"; run it with `go test ./e2e -run XXX -bench Footprint
 // -benchtime 1x -v`): a 3-node cluster started with default flags and no
-// environment variables, BENCH_INSTANCES instances (default 10,000) in 500
-// apps with ~1 KB of metadata each, and then every read variant warm on
-// every node: the full registry, the delta, each application, each VIP and
-// secure VIP, in JSON and XML, plain and gzip. It reports each node's RSS
-// and Go heap, and the follower's cached read rate against
-// `heureka limit-server` serving the same bytes (full registry gzip, one
-// application). With BENCH_PPROF_DIR set, the nodes serve /debug/pprof and
-// each node's heap profile is written there.
+// environment variables, BENCH_INSTANCES instances (default 10,000) of
+// `heureka bench`'s workload (500 apps, ~1 KB of varied metadata each),
+// registered by 64 writers and then renewed once each by 64 clients (server
+// CPU per registration and per renewal, all three nodes). Then every read
+// variant is warmed on every node: the full registry, the delta, each
+// application, each VIP and secure VIP, in JSON and XML, plain and gzip
+// (BENCH_VARIANTS=clients: JSON gzip only, what Eureka clients read). It
+// reports each node's RSS and Go heap, the full registry's size, the
+// follower's cached reads against `heureka limit-server` serving the same
+// bytes (alternating in halves, as heureka bench does), and then how long a
+// killed follower takes after its restart to serve the whole registry, and a
+// new fourth node to join and hold it. BENCH_SERVE_ARGS adds flags to every
+// node (to compare a setting against the defaults). With BENCH_PPROF_DIR set, the nodes
+// serve /debug/pprof and each node's heap profile is written there.
 func BenchmarkFootprint(b *testing.B) {
-	n, apps := 10000, 500
+	wl := bench.DefaultWorkload()
 	if s := os.Getenv("BENCH_INSTANCES"); s != "" {
 		v, err := strconv.Atoi(s)
-		if err != nil || v < apps {
-			b.Fatalf("BENCH_INSTANCES=%q: want a number >= %d", s, apps)
+		if err != nil || v < wl.Apps {
+			b.Fatalf("BENCH_INSTANCES=%q: want a number >= %d", s, wl.Apps)
 		}
-		n = v
+		wl.Instances = v
 	}
+	n := wl.Instances
+	clientsOnly := os.Getenv("BENCH_VARIANTS") == "clients"
 	pprofDir := os.Getenv("BENCH_PPROF_DIR")
-	var args []string
+	args := strings.Fields(os.Getenv("BENCH_SERVE_ARGS")) // e.g. --memory-limit=off, to compare
 	if pprofDir != "" {
 		args = append(args, "--pprof")
 	}
 	c := StartCluster(b, 3, Options{DefaultRaftTimings: true, ExtraArgs: args})
 	leader := c.WaitLeader(b, 10*time.Second)
 	follower := c.Followers(leader)[0]
-	start := time.Now()
-	registerBench(b, c.Nodes, n, apps)
-	b.Logf("registered %d instances in %s", n, time.Since(start).Round(time.Millisecond))
-	WaitFor(b, 120*time.Second, func() bool {
+	client := bench.NewClient(64)
+	ctx := context.Background()
+
+	cpu0, start := clusterCPU(c), time.Now()
+	reg := bench.RunFunc(ctx, bench.LoadConfig{Concurrency: 64, Duration: time.Hour, MaxRequests: int64(n)},
+		func(ctx context.Context, w, i int, seq int64) (int64, error) {
+			k := int(seq)
+			code, body, _, err := TryDo(http.MethodPost, c.Nodes[k%3].URL("/eureka/apps/"+wl.App(k)),
+				bench.RegisterBody(wl.Spec(k)), "Content-Type", "application/json")
+			if err == nil && code != http.StatusNoContent {
+				err = fmt.Errorf("register %d: %d %s", k, code, body)
+			}
+			return 0, err
+		})
+	regCPU, regTook := clusterCPU(c)-cpu0, time.Since(start)
+	if reg.Errors > 0 {
+		b.Fatalf("register: %d errors (%s)", reg.Errors, reg.FirstError)
+	}
+	WaitFor(b, 300*time.Second, func() bool {
 		for _, nd := range c.Nodes {
 			if st, err := nd.TryStatus(); err != nil || st.Instances != n {
 				return false
@@ -53,53 +76,84 @@ func BenchmarkFootprint(b *testing.B) {
 		}
 		return true
 	}, "every node holds every instance")
+	cpu0, start = clusterCPU(c), time.Now()
+	ren := bench.RunFunc(ctx, bench.LoadConfig{Concurrency: 64, Duration: time.Hour, MaxRequests: int64(n)},
+		func(ctx context.Context, w, i int, seq int64) (int64, error) {
+			k := int(seq)
+			code, body, _, err := TryDo(http.MethodPut, c.Nodes[k%3].URL("/eureka/apps/"+wl.App(k)+"/"+wl.ID(k)), nil)
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("renew %d: %d %s", k, code, body)
+			}
+			return 0, err
+		})
+	renCPU, renTook := clusterCPU(c)-cpu0, time.Since(start)
+	if ren.Errors > 0 {
+		b.Fatalf("renew: %d errors (%s)", ren.Errors, ren.FirstError)
+	}
+	b.Logf("registered %d instances in %s, renewed each once in %s", n, regTook.Round(time.Millisecond), renTook.Round(time.Millisecond))
 
-	client := bench.NewClient(32)
-	var paths []string
-	paths = append(paths, "/eureka/apps", "/eureka/apps/delta")
-	for a := 0; a < apps; a++ {
-		app := fmt.Sprintf("BENCH-%03d", a)
-		paths = append(paths, "/eureka/apps/"+app, "/eureka/vips/"+strings.ToLower(app), "/eureka/svips/"+strings.ToLower(app))
+	paths := []string{"/eureka/apps", "/eureka/apps/delta"}
+	for a := 0; a < wl.Apps; a++ {
+		app := wl.AppName(a)
+		paths = append(paths, "/eureka/apps/"+app)
+		if !clientsOnly {
+			paths = append(paths, "/eureka/vips/"+strings.ToLower(app), "/eureka/svips/"+strings.ToLower(app))
+		}
+	}
+	type variant struct{ accept, enc string }
+	variants := []variant{{"application/json", "gzip"}}
+	if !clientsOnly {
+		variants = append(variants, variant{"application/json", ""}, variant{"application/xml", ""}, variant{"application/xml", "gzip"})
 	}
 	warm := time.Now()
+	sizes := map[variant]int{}
 	for _, nd := range c.Nodes {
-		for _, accept := range []string{"application/json", "application/xml"} {
-			for _, enc := range []string{"", "gzip"} {
-				h := http.Header{"Accept": {accept}}
-				if enc != "" {
-					h.Set("Accept-Encoding", enc)
+		for _, vr := range variants {
+			h := http.Header{"Accept": {vr.accept}}
+			if vr.enc != "" {
+				h.Set("Accept-Encoding", vr.enc)
+			}
+			for _, p := range paths {
+				body, _, err := bench.Fetch(client, nd.URL(p), h)
+				if err != nil {
+					b.Fatal(err)
 				}
-				for _, p := range paths {
-					if _, _, err := bench.Fetch(client, nd.URL(p), h); err != nil {
-						b.Fatal(err)
-					}
+				if p == "/eureka/apps" {
+					sizes[vr] = len(body)
 				}
 			}
 		}
 	}
-	b.Logf("warmed %d documents × 4 variants on 3 nodes in %s", len(paths), time.Since(warm).Round(time.Millisecond))
+	b.Logf("warmed %d documents × %d variants on 3 nodes in %s", len(paths), len(variants), time.Since(warm).Round(time.Millisecond))
 
 	// Cached reads against the limit, on the follower, as Eureka clients
-	// read: JSON, gzip accepted.
+	// read: JSON, gzip accepted; heureka and the limit take turns in halves.
 	hdr := http.Header{"Accept": {"application/json"}, "Accept-Encoding": {"gzip"}}
 	var rows []string
 	for _, tg := range []struct {
 		path string
 		conc int
-	}{{"/eureka/apps", 8}, {"/eureka/apps/BENCH-042", 32}} {
+	}{{"/eureka/apps", 8}, {"/eureka/apps/" + wl.AppName(42), 32}} {
 		body, _, err := bench.Fetch(client, follower.URL(tg.path), hdr)
 		if err != nil {
 			b.Fatal(err)
 		}
 		limitURL := startLimitServer(b, body, "application/json")
-		lc := bench.LoadConfig{Concurrency: tg.conc, Duration: 4 * time.Second}
-		h := bench.Run(context.Background(), client, lc, bench.Request{URL: follower.URL(tg.path), Header: hdr})
-		l := bench.Run(context.Background(), client, lc, bench.Request{URL: limitURL + tg.path, Header: hdr})
-		if h.Errors > 0 || l.Errors > 0 {
-			b.Fatalf("errors: heureka %d (%s), limit %d (%s)", h.Errors, h.FirstError, l.Errors, l.FirstError)
+		lc := bench.LoadConfig{Concurrency: tg.conc, Duration: 2 * time.Second}
+		var hs, ls []bench.Result
+		for range 2 {
+			hs = append(hs, bench.Run(ctx, client, lc, bench.Request{URL: follower.URL(tg.path), Header: hdr}))
+			ls = append(ls, bench.Run(ctx, client, lc, bench.Request{URL: limitURL + tg.path, Header: hdr}))
+		}
+		var hr, lr float64
+		for i := range hs {
+			if hs[i].Errors > 0 || ls[i].Errors > 0 {
+				b.Fatalf("errors: heureka %d (%s), limit %d (%s)", hs[i].Errors, hs[i].FirstError, ls[i].Errors, ls[i].FirstError)
+			}
+			hr, lr = hr+hs[i].PerSec/2, lr+ls[i].PerSec/2
 		}
 		rows = append(rows, fmt.Sprintf("| GET %s gzip (%d clients, %d KB) | %.0f | %s | %.0f | %s | %.2f |", tg.path, tg.conc, len(body)/1024,
-			h.PerSec, h.P99.Round(10*time.Microsecond), l.PerSec, l.P99.Round(10*time.Microsecond), h.PerSec/l.PerSec))
+			hr, hs[1].P99.Round(10*time.Microsecond), lr, ls[1].P99.Round(10*time.Microsecond), hr/lr))
 	}
 
 	time.Sleep(5 * time.Second) // let the runtime collect the warm-up's garbage
@@ -111,8 +165,8 @@ func BenchmarkFootprint(b *testing.B) {
 		if nd == leader {
 			role = "leader"
 		}
-		mem = append(mem, fmt.Sprintf("| %s (%s) | %.0f MiB | %.0f MiB | %.0f MiB | %.0f MiB |", nd.ID, role, rss,
-			float64(st.Memory.HeapInuseBytes)/(1<<20), float64(st.Memory.HeapAllocBytes)/(1<<20), float64(st.Cache.Bytes)/(1<<20)))
+		mem = append(mem, fmt.Sprintf("| %s (%s) | %.0f MiB | %.0f MiB | %.0f MiB |", nd.ID, role, rss,
+			float64(st.Memory.HeapInuseBytes)/(1<<20), float64(st.Memory.HeapAllocBytes)/(1<<20)))
 		b.ReportMetric(rss, nd.ID+"-rss-MiB")
 		if pprofDir != "" {
 			body, _, err := bench.Fetch(client, nd.URL("/debug/pprof/heap"), nil)
@@ -125,8 +179,39 @@ func BenchmarkFootprint(b *testing.B) {
 			}
 		}
 	}
-	b.Logf("\n%d instances, %s, load average %s\n\n| node | RSS | Go heap in use | heap live (alloc) | cache bytes (statistic) |\n|---|---|---|---|---|\n%s\n\n| read (follower) | heureka req/s | p99 | limit req/s | p99 | ratio |\n|---|---|---|---|---|---|\n%s",
-		n, time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAvg(), strings.Join(mem, "\n"), strings.Join(rows, "\n"))
+
+	// A killed follower restarts and serves the whole registry again; a
+	// new node joins and catches up.
+	servesAll := func(nd *Node) bool {
+		st, err := nd.TryStatus()
+		if err != nil || st.Instances != n {
+			return false
+		}
+		code, _, _, err := TryDo(http.MethodGet, nd.URL("/eureka/apps/"+wl.AppName(0)), nil, "Accept", "application/json")
+		return err == nil && code == http.StatusOK
+	}
+	start = time.Now()
+	follower.Restart(b)
+	WaitFor(b, 120*time.Second, func() bool { return servesAll(follower) }, "the restarted follower serves the registry")
+	restart := time.Since(start)
+	start = time.Now()
+	n4 := c.StartNode(b, "n4", leader.HTTPAddr)
+	WaitFor(b, 300*time.Second, func() bool { return servesAll(n4) }, "the new node serves the registry")
+	join := time.Since(start)
+
+	variantNames := "JSON and XML, plain and gzip"
+	if clientsOnly {
+		variantNames = "JSON gzip"
+	}
+	b.Logf("\n%d instances, %s, load average %s, warm: %s\n\n| node | RSS | Go heap in use | heap live (alloc) |\n|---|---|---|---|\n%s\n\n"+
+		"full registry (GET /eureka/apps JSON): %.1f MiB plain, %.1f MiB gzip\n"+
+		"CPU per registration %.0f µs, per renewal %.0f µs (3 nodes, %d each); %.0f registrations/s, %.0f renewals/s\n"+
+		"restarted follower serves the whole registry after %s; a joining node after %s\n\n"+
+		"| read (follower) | heureka req/s | p99 | limit req/s | p99 | ratio |\n|---|---|---|---|---|---|\n%s",
+		n, time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAvg(), variantNames, strings.Join(mem, "\n"),
+		float64(sizes[variant{"application/json", ""}])/(1<<20), float64(sizes[variant{"application/json", "gzip"}])/(1<<20),
+		regCPU/float64(n)*1e6, renCPU/float64(n)*1e6, n, reg.PerSec, ren.PerSec,
+		restart.Round(10*time.Millisecond), join.Round(10*time.Millisecond), strings.Join(rows, "\n"))
 }
 
 // loadAvg is the first three fields of /proc/loadavg, or "?".
