@@ -5,7 +5,11 @@ package e2e
 // by format, and the clients' own logs do not say what they sent.
 
 import (
+	"bytes"
+	"compress/gzip"
+	"context"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/http/httptest"
@@ -26,8 +30,32 @@ const clientTagHeader = "X-Heureka-E2E-Client"
 type wireRecord struct {
 	client, method, path string
 	accept, contentType  string // the request's
+	body                 string // the request body's first non-blank character
 	status               int
 	answerType           string // the response's Content-Type
+	answer               string // the response body's first non-blank character
+}
+
+// bodyKey carries a request body's first character from the handler to
+// ModifyResponse (the proxied request keeps the incoming one's context).
+type bodyKey struct{}
+
+// firstChar is the first non-blank character of b, after gunzip when
+// encoding says gzip ("" for an empty or unreadable body).
+func firstChar(b []byte, encoding string) string {
+	if strings.EqualFold(encoding, "gzip") && len(b) > 0 {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return ""
+		}
+		if b, err = io.ReadAll(io.LimitReader(zr, 1<<10)); err != nil && len(b) == 0 {
+			return ""
+		}
+	}
+	if b = bytes.TrimSpace(b); len(b) == 0 {
+		return ""
+	}
+	return string(b[:1])
 }
 
 // wireTap is one loopback reverse proxy per node, recording every request.
@@ -51,15 +79,36 @@ func startWireTap(t *testing.T, nodes []*Node) *wireTap {
 			Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
 			Transport: &http.Transport{Proxy: nil},
 			ModifyResponse: func(resp *http.Response) error {
-				w.record(resp.Request, resp.StatusCode, resp.Header.Get("Content-Type"))
+				var answer string
+				if resp.Request.Method == "GET" && resp.StatusCode == 200 {
+					raw, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err != nil {
+						return fmt.Errorf("wire tap: read the answer: %w", err)
+					}
+					resp.Body = io.NopCloser(bytes.NewReader(raw))
+					answer = firstChar(raw, resp.Header.Get("Content-Encoding"))
+				}
+				w.record(resp.Request, resp.StatusCode, resp.Header.Get("Content-Type"), answer)
 				return nil
 			},
 			ErrorHandler: func(rw http.ResponseWriter, r *http.Request, err error) {
-				w.record(r, http.StatusBadGateway, "")
+				w.record(r, http.StatusBadGateway, "", "")
 				http.Error(rw, "wire tap: "+err.Error(), http.StatusBadGateway)
 			},
 		}
-		w.srvs[nd] = httptest.NewServer(rp)
+		w.srvs[nd] = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method == "POST" {
+				raw, err := io.ReadAll(r.Body)
+				if err != nil {
+					http.Error(rw, "wire tap: read the request: "+err.Error(), http.StatusBadRequest)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(raw))
+				r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, firstChar(raw, r.Header.Get("Content-Encoding"))))
+			}
+			rp.ServeHTTP(rw, r)
+		}))
 	}
 	t.Cleanup(func() {
 		for nd := range w.srvs {
@@ -69,16 +118,17 @@ func startWireTap(t *testing.T, nodes []*Node) *wireTap {
 	return w
 }
 
-func (w *wireTap) record(r *http.Request, status int, answerType string) {
+func (w *wireTap) record(r *http.Request, status int, answerType, answer string) {
 	client := r.Header.Get(clientTagHeader)
 	if client == "" {
 		client = "spring"
 	}
+	body, _ := r.Context().Value(bodyKey{}).(string)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.recs = append(w.recs, wireRecord{client: client, method: r.Method, path: r.URL.Path,
-		accept: r.Header.Get("Accept"), contentType: r.Header.Get("Content-Type"),
-		status: status, answerType: answerType})
+		accept: r.Header.Get("Accept"), contentType: r.Header.Get("Content-Type"), body: body,
+		status: status, answerType: answerType, answer: answer})
 }
 
 // URL is the proxied form of nd.URL(path).
@@ -103,10 +153,14 @@ func mediaType(v string) string {
 	return mt
 }
 
+// wireFirst is the first character of a document in each media type.
+var wireFirst = map[string]string{"application/json": "{", "application/xml": "<"}
+
 // check fails the test unless every registry read client made was answered
-// in want (a media type), every registration it sent was written in want,
-// and it made at least one full fetch, one delta fetch and one
-// registration. It returns a one-line summary for the log.
+// in want (a media type, checked on the Content-Type and on the body's first
+// character), every registration it sent was written in want, and it made at
+// least one full fetch, one delta fetch, one registration and one
+// heartbeat. It returns a one-line summary for the log.
 func (w *wireTap) check(t *testing.T, client, want string) string {
 	t.Helper()
 	w.mu.Lock()
@@ -128,13 +182,13 @@ func (w *wireTap) check(t *testing.T, client, want string) string {
 			} else {
 				full++
 			}
-			if got := mediaType(r.answerType); got != want {
-				bad = append(bad, fmt.Sprintf("GET %s answered %q", r.path, r.answerType))
+			if got := mediaType(r.answerType); got != want || r.answer != wireFirst[want] {
+				bad = append(bad, fmt.Sprintf("GET %s answered %q starting with %q", r.path, r.answerType, r.answer))
 			}
 		case r.method == "POST" && strings.Count(p, "/") == 3: // /eureka/apps/{app}
 			register++
-			if got := mediaType(r.contentType); got != want {
-				bad = append(bad, fmt.Sprintf("POST %s sent as %q", r.path, r.contentType))
+			if got := mediaType(r.contentType); got != want || r.body != wireFirst[want] {
+				bad = append(bad, fmt.Sprintf("POST %s sent as %q starting with %q", r.path, r.contentType, r.body))
 			}
 		case r.method == "PUT" && r.status == 200 && strings.Count(p, "/") == 4: // /eureka/apps/{app}/{id}
 			heartbeats++
@@ -153,6 +207,6 @@ func (w *wireTap) check(t *testing.T, client, want string) string {
 		keys = append(keys, fmt.Sprintf("%q×%d", k, accepts[k]))
 	}
 	sort.Strings(keys)
-	return fmt.Sprintf("wire %s: %d registration(s) sent as %s, %d full + %d delta fetches answered %s, %d heartbeats; Accept sent: %s",
-		client, register, want, full, delta, want, heartbeats, strings.Join(keys, ", "))
+	return fmt.Sprintf("wire %s: %d registration(s) sent as %s (bodies starting %q), %d full + %d delta fetches answered %s (bodies starting %q), %d heartbeats; Accept sent: %s",
+		client, register, want, wireFirst[want], full, delta, want, wireFirst[want], heartbeats, strings.Join(keys, ", "))
 }
