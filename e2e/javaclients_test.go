@@ -4,9 +4,31 @@ package e2e
 // client (e2e/springclient, a Spring Boot app built by Maven from `make
 // deps`), Netflix's plain eureka-client (a main class in the same jar, no
 // Spring context) and py-eureka-client from PyPI (e2e/pyclient), all against
-// one 3-node cluster. The Java clients read and write JSON (their transports
-// ask for nothing else); py-eureka-client registers in JSON and reads the
-// registry in XML.
+// a 3-node cluster. py-eureka-client registers in JSON and reads the registry
+// in XML.
+//
+// The Java clients run twice, once with JSON and once with XML on the wire,
+// each time against a fresh cluster behind a recording proxy (wiretap_test.go)
+// that shows which format each request and answer really had:
+//   - JSON: Spring's default transport (RestTemplate, Spring Cloud Netflix
+//     4.3) and the plain client on eureka-client 2.0's Jersey 3 transport.
+//   - XML: no Eureka client transport has an XML setting. Spring's own
+//     transports (RestTemplateEurekaHttpClient, RestClientEurekaHttpClient,
+//     WebClientEurekaHttpClient) set Content-Type and Accept to
+//     application/json and read with a Jackson-only converter or codec;
+//     eureka-client's Jersey 3 transport (AbstractJersey3EurekaHttpClient)
+//     also hard-codes application/json, and EurekaClientConfig's
+//     getEncoderName/getDecoderName only pick the JSON codec, while
+//     getClientDataAccept only adds "X-Eureka-Accept: compact". But the
+//     Jersey 3 transport's body provider (DiscoveryJerseyProvider) reads and
+//     writes XML with Eureka's XStream codec whenever the media type says so,
+//     and request filters are its extension point: a filter (WireFilter)
+//     switches Accept and the registration's Content-Type to XML. The plain
+//     client gets it directly; Spring's client runs on the Jersey 3 transport
+//     by declaring Jersey3TransportClientFactories and
+//     Jersey3DiscoveryClientOptionalArgs beans (XmlTransportConfig), the way
+//     Spring Cloud Netflix 4.3 leaves the choice of Jersey to the application.
+// The evidence: docs/eureka-compat.md, "Eureka's Java clients and XML".
 
 import (
 	"encoding/json"
@@ -69,6 +91,7 @@ type springState struct {
 	ParseErrors    int                          `json:"parseErrors"`
 	InstanceID     string                       `json:"instanceId"`
 	Status         string                       `json:"status"`
+	Transport      string                       `json:"transport"`
 }
 
 // oddBody is a register body eureka-server accepts although it is odd, and
@@ -259,15 +282,29 @@ func heartbeatTarget(t *testing.T, nodes []*Node) *Node {
 	return best
 }
 
+// wireTypes are the media types the Java clients' runs put on the wire.
+var wireTypes = map[string]string{"json": "application/json", "xml": "application/xml"}
+
 func TestEurekaClients(t *testing.T) {
 	java, jar, err := javaTools()
 	toolOrSkip(t, "Spring Cloud client", err)
 	start := time.Now()
+	for _, codec := range []string{"json", "xml"} {
+		t.Run(codec, func(t *testing.T) { runEurekaClients(t, java, jar, codec) })
+	}
+	t.Logf("TestEurekaClients took %.1fs", time.Since(start).Seconds())
+}
 
+// runEurekaClients runs the Spring client's scenario, the plain client's and
+// (for json) py-eureka-client's against a fresh 3-node cluster, the Java
+// clients with codec ("json" or "xml") on the wire.
+func runEurekaClients(t *testing.T, java, jar, codec string) {
+	start := time.Now()
 	c := StartCluster(t, 3, Options{ExtraArgs: edCacheArgs})
 	c.WaitLeader(t, 15*time.Second)
 	n1, n2, n3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
-	zone := n1.URL("/eureka/") + "," + n2.URL("/eureka/") + "," + n3.URL("/eureka/")
+	tap := startWireTap(t, c.Nodes)
+	zone := tap.URL(n1, "/eureka/") + "," + tap.URL(n2, "/eureka/") + "," + tap.URL(n3, "/eureka/")
 	odd := registerOddBodies(t, n2.BaseURL())
 	for key, status := range odd {
 		app, id, _ := strings.Cut(key, "/")
@@ -278,11 +315,15 @@ func TestEurekaClients(t *testing.T) {
 
 	addr := FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
-	spring := StartProc(t, "springclient", exec.Command(java, append(jvmArgs, "-jar", jar,
+	args := append(slices.Clone(jvmArgs), "-jar", jar,
 		"--server.port="+port, "--server.address=127.0.0.1",
 		"--spring.main.banner-mode=off",
 		"--eureka.instance.instance-id=spring-1",
-		"--eureka.client.service-url.defaultZone="+zone)...))
+		"--eureka.client.service-url.defaultZone="+zone)
+	if codec == "xml" {
+		args = append(args, "--heureka.codec=xml", "--eureka.client.jersey.enabled=true")
+	}
+	spring := StartProc(t, "springclient-"+codec, exec.Command(java, args...))
 	sbase := "http://" + addr
 	var st springState
 	state := func() springState {
@@ -313,7 +354,7 @@ func TestEurekaClients(t *testing.T) {
 	}) {
 		failf("the Spring client did not show up UP on every node (running %v)", spring.Running())
 	}
-	t.Logf("Spring client registered %.1fs after the cluster was up", time.Since(start).Seconds())
+	t.Logf("Spring client (%s transport) registered %.1fs after the cluster was up", state().Transport, time.Since(start).Seconds())
 	waitHeartbeats(t, c, "SPRINGCLIENT", "spring-1")
 
 	// It parsed a registry holding every odd-but-accepted body, with the
@@ -377,9 +418,11 @@ func TestEurekaClients(t *testing.T) {
 	used := heartbeatTarget(t, c.Nodes)
 	others := slices.DeleteFunc(slices.Clone(c.Nodes), func(nd *Node) bool { return nd == used })
 	n1, n2, n3 = used, others[0], others[1]
-	zone = n1.URL("/eureka/") + "," + n2.URL("/eureka/") + "," + n3.URL("/eureka/")
+	// The plain client's list: the dead node first. Its proxy goes with it.
+	zone = tap.URL(n1, "/eureka/") + "," + tap.URL(n2, "/eureka/") + "," + tap.URL(n3, "/eureka/")
 	t.Logf("the Spring client heartbeats to %s: killing it", n1.ID)
 	n1.Kill()
+	tap.close(n1)
 	c.WaitLeader(t, 15*time.Second)
 	waitHeartbeats(t, c, "SPRINGCLIENT", "spring-1")
 	registerRetrying(t, n2.BaseURL(), "RESTAPP2", "rest-2")
@@ -392,8 +435,8 @@ func TestEurekaClients(t *testing.T) {
 
 	t.Run("plain eureka-client", func(t *testing.T) {
 		// Its list starts with the dead node, kept in order: it must fail over.
-		plain := StartProc(t, "plainclient", exec.Command(java, append(jvmArgs,
-			"-Dplain.app=PLAINAPP", "-Dplain.id=plain-1", "-Dplain.port=8081", "-Dplain.serviceUrls="+zone,
+		plain := StartProc(t, "plainclient-"+codec, exec.Command(java, append(jvmArgs,
+			"-Dplain.app=PLAINAPP", "-Dplain.id=plain-1", "-Dplain.port=8081", "-Dplain.serviceUrls="+zone, "-Dplain.codec="+codec,
 			"-Dloader.main=heureka.e2e.PlainClient", "-jar", jar)...))
 		if !Eventually(2*clientTimeout, func() bool {
 			l := plain.LastLine("apps ")
@@ -412,36 +455,41 @@ func TestEurekaClients(t *testing.T) {
 		WaitFor(t, clientTimeout, func() bool {
 			return instanceStatus(n2.BaseURL(), "PLAINAPP", "plain-1") == "" && instanceStatus(n3.BaseURL(), "PLAINAPP", "plain-1") == ""
 		}, "plain-1 gone from n2 and n3 after its cancel")
+		t.Log(tap.check(t, "plain", wireTypes[codec]))
 	})
 
-	t.Run("py-eureka-client", func(t *testing.T) {
-		py, err := filepath.Abs(pyVenvPython)
-		if err == nil {
-			_, err = os.Stat(py)
-		}
-		toolOrSkip(t, "py-eureka-client", err)
-		urls := n1.URL("/eureka") + "," + n2.URL("/eureka") + "," + n3.URL("/eureka")
-		p := StartProc(t, "pyclient", exec.Command(py, pyScenario, urls, "py-1", "8082"))
-		if !Eventually(clientTimeout, func() bool {
-			l := p.LastLine(`{"apps"`)
-			return strings.Contains(l, `"PYAPP": ["py-1:UP"]`) && strings.Contains(l, `"SPRINGCLIENT": ["spring-1:UP"]`) &&
-				strings.Contains(l, `"ODDJSON": [`)
-		}) {
-			t.Fatalf("py-eureka-client did not register and discover; output tail:\n%s", p.Tail(30))
-		}
-		for _, nd := range []*Node{n2, n3} {
-			if got := instanceStatus(nd.BaseURL(), "PYAPP", "py-1"); got != "UP" {
-				t.Fatalf("py-1 on %s: status %q", nd.ID, got)
+	// py-eureka-client's wire format is its own (JSON writes, XML reads): it
+	// runs once, with the json run.
+	if codec == "json" {
+		t.Run("py-eureka-client", func(t *testing.T) {
+			py, err := filepath.Abs(pyVenvPython)
+			if err == nil {
+				_, err = os.Stat(py)
 			}
-		}
-		waitHeartbeats(t, c, "PYAPP", "py-1")
-		if !p.Stop(20*time.Second) || p.LastLine(`{"cancelled"`) == "" {
-			t.Fatalf("py-eureka-client did not cancel on SIGTERM; tail:\n%s", p.Tail(20))
-		}
-		WaitFor(t, clientTimeout, func() bool {
-			return instanceStatus(n2.BaseURL(), "PYAPP", "py-1") == "" && instanceStatus(n3.BaseURL(), "PYAPP", "py-1") == ""
-		}, "py-1 gone from n2 and n3 after its cancel")
-	})
+			toolOrSkip(t, "py-eureka-client", err)
+			urls := n1.URL("/eureka") + "," + n2.URL("/eureka") + "," + n3.URL("/eureka")
+			p := StartProc(t, "pyclient", exec.Command(py, pyScenario, urls, "py-1", "8082"))
+			if !Eventually(clientTimeout, func() bool {
+				l := p.LastLine(`{"apps"`)
+				return strings.Contains(l, `"PYAPP": ["py-1:UP"]`) && strings.Contains(l, `"SPRINGCLIENT": ["spring-1:UP"]`) &&
+					strings.Contains(l, `"ODDJSON": [`)
+			}) {
+				t.Fatalf("py-eureka-client did not register and discover; output tail:\n%s", p.Tail(30))
+			}
+			for _, nd := range []*Node{n2, n3} {
+				if got := instanceStatus(nd.BaseURL(), "PYAPP", "py-1"); got != "UP" {
+					t.Fatalf("py-1 on %s: status %q", nd.ID, got)
+				}
+			}
+			waitHeartbeats(t, c, "PYAPP", "py-1")
+			if !p.Stop(20*time.Second) || p.LastLine(`{"cancelled"`) == "" {
+				t.Fatalf("py-eureka-client did not cancel on SIGTERM; tail:\n%s", p.Tail(20))
+			}
+			WaitFor(t, clientTimeout, func() bool {
+				return instanceStatus(n2.BaseURL(), "PYAPP", "py-1") == "" && instanceStatus(n3.BaseURL(), "PYAPP", "py-1") == ""
+			}, "py-1 gone from n2 and n3 after its cancel")
+		})
+	}
 
 	// On shutdown it cancels.
 	if !spring.Stop(30 * time.Second) {
@@ -450,5 +498,6 @@ func TestEurekaClients(t *testing.T) {
 	WaitFor(t, clientTimeout, func() bool {
 		return instanceStatus(n2.BaseURL(), "SPRINGCLIENT", "spring-1") == "" && instanceStatus(n3.BaseURL(), "SPRINGCLIENT", "spring-1") == ""
 	}, "spring-1 gone from n2 and n3 after shutdown")
-	t.Logf("TestEurekaClients took %.1fs", time.Since(start).Seconds())
+	t.Log(tap.check(t, "spring", wireTypes[codec]))
+	t.Logf("the %s run took %.1fs", codec, time.Since(start).Seconds())
 }

@@ -21,7 +21,8 @@ import org.springframework.cloud.netflix.eureka.InstanceInfoFactory;
 /**
  * Netflix's plain eureka-client (its DiscoveryClient with its own Jersey
  * transport, no Spring context). System properties: plain.app, plain.id,
- * plain.port, plain.serviceUrls (comma-separated). It registers as UP, then prints one line per
+ * plain.port, plain.serviceUrls (comma-separated), plain.codec (json, the default, or xml: see
+ * WireFilter). It registers as UP, then prints one line per
  * second: "apps {APP=[id:STATUS, ...], ...}". On SIGTERM it shuts the client
  * down, which cancels its registration, and prints "cancelled".
  */
@@ -54,8 +55,10 @@ public class PlainClient {
         InstanceInfo info = new InstanceInfoFactory().create(instanceConfig);
         ApplicationInfoManager manager = new ApplicationInfoManager(instanceConfig, info);
         // Keep the configured order of service URLs, so the first one is used first.
+        Jersey3DiscoveryClientOptionalArgs optionalArgs = new Jersey3DiscoveryClientOptionalArgs();
+        optionalArgs.setAdditionalFilters(List.of(new WireFilter("plain", "xml".equals(System.getProperty("plain.codec")))));
         DiscoveryClient client = new DiscoveryClient(manager, clientConfig,
-                new Jersey3TransportClientFactories(), new Jersey3DiscoveryClientOptionalArgs(), new KeepOrder());
+                new Jersey3TransportClientFactories(), optionalArgs, new KeepOrder());
         manager.setInstanceStatus(InstanceInfo.InstanceStatus.UP);
         CountDownLatch done = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {

@@ -4,6 +4,7 @@ import com.netflix.appinfo.ApplicationInfoManager;
 import com.netflix.appinfo.InstanceInfo;
 import com.netflix.discovery.EurekaClient;
 import com.netflix.discovery.shared.Application;
+import com.netflix.discovery.shared.transport.jersey.TransportClientFactories;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -30,11 +31,14 @@ public class SpringClientApp {
     private final DiscoveryClient discovery;
     private final EurekaClient eureka;
     private final ApplicationInfoManager infoManager;
+    private final TransportClientFactories<?> transport;
 
-    public SpringClientApp(DiscoveryClient discovery, EurekaClient eureka, ApplicationInfoManager infoManager) {
+    public SpringClientApp(DiscoveryClient discovery, EurekaClient eureka, ApplicationInfoManager infoManager,
+            TransportClientFactories<?> transport) {
         this.discovery = discovery;
         this.eureka = eureka;
         this.infoManager = infoManager;
+        this.transport = transport;
     }
 
     public static void main(String[] args) {
@@ -71,6 +75,7 @@ public class SpringClientApp {
         out.put("instanceId", infoManager.getInfo().getId());
         out.put("status", infoManager.getInfo().getStatus().name());
         out.put("client", eureka.getClass().getName());
+        out.put("transport", transport.getClass().getSimpleName());
         return out;
     }
 
