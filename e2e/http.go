@@ -124,6 +124,12 @@ func Do(t testing.TB, method, url string, body []byte, headers ...string) (int, 
 // TryDo is Do without the test: it reports transport errors instead. It is
 // safe to call from any goroutine.
 func TryDo(method, url string, body []byte, headers ...string) (int, []byte, http.Header, error) {
+	return DoWith(httpClient, method, url, body, headers...)
+}
+
+// DoWith is TryDo through the client c (for example one that dials into a
+// container's network namespace).
+func DoWith(c *http.Client, method, url string, body []byte, headers ...string) (int, []byte, http.Header, error) {
 	if len(headers)%2 != 0 {
 		return 0, nil, nil, fmt.Errorf("headers must be name/value pairs, got %d strings", len(headers))
 	}
@@ -142,7 +148,7 @@ func TryDo(method, url string, body []byte, headers ...string) (int, []byte, htt
 	for i := 0; i < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil, nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -254,25 +253,7 @@ var client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{P
 
 // do sends one request with c; Accept is JSON.
 func do(c *http.Client, method, url string, body []byte) (int, []byte, http.Header, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header, err
+	return e2e.DoWith(c, method, url, body)
 }
 
 func getStatus(c *http.Client, base string) (status, error) {
