@@ -57,7 +57,6 @@ func eurekaPath(escaped string) ([]string, error) {
 // irregular (optional version segment, trailing slashes, ids with ':' and
 // escaped characters), so they are matched here rather than in gin's tree.
 func (s *Server) eureka(c *gin.Context) {
-	c.Set(eurekaRouteKey, "other") // for the metrics, until a route matches
 	segs, err := eurekaPath(c.Request.URL.EscapedPath())
 	if err != nil {
 		s.fail(c, err)
@@ -86,52 +85,58 @@ func (s *Server) eureka(c *gin.Context) {
 	if s.eurekaExtra(c, segs, m) {
 		return
 	}
-	// route names the matched endpoint (the metrics label) and runs it.
-	route := func(kind string, handler func()) {
-		c.Set(eurekaRouteKey, kind)
+	// route names the matched endpoint (the metrics label, a constant so
+	// that storing it allocates nothing) and runs it.
+	route := func(label string, handler func()) {
+		c.Set(eurekaRouteKey, label)
 		handler()
 	}
 	switch segs[0] {
 	case "apps":
 		switch {
 		case n == 1 && m == http.MethodGet:
-			route("apps", func() { s.getApps(c) })
+			route("eureka_apps", func() { s.getApps(c) })
 		case n == 2 && segs[1] == "delta" && m == http.MethodGet:
-			route("delta", func() { s.getDelta(c) })
+			route("eureka_delta", func() { s.getDelta(c) })
 		case n == 2 && m == http.MethodGet:
-			route("app", func() { s.getApp(c, appName(segs[1])) })
+			route("eureka_app", func() { s.getApp(c, appName(segs[1])) })
 		case n == 2 && m == http.MethodPost:
-			route("register", func() { s.register(c, segs[1]) })
+			route("eureka_register", func() { s.register(c, segs[1]) })
 		case n == 3 && m == http.MethodGet:
-			route("instance", func() { s.getInstance(c, appName(segs[1]), segs[2]) })
+			route("eureka_instance", func() { s.getInstance(c, appName(segs[1]), segs[2]) })
 		case n == 3 && m == http.MethodPut:
-			route("renew", func() { s.renew(c, appName(segs[1]), segs[2]) })
+			route("eureka_renew", func() { s.renew(c, appName(segs[1]), segs[2]) })
 		case n == 3 && m == http.MethodDelete:
-			route("cancel", func() { s.cancel(c, appName(segs[1]), segs[2]) })
+			route("eureka_cancel", func() { s.cancel(c, appName(segs[1]), segs[2]) })
 		case n == 4 && segs[3] == "status" && m == http.MethodPut:
-			route("status_override", func() { s.setOverride(c, appName(segs[1]), segs[2]) })
+			route("eureka_status_override", func() { s.setOverride(c, appName(segs[1]), segs[2]) })
 		case n == 4 && segs[3] == "status" && m == http.MethodDelete:
-			route("status_override", func() { s.deleteOverride(c, appName(segs[1]), segs[2]) })
+			route("eureka_status_override", func() { s.deleteOverride(c, appName(segs[1]), segs[2]) })
 		case n == 4 && segs[3] == "metadata" && m == http.MethodPut:
-			route("metadata", func() { s.updateMetadata(c, appName(segs[1]), segs[2]) })
+			route("eureka_metadata", func() { s.updateMetadata(c, appName(segs[1]), segs[2]) })
 		default:
 			s.fail(c, routeError(n <= 4))
 		}
 	case "instances":
 		if n == 2 && m == http.MethodGet {
-			route("instance_by_id", func() { s.getInstanceByID(c, segs[1]) })
+			route("eureka_instance_by_id", func() { s.getInstanceByID(c, segs[1]) })
 			return
 		}
 		s.fail(c, routeError(n == 2))
 	case "peerreplication":
 		if n == 2 && segs[1] == "batch" && m == http.MethodPost {
-			route("peer_batch", func() { s.peerBatch(c) })
+			route("eureka_peer_batch", func() { s.peerBatch(c) })
 			return
 		}
 		s.fail(c, routeError(n == 2 && segs[1] == "batch"))
 	case "vips", "svips":
 		if n == 2 && m == http.MethodGet {
-			route(segs[0][:len(segs[0])-1], func() { s.getVIP(c, segs[0] == "svips", segs[1]) })
+			secure := segs[0] == "svips"
+			label := "eureka_vip"
+			if secure {
+				label = "eureka_svip"
+			}
+			route(label, func() { s.getVIP(c, secure, segs[1]) })
 			return
 		}
 		s.fail(c, routeError(n == 2))
@@ -140,9 +145,10 @@ func (s *Server) eureka(c *gin.Context) {
 	}
 }
 
-// eurekaRouteKey holds, in the gin context, the name of the Eureka endpoint
-// a request matched ("register", "renew", ...): the dispatcher sets it and
-// the metrics label requests with it, so the path is parsed once.
+// eurekaRouteKey holds, in the gin context, the metrics label of the Eureka
+// endpoint a request matched ("eureka_register", "eureka_renew", ...): the
+// dispatcher sets it and the metrics label requests with it, so the path is
+// parsed once. A request that matched none is labelled "eureka_other".
 const eurekaRouteKey = "heureka.eureka_route"
 
 func routeError(pathKnown bool) error {

@@ -71,9 +71,23 @@ func (m *serverMetrics) routes(e *gin.Engine) {
 	e.GET("/metrics", gin.WrapH(m.handler))
 }
 
+// contextKeys recycles the gin contexts' Keys maps: gin makes a new one
+// for the first Set of every request, and the Eureka dispatcher sets the
+// route label on each, a map allocation per request on the hot read path.
+var contextKeys = sync.Pool{New: func() any { return make(map[any]any, 4) }}
+
 // observe is the middleware that counts requests and their latency.
 func (m *serverMetrics) observe(c *gin.Context) {
 	start := time.Now()
+	keys := contextKeys.Get().(map[any]any)
+	c.Keys = keys
+	defer func() {
+		// Nothing holds the map after the request (gin.Context.Copy
+		// copies it), so it is handed to the next one.
+		c.Keys = nil
+		clear(keys)
+		contextKeys.Put(keys)
+	}()
 	c.Next()
 	route := routeName(c)
 	method := c.Request.Method
@@ -97,7 +111,10 @@ func routeName(c *gin.Context) string {
 	p := c.Request.URL.Path
 	switch {
 	case strings.HasPrefix(p, "/eureka/") || p == "/eureka":
-		return "eureka_" + c.GetString(eurekaRouteKey)
+		if label := c.GetString(eurekaRouteKey); label != "" {
+			return label
+		}
+		return "eureka_other"
 	case strings.HasPrefix(p, cluster.InternalPrefix):
 		if name := strings.TrimPrefix(p, cluster.InternalPrefix); internalRoutes[name] {
 			return "internal_" + name
