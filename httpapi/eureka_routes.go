@@ -38,9 +38,10 @@ func eurekaPath(escaped string) ([]string, error) {
 	if rest == "" {
 		return nil, nil
 	}
-	raw := strings.Split(rest, "/")
-	segs := make([]string, len(raw))
-	for i, r := range raw {
+	// Segments are unescaped in place: one slice per request, and none
+	// more for segments without escapes (PathUnescape returns them as is).
+	segs := strings.Split(rest, "/")
+	for i, r := range segs {
 		s, err := url.PathUnescape(r)
 		if err != nil {
 			return nil, badRequestf("bad path segment " + strconv.Quote(r))
@@ -406,7 +407,10 @@ const (
 // linearizable read confirms leadership first and is built fresh, bypassing
 // the cache.
 func (s *Server) readGate(c *gin.Context) (readSource, error) {
-	level := c.Query("consistency")
+	level := consistencyDefault
+	if c.Request.URL.RawQuery != "" { // gin parses the query into a new map on first use
+		level = c.Query("consistency")
+	}
 	switch level {
 	case consistencyDefault, consistencyStale, consistencyLinearizable:
 	default:
