@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -492,17 +493,56 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	writeDoc(c.Writer, v, gz)
 }
 
-// docHeaders sets the headers of a registry document's answer.
+// Header values shared by every answer that carries them: assigning a
+// shared one-element slice instead of calling Header.Set saves an
+// allocation and a key canonicalisation per header per read. Nothing
+// modifies a header value in place (Set replaces the slice, Add appends to
+// a full one and so copies it).
+var (
+	contentTypeValues = func() (v [eureka.NumFormats][]string) {
+		for f := range v {
+			v[f] = []string{eureka.Format(f).ContentType()}
+		}
+		return v
+	}()
+	varyValue = []string{"Accept, Accept-Encoding"}
+	gzipValue = []string{"gzip"}
+)
+
+// docHeaderValues are the header values of one cached document, kept with
+// it (cache.Value.Memo) so that reads of the same document share them.
+type docHeaderValues struct {
+	index, length []string
+	gzLength      atomic.Pointer[[]string] // set on the first gzipped read
+}
+
+func deriveDocHeaders(v *cache.Value) any {
+	return &docHeaderValues{index: []string{strconv.FormatUint(v.Version, 10)}, length: []string{strconv.Itoa(v.Len)}}
+}
+
+// docHeaders sets the headers of a registry document's answer (the keys
+// are in canonical form).
 func docHeaders(h http.Header, v *cache.Value, f eureka.Format, gz bool) {
-	h.Set(IndexHeader, strconv.FormatUint(v.Version, 10))
-	h.Set("Content-Type", f.ContentType())
-	h.Add("Vary", "Accept, Accept-Encoding")
+	hv := v.Memo(deriveDocHeaders).(*docHeaderValues)
+	h[IndexHeader] = hv.index
+	h["Content-Type"] = contentTypeValues[f]
+	if len(h["Vary"]) == 0 {
+		h["Vary"] = varyValue
+	} else {
+		h["Vary"] = append(h["Vary"], varyValue[0])
+	}
 	if gz {
-		h.Set("Content-Encoding", "gzip")
-		h.Set("Content-Length", strconv.Itoa(len(v.Gzip())))
+		h["Content-Encoding"] = gzipValue
+		gzLen := hv.gzLength.Load()
+		if gzLen == nil {
+			l := []string{strconv.Itoa(len(v.Gzip()))}
+			gzLen = &l
+			hv.gzLength.Store(gzLen)
+		}
+		h["Content-Length"] = *gzLen
 		return
 	}
-	h.Set("Content-Length", strconv.Itoa(v.Len))
+	h["Content-Length"] = hv.length
 }
 
 // writeDoc writes a registry document's body.
