@@ -91,6 +91,25 @@ type Value struct {
 	// counted.
 	held      bool
 	gzCounted int
+
+	// memo is what the serving layer derived from the value (Memo).
+	memo atomic.Pointer[any]
+}
+
+// Memo returns what derive returns for v, computed once per value and kept
+// with it: the serving layer keeps there what it would otherwise work out
+// again on every read of the same document (its header values). derive
+// must be a pure function of v; two readers racing may both call it, and
+// one result is kept.
+func (v *Value) Memo(derive func(*Value) any) any {
+	if p := v.memo.Load(); p != nil {
+		return *p
+	}
+	m := derive(v)
+	if v.memo.CompareAndSwap(nil, &m) {
+		return m
+	}
+	return *v.memo.Load()
 }
 
 // NewValue makes a value of segments.

@@ -292,3 +292,21 @@ func TestCache_InvalidationDuringBuildIsNotPublished(t *testing.T) {
 		t.Fatalf("a document built before an invalidation was published to readOnly: %s", got)
 	}
 }
+
+// TestValue_MemoOncePerValue: Memo keeps what it derived with the value.
+func TestValue_MemoOncePerValue(t *testing.T) {
+	calls := 0
+	derive := func(v *Value) any { calls++; return v.Len * 2 }
+	v := NewValue([][]byte{[]byte("abc"), []byte("de")}, 7)
+	for i := 0; i < 3; i++ {
+		if got := v.Memo(derive).(int); got != 10 {
+			t.Fatalf("Memo = %d, want 10", got)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("derive ran %d times, want 1", calls)
+	}
+	if got := NewValue([][]byte{[]byte("x")}, 8).Memo(derive).(int); got != 2 || calls != 2 {
+		t.Errorf("another value: Memo = %d after %d calls, want 2 after 2", got, calls)
+	}
+}

@@ -42,6 +42,9 @@ type blocking struct {
 // parseBlocking reads ?index= and ?wait= (a Go duration such as 10s or
 // 2m, or whole seconds); ok is false when the read does not block.
 func parseBlocking(c *gin.Context) (b blocking, ok bool, err error) {
+	if c.Request.URL.RawQuery == "" {
+		return b, false, nil // the common case, without parsing a query into a map
+	}
 	raw, given := c.GetQuery("index")
 	rawWait, waitGiven := c.GetQuery("wait")
 	if !given {

@@ -37,11 +37,11 @@ func (s *Server) eurekaExtra(c *gin.Context, segs []string, method string) bool 
 	}
 	switch {
 	case len(segs) == 1 && segs[0] == "status":
-		c.Set(eurekaRouteKey, "status_info")
+		c.Set(eurekaRouteKey, "eureka_status_info")
 		s.statusInfo(c)
 		return true
 	case len(segs) == 2 && segs[0] == "serverinfo" && segs[1] == "statusoverrides":
-		c.Set(eurekaRouteKey, "status_overrides")
+		c.Set(eurekaRouteKey, "eureka_status_overrides")
 		s.statusOverrides(c)
 		return true
 	}

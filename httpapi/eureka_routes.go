@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -38,9 +39,10 @@ func eurekaPath(escaped string) ([]string, error) {
 	if rest == "" {
 		return nil, nil
 	}
-	raw := strings.Split(rest, "/")
-	segs := make([]string, len(raw))
-	for i, r := range raw {
+	// Segments are unescaped in place: one slice per request, and none
+	// more for segments without escapes (PathUnescape returns them as is).
+	segs := strings.Split(rest, "/")
+	for i, r := range segs {
 		s, err := url.PathUnescape(r)
 		if err != nil {
 			return nil, badRequestf("bad path segment " + strconv.Quote(r))
@@ -57,7 +59,6 @@ func eurekaPath(escaped string) ([]string, error) {
 // irregular (optional version segment, trailing slashes, ids with ':' and
 // escaped characters), so they are matched here rather than in gin's tree.
 func (s *Server) eureka(c *gin.Context) {
-	c.Set(eurekaRouteKey, "other") // for the metrics, until a route matches
 	segs, err := eurekaPath(c.Request.URL.EscapedPath())
 	if err != nil {
 		s.fail(c, err)
@@ -86,52 +87,58 @@ func (s *Server) eureka(c *gin.Context) {
 	if s.eurekaExtra(c, segs, m) {
 		return
 	}
-	// route names the matched endpoint (the metrics label) and runs it.
-	route := func(kind string, handler func()) {
-		c.Set(eurekaRouteKey, kind)
+	// route names the matched endpoint (the metrics label, a constant so
+	// that storing it allocates nothing) and runs it.
+	route := func(label string, handler func()) {
+		c.Set(eurekaRouteKey, label)
 		handler()
 	}
 	switch segs[0] {
 	case "apps":
 		switch {
 		case n == 1 && m == http.MethodGet:
-			route("apps", func() { s.getApps(c) })
+			route("eureka_apps", func() { s.getApps(c) })
 		case n == 2 && segs[1] == "delta" && m == http.MethodGet:
-			route("delta", func() { s.getDelta(c) })
+			route("eureka_delta", func() { s.getDelta(c) })
 		case n == 2 && m == http.MethodGet:
-			route("app", func() { s.getApp(c, appName(segs[1])) })
+			route("eureka_app", func() { s.getApp(c, appName(segs[1])) })
 		case n == 2 && m == http.MethodPost:
-			route("register", func() { s.register(c, segs[1]) })
+			route("eureka_register", func() { s.register(c, segs[1]) })
 		case n == 3 && m == http.MethodGet:
-			route("instance", func() { s.getInstance(c, appName(segs[1]), segs[2]) })
+			route("eureka_instance", func() { s.getInstance(c, appName(segs[1]), segs[2]) })
 		case n == 3 && m == http.MethodPut:
-			route("renew", func() { s.renew(c, appName(segs[1]), segs[2]) })
+			route("eureka_renew", func() { s.renew(c, appName(segs[1]), segs[2]) })
 		case n == 3 && m == http.MethodDelete:
-			route("cancel", func() { s.cancel(c, appName(segs[1]), segs[2]) })
+			route("eureka_cancel", func() { s.cancel(c, appName(segs[1]), segs[2]) })
 		case n == 4 && segs[3] == "status" && m == http.MethodPut:
-			route("status_override", func() { s.setOverride(c, appName(segs[1]), segs[2]) })
+			route("eureka_status_override", func() { s.setOverride(c, appName(segs[1]), segs[2]) })
 		case n == 4 && segs[3] == "status" && m == http.MethodDelete:
-			route("status_override", func() { s.deleteOverride(c, appName(segs[1]), segs[2]) })
+			route("eureka_status_override", func() { s.deleteOverride(c, appName(segs[1]), segs[2]) })
 		case n == 4 && segs[3] == "metadata" && m == http.MethodPut:
-			route("metadata", func() { s.updateMetadata(c, appName(segs[1]), segs[2]) })
+			route("eureka_metadata", func() { s.updateMetadata(c, appName(segs[1]), segs[2]) })
 		default:
 			s.fail(c, routeError(n <= 4))
 		}
 	case "instances":
 		if n == 2 && m == http.MethodGet {
-			route("instance_by_id", func() { s.getInstanceByID(c, segs[1]) })
+			route("eureka_instance_by_id", func() { s.getInstanceByID(c, segs[1]) })
 			return
 		}
 		s.fail(c, routeError(n == 2))
 	case "peerreplication":
 		if n == 2 && segs[1] == "batch" && m == http.MethodPost {
-			route("peer_batch", func() { s.peerBatch(c) })
+			route("eureka_peer_batch", func() { s.peerBatch(c) })
 			return
 		}
 		s.fail(c, routeError(n == 2 && segs[1] == "batch"))
 	case "vips", "svips":
 		if n == 2 && m == http.MethodGet {
-			route(segs[0][:len(segs[0])-1], func() { s.getVIP(c, segs[0] == "svips", segs[1]) })
+			secure := segs[0] == "svips"
+			label := "eureka_vip"
+			if secure {
+				label = "eureka_svip"
+			}
+			route(label, func() { s.getVIP(c, secure, segs[1]) })
 			return
 		}
 		s.fail(c, routeError(n == 2))
@@ -140,9 +147,10 @@ func (s *Server) eureka(c *gin.Context) {
 	}
 }
 
-// eurekaRouteKey holds, in the gin context, the name of the Eureka endpoint
-// a request matched ("register", "renew", ...): the dispatcher sets it and
-// the metrics label requests with it, so the path is parsed once.
+// eurekaRouteKey holds, in the gin context, the metrics label of the Eureka
+// endpoint a request matched ("eureka_register", "eureka_renew", ...): the
+// dispatcher sets it and the metrics label requests with it, so the path is
+// parsed once. A request that matched none is labelled "eureka_other".
 const eurekaRouteKey = "heureka.eureka_route"
 
 func routeError(pathKnown bool) error {
@@ -400,7 +408,10 @@ const (
 // linearizable read confirms leadership first and is built fresh, bypassing
 // the cache.
 func (s *Server) readGate(c *gin.Context) (readSource, error) {
-	level := c.Query("consistency")
+	level := consistencyDefault
+	if c.Request.URL.RawQuery != "" { // gin parses the query into a new map on first use
+		level = c.Query("consistency")
+	}
 	switch level {
 	case consistencyDefault, consistencyStale, consistencyLinearizable:
 	default:
@@ -482,17 +493,56 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	writeDoc(c.Writer, v, gz)
 }
 
-// docHeaders sets the headers of a registry document's answer.
+// Header values shared by every answer that carries them: assigning a
+// shared one-element slice instead of calling Header.Set saves an
+// allocation and a key canonicalisation per header per read. Nothing
+// modifies a header value in place (Set replaces the slice, Add appends to
+// a full one and so copies it).
+var (
+	contentTypeValues = func() (v [eureka.NumFormats][]string) {
+		for f := range v {
+			v[f] = []string{eureka.Format(f).ContentType()}
+		}
+		return v
+	}()
+	varyValue = []string{"Accept, Accept-Encoding"}
+	gzipValue = []string{"gzip"}
+)
+
+// docHeaderValues are the header values of one cached document, kept with
+// it (cache.Value.Memo) so that reads of the same document share them.
+type docHeaderValues struct {
+	index, length []string
+	gzLength      atomic.Pointer[[]string] // set on the first gzipped read
+}
+
+func deriveDocHeaders(v *cache.Value) any {
+	return &docHeaderValues{index: []string{strconv.FormatUint(v.Version, 10)}, length: []string{strconv.Itoa(v.Len)}}
+}
+
+// docHeaders sets the headers of a registry document's answer (the keys
+// are in canonical form).
 func docHeaders(h http.Header, v *cache.Value, f eureka.Format, gz bool) {
-	h.Set(IndexHeader, strconv.FormatUint(v.Version, 10))
-	h.Set("Content-Type", f.ContentType())
-	h.Add("Vary", "Accept, Accept-Encoding")
+	hv := v.Memo(deriveDocHeaders).(*docHeaderValues)
+	h[IndexHeader] = hv.index
+	h["Content-Type"] = contentTypeValues[f]
+	if len(h["Vary"]) == 0 {
+		h["Vary"] = varyValue
+	} else {
+		h["Vary"] = append(h["Vary"], varyValue[0])
+	}
 	if gz {
-		h.Set("Content-Encoding", "gzip")
-		h.Set("Content-Length", strconv.Itoa(len(v.Gzip())))
+		h["Content-Encoding"] = gzipValue
+		gzLen := hv.gzLength.Load()
+		if gzLen == nil {
+			l := []string{strconv.Itoa(len(v.Gzip()))}
+			gzLen = &l
+			hv.gzLength.Store(gzLen)
+		}
+		h["Content-Length"] = *gzLen
 		return
 	}
-	h.Set("Content-Length", strconv.Itoa(v.Len))
+	h["Content-Length"] = hv.length
 }
 
 // writeDoc writes a registry document's body.

@@ -3,10 +3,12 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -45,6 +47,10 @@ type serverMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	handler  http.Handler
+	// resolved holds the series requests have fed so far (instrumentsFor);
+	// resolveMu serialises adding to it.
+	resolved  atomic.Pointer[map[instrumentKey]instruments]
+	resolveMu sync.Mutex
 }
 
 // newMetrics builds the server's registry; call observe from the
@@ -71,9 +77,23 @@ func (m *serverMetrics) routes(e *gin.Engine) {
 	e.GET("/metrics", gin.WrapH(m.handler))
 }
 
+// contextKeys recycles the gin contexts' Keys maps: gin makes a new one
+// for the first Set of every request, and the Eureka dispatcher sets the
+// route label on each, a map allocation per request on the hot read path.
+var contextKeys = sync.Pool{New: func() any { return make(map[any]any, 4) }}
+
 // observe is the middleware that counts requests and their latency.
 func (m *serverMetrics) observe(c *gin.Context) {
 	start := time.Now()
+	keys := contextKeys.Get().(map[any]any)
+	c.Keys = keys
+	defer func() {
+		// Nothing holds the map after the request (gin.Context.Copy
+		// copies it), so it is handed to the next one.
+		c.Keys = nil
+		clear(keys)
+		contextKeys.Put(keys)
+	}()
 	c.Next()
 	route := routeName(c)
 	method := c.Request.Method
@@ -82,8 +102,53 @@ func (m *serverMetrics) observe(c *gin.Context) {
 	default:
 		method = "OTHER"
 	}
-	m.requests.WithLabelValues(route, method, strconv.Itoa(c.Writer.Status())).Inc()
-	m.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+	in := m.instrumentsFor(instrumentKey{route: route, method: method, code: c.Writer.Status()})
+	in.requests.Inc()
+	in.latency.Observe(time.Since(start).Seconds())
+}
+
+// instrumentKey names one request series: route, method and status code.
+type instrumentKey struct {
+	route, method string
+	code          int
+}
+
+// instruments are the series a request with a given key feeds.
+type instruments struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// instrumentsFor returns the series of k. WithLabelValues hashes the label
+// values and looks them up under a lock on every call, and the status code
+// would be formatted each time; the series are resolved once per key
+// instead and kept in a map that is replaced, never modified, so that
+// requests read it without a lock. Keys are as bounded as the series
+// themselves (route names, methods, status codes).
+func (m *serverMetrics) instrumentsFor(k instrumentKey) instruments {
+	if p := m.resolved.Load(); p != nil {
+		if in, ok := (*p)[k]; ok {
+			return in
+		}
+	}
+	m.resolveMu.Lock()
+	defer m.resolveMu.Unlock()
+	var old map[instrumentKey]instruments
+	if p := m.resolved.Load(); p != nil {
+		old = *p
+		if in, ok := old[k]; ok {
+			return in
+		}
+	}
+	in := instruments{
+		requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.code)),
+		latency:  m.latency.WithLabelValues(k.route, k.method),
+	}
+	next := make(map[instrumentKey]instruments, len(old)+1)
+	maps.Copy(next, old)
+	next[k] = in
+	m.resolved.Store(&next)
+	return in
 }
 
 // internalRoutes are the node-to-node endpoints named in route labels.
@@ -97,7 +162,10 @@ func routeName(c *gin.Context) string {
 	p := c.Request.URL.Path
 	switch {
 	case strings.HasPrefix(p, "/eureka/") || p == "/eureka":
-		return "eureka_" + c.GetString(eurekaRouteKey)
+		if label := c.GetString(eurekaRouteKey); label != "" {
+			return label
+		}
+		return "eureka_other"
 	case strings.HasPrefix(p, cluster.InternalPrefix):
 		if name := strings.TrimPrefix(p, cluster.InternalPrefix); internalRoutes[name] {
 			return "internal_" + name

@@ -226,7 +226,8 @@ func TestMetricsExposition(t *testing.T) {
 	}
 }
 
-// TestEurekaKind: the dispatcher names each Eureka endpoint for the metrics.
+// TestEurekaKind: the dispatcher names each Eureka endpoint for the metrics
+// (the route label is "eureka_" and the endpoint's kind).
 func TestEurekaKind(t *testing.T) {
 	srv, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
 	if err != nil {
@@ -237,7 +238,7 @@ func TestEurekaKind(t *testing.T) {
 		ctx, _ := gin.CreateTestContext(httptest.NewRecorder())
 		ctx.Request = httptest.NewRequest(method, path, nil)
 		srv.eureka(ctx)
-		return ctx.GetString(eurekaRouteKey)
+		return routeName(ctx)
 	}
 	for _, c := range []struct{ method, path, want string }{
 		{"GET", "/eureka/apps", "apps"},
@@ -256,7 +257,7 @@ func TestEurekaKind(t *testing.T) {
 		{"GET", "/eureka/", "other"},
 		{"GET", "/eureka/apps/a/b/c/d/e", "other"},
 	} {
-		if got := eurekaKind(c.method, c.path); got != c.want {
+		if got := eurekaKind(c.method, c.path); got != "eureka_"+c.want {
 			t.Errorf("eurekaKind(%s %s) = %s, want %s", c.method, c.path, got, c.want)
 		}
 	}

@@ -100,6 +100,8 @@ type Server struct {
 	probe                  *memberProber
 	// peerItems counts the replicated changes received in batches.
 	peerItems atomic.Uint64
+	// nodeValue, modeValue and leaderValue are the node headers' values.
+	nodeValue, modeValue, leaderValue sharedValue
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
@@ -184,13 +186,30 @@ func (s *Server) CacheStats() cache.Stats { return s.cache.Stats() }
 // Handler is the http.Handler to serve.
 func (s *Server) Handler() http.Handler { return s.engine }
 
-// nodeHeaders adds the contract's node headers to every response.
+// nodeHeaders adds the contract's node headers to every response (the
+// keys are in canonical form; the values are shared while they stay the
+// same).
 func (s *Server) nodeHeaders(c *gin.Context) {
 	h := c.Writer.Header()
-	h.Set("X-Heureka-Node", s.cluster.ID())
-	h.Set("X-Heureka-Mode", s.cluster.Mode())
-	h.Set("X-Heureka-Leader", s.cluster.LeaderID())
+	h["X-Heureka-Node"] = s.nodeValue.of(s.cluster.ID())
+	h["X-Heureka-Mode"] = s.modeValue.of(s.cluster.Mode())
+	h["X-Heureka-Leader"] = s.leaderValue.of(s.cluster.LeaderID())
 	c.Next()
+}
+
+// sharedValue hands out a one-element header value slice for a value that
+// rarely changes (the node's id, mode and leader), the same slice while the
+// value stays the same, so that setting the header allocates nothing.
+// Header values are never modified in place.
+type sharedValue struct{ p atomic.Pointer[[]string] }
+
+func (sv *sharedValue) of(v string) []string {
+	if p := sv.p.Load(); p != nil && (*p)[0] == v {
+		return *p
+	}
+	vs := []string{v}
+	sv.p.Store(&vs)
+	return vs
 }
 
 func (s *Server) logRequests(c *gin.Context) {
