@@ -77,14 +77,21 @@ func (n *Node) InFallback() bool {
 // Read runs fn on the registry this node's reads show: the FSM's, or in AP
 // fallback the overlay with the journal's writes applied.
 func (n *Node) Read(fn func(r *fsm.Registry)) {
-	n.fb.mu.RLock()
-	if ov := n.fb.overlay; ov != nil {
-		defer n.fb.mu.RUnlock()
-		fn(ov)
-		return
+	if !n.readOverlay(fn) {
+		n.fsm.Read(fn)
 	}
-	n.fb.mu.RUnlock()
-	n.fsm.Read(fn)
+}
+
+// readOverlay runs fn on the AP fallback overlay, holding it for the call,
+// and reports whether there was one.
+func (n *Node) readOverlay(fn func(r *fsm.Registry)) bool {
+	n.fb.mu.RLock()
+	defer n.fb.mu.RUnlock()
+	if ov := n.fb.overlay; ov != nil {
+		fn(ov)
+		return true
+	}
+	return false
 }
 
 // Observe registers fn for every change reads may see: FSM applies and

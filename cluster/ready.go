@@ -196,13 +196,9 @@ func (n *Node) ReadDurable(fn func(r *fsm.Registry)) {
 		n.Read(fn)
 		return
 	}
-	n.fb.mu.RLock()
-	if ov := n.fb.overlay; ov != nil {
-		defer n.fb.mu.RUnlock()
-		fn(ov)
+	if n.readOverlay(fn) {
 		return
 	}
-	n.fb.mu.RUnlock()
 	n.rd.mu.Lock()
 	if n.rd.durable == nil {
 		n.rd.durable = n.buildDurable()
