@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -17,17 +16,6 @@ import (
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/peering"
 )
-
-// splitPeers splits --eureka-peers into its URLs.
-func splitPeers(list string) []string {
-	var out []string
-	for _, p := range strings.Split(list, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
 
 // nodePeering adapts a node to peering.Cluster.
 type nodePeering struct{ n *cluster.Node }

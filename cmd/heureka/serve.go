@@ -298,7 +298,7 @@ func serve(args []string) int {
 	defer st.Close()
 
 	cc, _ := c.clusterConfig()
-	peers := splitPeers(c.eurekaPeers)
+	peers := splitList(c.eurekaPeers)
 	var synced chan struct{}
 	if len(peers) > 0 {
 		synced = make(chan struct{})
