@@ -161,6 +161,8 @@ func benchCmd(args []string) int {
 	return 0
 }
 
+// splitList splits a comma-separated flag value (endpoints, service URLs),
+// trimming spaces and trailing slashes and dropping empty items.
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
