@@ -298,12 +298,7 @@ func TestAuthFargo(t *testing.T) {
 // service URL.
 func TestAuthJSClient(t *testing.T) {
 	node, err := jsTools()
-	if err != nil {
-		if os.Getenv(jsRequireEnv) == "1" {
-			t.Fatalf("%s=1 and the eureka-js-client test cannot run: %v", jsRequireEnv, err)
-		}
-		t.Skipf("skipping the eureka-js-client test: %v", err)
-	}
+	ToolOrSkip(t, "eureka-js-client", err)
 	c := StartCluster(t, 3, auOptions(t))
 	c.WaitLeader(t, 15*time.Second)
 	urls := make([]string, len(c.Nodes))

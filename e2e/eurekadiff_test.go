@@ -389,10 +389,10 @@ func startEurekaServer(t *testing.T, java, jar string) string {
 
 func TestEurekaDifferential(t *testing.T) {
 	java, _, err := javaTools()
-	toolOrSkip(t, "eureka-server differential", err)
+	ToolOrSkip(t, "eureka-server differential", err)
 	jar, _ := filepath.Abs(eurekaServerJar)
 	if _, err := os.Stat(jar); err != nil {
-		toolOrSkip(t, "eureka-server differential", fmt.Errorf("e2e/%s is not built (run `make deps`): %v", eurekaServerJar, err))
+		ToolOrSkip(t, "eureka-server differential", fmt.Errorf("e2e/%s is not built (run `make deps`): %v", eurekaServerJar, err))
 	}
 	start := time.Now()
 	ref := startEurekaServer(t, java, jar)

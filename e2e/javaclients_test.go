@@ -49,19 +49,6 @@ const (
 	clientTimeout = 60 * time.Second // bound of each wait on a client
 )
 
-// toolOrSkip skips the test (fails it under HEUREKA_REQUIRE_TOOLS=1) when
-// err says a tool is missing.
-func toolOrSkip(t *testing.T, what string, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	if os.Getenv(requireToolsEnv) == "1" {
-		t.Fatalf("%s=1 and the %s test cannot run: %v", requireToolsEnv, what, err)
-	}
-	t.Skipf("skipping the %s test: %v", what, err)
-}
-
 // javaTools finds java and the Spring client jar.
 func javaTools() (java, jar string, err error) {
 	if java, err = exec.LookPath("java"); err != nil {
@@ -287,7 +274,7 @@ var wireTypes = map[string]string{"json": "application/json", "xml": "applicatio
 
 func TestEurekaClients(t *testing.T) {
 	java, jar, err := javaTools()
-	toolOrSkip(t, "Spring Cloud client", err)
+	ToolOrSkip(t, "Spring Cloud client", err)
 	start := time.Now()
 	for _, codec := range []string{"json", "xml"} {
 		t.Run(codec, func(t *testing.T) { runEurekaClients(t, java, jar, codec) })
@@ -466,7 +453,7 @@ func runEurekaClients(t *testing.T, java, jar, codec string) {
 			if err == nil {
 				_, err = os.Stat(py)
 			}
-			toolOrSkip(t, "py-eureka-client", err)
+			ToolOrSkip(t, "py-eureka-client", err)
 			urls := n1.URL("/eureka") + "," + n2.URL("/eureka") + "," + n3.URL("/eureka")
 			p := StartProc(t, "pyclient", exec.Command(py, pyScenario, urls, "py-1", "8082"))
 			if !Eventually(clientTimeout, func() bool {

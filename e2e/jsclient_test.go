@@ -25,9 +25,8 @@ const (
 	jsDir          = "jsclient"
 	jsClientPkg    = "eureka-js-client"
 	jsClientWant   = "4.5.0"
-	jsRequireEnv   = "HEUREKA_REQUIRE_TOOLS" // "1": missing tools fail instead of skipping
-	jsNodeTimeout  = 40 * time.Second        // the scenario's own bound
-	jsHardTimeout  = 60 * time.Second        // then the process is killed
+	jsNodeTimeout  = 40 * time.Second // the scenario's own bound
+	jsHardTimeout  = 60 * time.Second // then the process is killed
 	jsServerChecks = 10 * time.Second
 )
 
@@ -98,12 +97,7 @@ func jsEnv() []string {
 func TestJSClient(t *testing.T) {
 	start := time.Now()
 	node, err := jsTools()
-	if err != nil {
-		if os.Getenv(jsRequireEnv) == "1" {
-			t.Fatalf("%s=1 and the eureka-js-client test cannot run: %v", jsRequireEnv, err)
-		}
-		t.Skipf("skipping the eureka-js-client test: %v", err)
-	}
+	ToolOrSkip(t, "eureka-js-client", err)
 
 	c := StartCluster(t, 3, Options{ExtraArgs: edCacheArgs})
 	c.WaitLeader(t, 15*time.Second)

@@ -260,10 +260,10 @@ func killProc(p *Proc) {
 
 func TestEurekaPeerMigration(t *testing.T) {
 	java, springJarPath, err := javaTools()
-	toolOrSkip(t, "eureka-server peer migration", err)
+	ToolOrSkip(t, "eureka-server peer migration", err)
 	esJar, _ := filepath.Abs(eurekaServerJar)
 	if _, err := os.Stat(esJar); err != nil {
-		toolOrSkip(t, "eureka-server peer migration", fmt.Errorf("e2e/%s is not built (run `make deps`): %v", eurekaServerJar, err))
+		ToolOrSkip(t, "eureka-server peer migration", fmt.Errorf("e2e/%s is not built (run `make deps`): %v", eurekaServerJar, err))
 	}
 	start := time.Now()
 	esAddrs := []string{FreeAddr(t), FreeAddr(t), FreeAddr(t)}

@@ -76,8 +76,8 @@ func (v *rcView) check(t *testing.T, want int) {
 
 func TestClientsKeepViewAcrossClusterRestart(t *testing.T) {
 	node, jsErr := jsTools()
-	if jsErr != nil && os.Getenv(jsRequireEnv) == "1" {
-		t.Fatalf("%s=1 and eureka-js-client cannot run: %v", jsRequireEnv, jsErr)
+	if jsErr != nil && os.Getenv(RequireToolsEnv) == "1" {
+		t.Fatalf("%s=1 and eureka-js-client cannot run: %v", RequireToolsEnv, jsErr)
 	}
 	fgQuietLogs()
 	c := StartCluster(t, 3, Options{})

@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -114,11 +115,7 @@ func TestComposeCrash(t *testing.T) {
 func TestComposePartition(t *testing.T) {
 	if os.Geteuid() != 0 {
 		// The cut-off node is reached inside its network namespace.
-		msg := "the partition case needs root (it enters the cut-off container's network namespace)"
-		if os.Getenv(requireToolsEnv) == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		e2e.ToolOrSkip(t, "container partition", errors.New("it needs root (it enters the cut-off container's network namespace)"))
 	}
 	p := newProject(t, "heurekapart", 21781)
 	p.up()

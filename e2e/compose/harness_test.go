@@ -21,10 +21,8 @@ import (
 )
 
 const (
-	// requireToolsEnv=1 (make test) turns a missing Docker into a failure.
-	requireToolsEnv = "HEUREKA_REQUIRE_TOOLS"
-	image           = "heureka:latest"
-	composeFile     = "../../docker-compose.yml"
+	image       = "heureka:latest"
+	composeFile = "../../docker-compose.yml"
 	// upTimeout bounds docker-compose up (the five profile waits for
 	// healthchecks) and down.
 	upTimeout = 3 * time.Minute
@@ -93,12 +91,7 @@ func needDocker(t *testing.T) {
 			tools.err = fmt.Errorf("make image: %v: %s", err, out)
 		}
 	})
-	if tools.err != nil {
-		if os.Getenv(requireToolsEnv) == "1" {
-			t.Fatal(tools.err)
-		}
-		t.Skip(tools.err)
-	}
+	e2e.ToolOrSkip(t, "container", tools.err)
 	countCase(t)
 }
 
