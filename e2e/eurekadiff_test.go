@@ -387,13 +387,21 @@ func startEurekaServer(t *testing.T, java, jar string) string {
 	return base
 }
 
-func TestEurekaDifferential(t *testing.T) {
+// eurekaServerTools finds java and the reference eureka-server's jar, or
+// ends the test what (ToolOrSkip).
+func eurekaServerTools(t *testing.T, what string) (java, jar string) {
+	t.Helper()
 	java, _, err := javaTools()
-	ToolOrSkip(t, "eureka-server differential", err)
-	jar, _ := filepath.Abs(eurekaServerJar)
+	ToolOrSkip(t, what, err)
+	jar, _ = filepath.Abs(eurekaServerJar)
 	if _, err := os.Stat(jar); err != nil {
-		ToolOrSkip(t, "eureka-server differential", fmt.Errorf("e2e/%s is not built (run `make deps`): %v", eurekaServerJar, err))
+		ToolOrSkip(t, what, fmt.Errorf("e2e/%s is not built (run `make deps`): %v", eurekaServerJar, err))
 	}
+	return java, jar
+}
+
+func TestEurekaDifferential(t *testing.T) {
+	java, jar := eurekaServerTools(t, "eureka-server differential")
 	start := time.Now()
 	ref := startEurekaServer(t, java, jar)
 	c := StartCluster(t, 1, Options{ExtraArgs: append([]string{"--use-read-only-response-cache=false"}, edCacheArgs...)})

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -259,12 +257,8 @@ func killProc(p *Proc) {
 }
 
 func TestEurekaPeerMigration(t *testing.T) {
-	java, springJarPath, err := javaTools()
-	ToolOrSkip(t, "eureka-server peer migration", err)
-	esJar, _ := filepath.Abs(eurekaServerJar)
-	if _, err := os.Stat(esJar); err != nil {
-		ToolOrSkip(t, "eureka-server peer migration", fmt.Errorf("e2e/%s is not built (run `make deps`): %v", eurekaServerJar, err))
-	}
+	java, esJar := eurekaServerTools(t, "eureka-server peer migration")
+	_, springJarPath, _ := javaTools()
 	start := time.Now()
 	esAddrs := []string{FreeAddr(t), FreeAddr(t), FreeAddr(t)}
 	var esURLs, esBases []string
