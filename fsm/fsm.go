@@ -123,6 +123,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
+	// The decoded entries are this snapshot's own, so their strings can be
+	// interned in place, as registrations are. (importState must not do
+	// this: Clone passes it entries the live registry shares.)
+	for _, e := range st.Entries {
+		e.Instance = e.Instance.clone()
+	}
 	reg := importState(st, f.retentionMs)
 	f.mu.Lock()
 	f.reg = reg

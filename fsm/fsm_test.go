@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -227,5 +228,26 @@ func TestCommandTableCoversEveryType(t *testing.T) {
 	}
 	if len(commands) != int(CmdSetMode) {
 		t.Errorf("the table has %d rows for %d command types", len(commands), CmdSetMode)
+	}
+}
+
+// TestRegistry_CloneLeavesSharedEntriesAlone: Clone shares the live
+// registry's entries, which are immutable, so it must not write to them
+// (readers of the live registry hold only a read lock).
+func TestRegistry_CloneLeavesSharedEntriesAlone(t *testing.T) {
+	f := New(time.Minute, nil)
+	applyAll(f, randomCommands(t, 7, 200))
+	before := map[*Entry]*Instance{}
+	f.Read(func(r *Registry) {
+		r.Each(func(e *Entry) { before[e] = e.Instance })
+		r.Clone()
+	})
+	if len(before) == 0 {
+		t.Fatal("no entries to check")
+	}
+	for e, in := range before {
+		if e.Instance != in {
+			t.Fatalf("Clone replaced the instance of shared entry %s/%s", e.App, e.ID)
+		}
 	}
 }

@@ -58,7 +58,6 @@ func importState(st *State, retentionMs int64) *Registry {
 		r.members[m.ID] = m
 	}
 	for _, e := range st.Entries {
-		e.Instance = e.Instance.clone() // interned, as registrations are
 		r.put(e)
 	}
 	for name, v := range st.AppVersions {
