@@ -332,6 +332,9 @@ func (n *Node) applyBatchLocal(entries [][]byte) ([]error, uint64, error) {
 		last = max(last, idx)
 		results[i] = err
 	}
+	if last > 0 {
+		n.nudger.nudge()
+	}
 	return results, last, nil
 }
 

@@ -58,6 +58,8 @@ type Node struct {
 	localRenew atomic.Pointer[func(app, id string)]
 	// lw runs the work registered with AddLeaderWork.
 	lw leaderWorkers
+	// nudger hurries commits of document changes to followers.
+	nudger *commitNudger
 
 	stopCh chan struct{}
 	wg     sync.WaitGroup
@@ -109,6 +111,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	n.renew = newRenewBatcher(n)
 	n.forwarder = newRenewForwarder(n)
 	n.leases = newLeaseKeeper(n)
+	n.nudger = newCommitNudger()
 	journal, err := store.OpenJournal(d.journalDir)
 	if err != nil {
 		return nil, err
@@ -163,8 +166,9 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go n.leaderLoop()
+	go func() { defer n.wg.Done(); n.nudger.run(n.raft, n.stopCh) }()
 	go n.watchReady()
 	go n.registerSelf()
 	go func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) }()
@@ -349,7 +353,11 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 	if err := fsm.Stamp(buf, time.Now().UnixMilli()); err != nil {
 		return 0, err
 	}
-	return n.applyResult(entry, n.raft.Apply(buf, n.cfg.ApplyTimeout))
+	idx, err := n.applyResult(entry, n.raft.Apply(buf, n.cfg.ApplyTimeout))
+	if err == nil && fsm.TypeOf(entry) != fsm.CmdRenewBatch {
+		n.nudger.nudge()
+	}
+	return idx, err
 }
 
 // waitFuture waits for a raft future, or until the node shuts down: raft
