@@ -188,9 +188,10 @@ type Config struct {
 	// UpdateInterval is how often readOnly is refreshed from readWrite
 	// as a whole: the upper bound on how stale it can be.
 	UpdateInterval time.Duration
-	// PushWindow is how long after a change the affected readOnly
-	// documents are rebuilt, gathering the changes that arrive meanwhile
-	// into one rebuild. 0 turns the push off: readOnly then changes only
+	// PushWindow bounds how often the affected readOnly documents are
+	// rebuilt after changes: a change after a quiet window is pushed at
+	// once, later ones within the window wait for its end and share one
+	// rebuild. 0 turns the push off: readOnly then changes only
 	// every UpdateInterval, exactly as in eureka-server.
 	PushWindow time.Duration
 	// AutoExpiration is how long a readWrite entry lives after its build.
@@ -463,7 +464,7 @@ func (c *Cache) dropLocked(k Key, e *entry) {
 // applications it touched, the full registry, the delta, the VIPs and
 // secure VIPs (each one, not the comma-separated list), and the instance
 // keys of those applications. readOnly keeps serving the old documents until
-// the pusher rebuilds the affected ones PushWindow later (or, with the push
+// the pusher rebuilds the affected ones, within PushWindow (or, with the push
 // off, until the next refresh, as in Eureka). Changes without content
 // (renewals, membership) invalidate nothing.
 func (c *Cache) Invalidate(ch fsm.Change) {

@@ -136,8 +136,8 @@ func changeTopics(ch fsm.Change) []topic {
 	return ts
 }
 
-// pushLoop runs a push pass of lane l PushWindow after a change, and again
-// when a pass left paced keys for later.
+// pushLoop runs a push pass of lane l after a change, and again when a pass
+// left paced keys for later.
 func (c *Cache) pushLoop(l *lane) {
 	defer close(l.done)
 	if c.cfg.PushWindow <= 0 || !c.cfg.UseReadOnly {
@@ -156,13 +156,17 @@ func (c *Cache) pushLoop(l *lane) {
 			return true
 		}
 	}
+	// Passes run at most once per window, on the window's leading edge: a
+	// change after a quiet spell is pushed at once, and the changes that
+	// follow it within the window wait for its end and share one pass.
+	var last time.Time // when the last pass ended
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-l.kick:
 		}
-		if !sleep(c.cfg.PushWindow) {
+		if wait := c.cfg.PushWindow - time.Since(last); wait > 0 && !sleep(wait) {
 			return
 		}
 		for next := c.push(l); next > 0; next = c.push(l) {
@@ -170,6 +174,7 @@ func (c *Cache) pushLoop(l *lane) {
 				return
 			}
 		}
+		last = time.Now()
 	}
 }
 

@@ -106,7 +106,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof")
 	fs.StringVar(&c.memoryLimit, "memory-limit", memlimit.Auto, "the Go runtime's soft memory limit: auto (the live heap + 1/8 + 24 MiB, followed as the registry grows, at most 90% of the cgroup memory limit; GOMEMLIMIT, if set, wins), off (Go's defaults), or a size such as 512MiB")
 	fs.DurationVar(&c.cacheUpdateInterval, "response-cache-update-interval", 30*time.Second, "full readOnly cache refresh interval: the upper bound on how stale a cached read can be (changes are pushed within --response-cache-push-window)")
-	fs.DurationVar(&c.cachePushWindow, "response-cache-push-window", 2*time.Millisecond, "after a change, how long to gather further changes before the readOnly documents they touch are rebuilt; 0 = refresh only every --response-cache-update-interval, as eureka-server does")
+	fs.DurationVar(&c.cachePushWindow, "response-cache-push-window", 2*time.Millisecond, "how often, at most, the readOnly documents changes touch are rebuilt (a change after a quiet window is pushed at once, later ones wait for its end and share one rebuild); 0 = refresh only every --response-cache-update-interval, as eureka-server does")
 	fs.DurationVar(&c.cacheAutoExpiration, "response-cache-auto-expiration", 180*time.Second, "readWrite cache expiry")
 	fs.BoolVar(&c.useReadOnlyCache, "use-read-only-response-cache", true, "serve reads from the readOnly level first")
 	fs.DurationVar(&c.evictionInterval, "eviction-interval", 60*time.Second, "upper bound on when the leader evicts an expired lease (it evicts at each lease's deadline; a full pass also runs this often, and the eviction cap holds per interval)")
