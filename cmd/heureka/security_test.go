@@ -39,7 +39,7 @@ func TestParseServe_Security(t *testing.T) {
 	multi := []string{"--node-id", "a", "--initial-cluster", "a=127.0.0.1:1@127.0.0.1:2,b=127.0.0.1:3@127.0.0.1:4"}
 
 	c, _, err := parseServe(nil, noEnv)
-	if err != nil || c.users != nil || c.secret != "" || c.tls != nil || !c.strictInput {
+	if err != nil || c.users != nil || c.secret != "" || c.tls != nil || !c.api.StrictInput {
 		t.Fatalf("defaults: auth, secret and TLS off, input limits on: %+v %v", c, err)
 	}
 	c, _, err = parseServe(append([]string{"--auth-file", users, "--cluster-secret-file", secretFile}, multi...), noEnv)

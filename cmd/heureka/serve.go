@@ -35,33 +35,20 @@ type serveConfig struct {
 	dataDir        string
 	initialCluster string
 	join           string
-	mode           string
 	logLevel       string
 	logJSON        bool
-	pprof          bool
 	memoryLimit    string
 
-	cacheUpdateInterval time.Duration
-	cachePushWindow     time.Duration
-	cacheAutoExpiration time.Duration
-	useReadOnlyCache    bool
-	evictionInterval    time.Duration
-	renewalThreshold    float64
-	selfPreservation    bool
-	deltaRetention      time.Duration
-	renewBatchInterval  time.Duration
-	journalMaxEntries   int
-	journalMaxBytes     int64
-	renewalRateWindow   time.Duration
-	maxBodyBytes        int64
+	deltaRetention time.Duration
 
-	heartbeatTimeout   time.Duration
-	electionTimeout    time.Duration
-	leaderLeaseTimeout time.Duration
-	commitTimeout      time.Duration
-	snapshotThreshold  uint64
-	snapshotInterval   time.Duration
-	trailingLogs       uint64
+	// The flags that set a cluster or HTTP API setting write it in place:
+	// cluster (Raft timings, snapshots, renewal batches, the AP journal's
+	// limits, leases, the bootstrap mode; its node and address fields are
+	// derived by clusterConfig) and api (the response cache, body limit,
+	// profiler, input checks, trends; its security fields are derived by
+	// check).
+	cluster cluster.Config
+	api     httpapi.Config
 
 	authFile          string
 	clusterSecret     string
@@ -91,7 +78,8 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	if host == "" {
 		host = "heureka"
 	}
-	def := cluster.DefaultConfig()
+	c.cluster, c.api = cluster.DefaultConfig(), httpapi.DefaultConfig()
+	def, cache, lease := &c.cluster, &c.api.Cache, &c.cluster.Lease
 	fs.StringVar(&c.nodeID, "node-id", host, "this node's Raft id")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8761", "HTTP listen address")
 	fs.StringVar(&c.httpAdvertise, "http-advertise", "", "HTTP address peers use to reach this node (default: from --initial-cluster, else --http-addr)")
@@ -100,36 +88,36 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.dataDir, "data-dir", "heureka-data", "directory for the log, stable store and snapshots")
 	fs.StringVar(&c.initialCluster, "initial-cluster", "", "id=raftaddr@httpaddr,... for every node of a new cluster")
 	fs.StringVar(&c.join, "join", "", "HTTP address of a member to join as a voter")
-	fs.StringVar(&c.mode, "mode", cluster.ModeAP, "consistency mode at bootstrap: ap or cp")
+	fs.StringVar(&c.cluster.Mode, "mode", def.Mode, "consistency mode at bootstrap: ap or cp")
 	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log as JSON lines")
-	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof")
+	fs.BoolVar(&c.api.Pprof, "pprof", c.api.Pprof, "serve Go's profiler under /debug/pprof")
 	fs.StringVar(&c.memoryLimit, "memory-limit", memlimit.Auto, "the Go runtime's soft memory limit: auto (the live heap + 1/8 + 24 MiB, followed as the registry grows, at most 90% of the cgroup memory limit; GOMEMLIMIT, if set, wins), off (Go's defaults), or a size such as 512MiB")
-	fs.DurationVar(&c.cacheUpdateInterval, "response-cache-update-interval", 30*time.Second, "full readOnly cache refresh interval: the upper bound on how stale a cached read can be (changes are pushed within --response-cache-push-window)")
-	fs.DurationVar(&c.cachePushWindow, "response-cache-push-window", 2*time.Millisecond, "how often, at most, the readOnly documents changes touch are rebuilt (a change after a quiet window is pushed at once, later ones wait for its end and share one rebuild); 0 = refresh only every --response-cache-update-interval, as eureka-server does")
-	fs.DurationVar(&c.cacheAutoExpiration, "response-cache-auto-expiration", 180*time.Second, "readWrite cache expiry")
-	fs.BoolVar(&c.useReadOnlyCache, "use-read-only-response-cache", true, "serve reads from the readOnly level first")
-	fs.DurationVar(&c.evictionInterval, "eviction-interval", 60*time.Second, "upper bound on when the leader evicts an expired lease (it evicts at each lease's deadline; a full pass also runs this often, and the eviction cap holds per interval)")
-	fs.Float64Var(&c.renewalThreshold, "renewal-percent-threshold", 0.85, "self-preservation threshold (0..1)")
-	fs.BoolVar(&c.selfPreservation, "enable-self-preservation", true, "stop evicting when renewals drop below the threshold")
+	fs.DurationVar(&cache.UpdateInterval, "response-cache-update-interval", cache.UpdateInterval, "full readOnly cache refresh interval: the upper bound on how stale a cached read can be (changes are pushed within --response-cache-push-window)")
+	fs.DurationVar(&cache.PushWindow, "response-cache-push-window", cache.PushWindow, "how often, at most, the readOnly documents changes touch are rebuilt (a change after a quiet window is pushed at once, later ones wait for its end and share one rebuild); 0 = refresh only every --response-cache-update-interval, as eureka-server does")
+	fs.DurationVar(&cache.AutoExpiration, "response-cache-auto-expiration", cache.AutoExpiration, "readWrite cache expiry")
+	fs.BoolVar(&cache.UseReadOnly, "use-read-only-response-cache", cache.UseReadOnly, "serve reads from the readOnly level first")
+	fs.DurationVar(&lease.EvictionInterval, "eviction-interval", lease.EvictionInterval, "upper bound on when the leader evicts an expired lease (it evicts at each lease's deadline; a full pass also runs this often, and the eviction cap holds per interval)")
+	fs.Float64Var(&lease.RenewalPercentThreshold, "renewal-percent-threshold", lease.RenewalPercentThreshold, "self-preservation threshold (0..1)")
+	fs.BoolVar(&lease.SelfPreservation, "enable-self-preservation", lease.SelfPreservation, "stop evicting when renewals drop below the threshold")
 	fs.DurationVar(&c.deltaRetention, "delta-retention", 3*time.Minute, "how long changes stay in the delta queue")
-	fs.DurationVar(&c.trendInterval, "dashboard-trend-interval", 10*time.Second, "how often the dashboard's trends are sampled (they keep 360 samples: an hour by default)")
-	fs.DurationVar(&c.renewBatchInterval, "renew-batch-interval", def.RenewBatchInterval, "renewals gathered into one log entry per interval; 0 = one entry per renewal")
-	fs.IntVar(&c.journalMaxEntries, "journal-max-entries", def.JournalMaxEntries, "most writes the AP fallback journal holds while quorum is lost; then writes get 503 (0 = unbounded)")
-	fs.Int64Var(&c.journalMaxBytes, "journal-max-bytes", def.JournalMaxBytes, "largest size of the AP fallback journal on disk; then writes get 503 (0 = unbounded)")
-	fs.DurationVar(&c.renewalRateWindow, "renewal-rate-window", time.Minute, "window renewals are counted over for self-preservation (scaled to per minute)")
-	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted")
-	fs.DurationVar(&c.heartbeatTimeout, "raft-heartbeat-timeout", def.HeartbeatTimeout, "Raft heartbeat timeout")
-	fs.DurationVar(&c.electionTimeout, "raft-election-timeout", def.ElectionTimeout, "Raft election timeout")
-	fs.DurationVar(&c.leaderLeaseTimeout, "raft-leader-lease-timeout", def.LeaderLeaseTimeout, "Raft leader lease timeout")
-	fs.DurationVar(&c.commitTimeout, "raft-commit-timeout", def.CommitTimeout, "longest a quiet leader waits before telling followers the commit index")
-	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "log entries between snapshots")
-	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often to check whether to snapshot")
-	fs.Uint64Var(&c.trailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
+	fs.DurationVar(&c.api.TrendInterval, "dashboard-trend-interval", 10*time.Second, "how often the dashboard's trends are sampled (they keep 360 samples: an hour by default)")
+	fs.DurationVar(&def.RenewBatchInterval, "renew-batch-interval", def.RenewBatchInterval, "renewals gathered into one log entry per interval; 0 = one entry per renewal")
+	fs.IntVar(&def.JournalMaxEntries, "journal-max-entries", def.JournalMaxEntries, "most writes the AP fallback journal holds while quorum is lost; then writes get 503 (0 = unbounded)")
+	fs.Int64Var(&def.JournalMaxBytes, "journal-max-bytes", def.JournalMaxBytes, "largest size of the AP fallback journal on disk; then writes get 503 (0 = unbounded)")
+	fs.DurationVar(&lease.RenewalRateWindow, "renewal-rate-window", lease.RenewalRateWindow, "window renewals are counted over for self-preservation (scaled to per minute)")
+	fs.Int64Var(&c.api.MaxBodyBytes, "max-body-bytes", c.api.MaxBodyBytes, "largest request body accepted")
+	fs.DurationVar(&def.HeartbeatTimeout, "raft-heartbeat-timeout", def.HeartbeatTimeout, "Raft heartbeat timeout")
+	fs.DurationVar(&def.ElectionTimeout, "raft-election-timeout", def.ElectionTimeout, "Raft election timeout")
+	fs.DurationVar(&def.LeaderLeaseTimeout, "raft-leader-lease-timeout", def.LeaderLeaseTimeout, "Raft leader lease timeout")
+	fs.DurationVar(&def.CommitTimeout, "raft-commit-timeout", def.CommitTimeout, "longest a quiet leader waits before telling followers the commit index")
+	fs.Uint64Var(&def.SnapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "log entries between snapshots")
+	fs.DurationVar(&def.SnapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often to check whether to snapshot")
+	fs.Uint64Var(&def.TrailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
 	fs.StringVar(&c.authFile, "auth-file", "", "file of user:role:bcrypt-hash lines; turns on HTTP basic auth (roles read, write, admin)")
 	fs.StringVar(&c.clusterSecret, "cluster-secret", "", "credential every node-to-node call carries; internal endpoints and joins require it")
 	fs.StringVar(&c.clusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (instead of --cluster-secret)")
-	fs.BoolVar(&c.strictInput, "strict-input", true, "refuse bad app names, instance ids and oversized metadata with 400 (--strict-input=false accepts anything Eureka would)")
+	fs.BoolVar(&c.api.StrictInput, "strict-input", true, "refuse bad app names, instance ids and oversized metadata with 400 (--strict-input=false accepts anything Eureka would)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve HTTPS (and talk HTTPS to peers)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require client certificates signed by it (mTLS)")
@@ -177,21 +165,21 @@ func (c *serveConfig) check() error {
 		return err
 	}
 	c.memory = memory
-	if c.renewalThreshold <= 0 || c.renewalThreshold > 1 {
-		return fmt.Errorf("--renewal-percent-threshold %v: must be in (0, 1]", c.renewalThreshold)
+	if t := c.cluster.Lease.RenewalPercentThreshold; t <= 0 || t > 1 {
+		return fmt.Errorf("--renewal-percent-threshold %v: must be in (0, 1]", t)
 	}
 	for name, d := range map[string]time.Duration{
-		"--response-cache-update-interval": c.cacheUpdateInterval, "--response-cache-auto-expiration": c.cacheAutoExpiration,
-		"--eviction-interval": c.evictionInterval, "--delta-retention": c.deltaRetention,
+		"--response-cache-update-interval": c.api.Cache.UpdateInterval, "--response-cache-auto-expiration": c.api.Cache.AutoExpiration,
+		"--eviction-interval": c.cluster.Lease.EvictionInterval, "--delta-retention": c.deltaRetention,
 	} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
 	}
-	if c.cachePushWindow < 0 {
+	if c.api.Cache.PushWindow < 0 {
 		return errors.New("--response-cache-push-window must not be negative")
 	}
-	if c.maxBodyBytes < 1024 {
+	if c.api.MaxBodyBytes < 1024 {
 		return errors.New("--max-body-bytes must be at least 1024")
 	}
 	if _, _, err := net.SplitHostPort(c.httpAddr); err != nil {
@@ -220,7 +208,7 @@ func hclogLevel(s string) (hclog.Level, error) {
 // clusterConfig derives the Raft node's config, taking this node's
 // advertised addresses from the initial cluster list when it names them.
 func (c *serveConfig) clusterConfig() (cluster.Config, error) {
-	cc := cluster.DefaultConfig()
+	cc := c.cluster
 	members, err := cluster.ParseInitialCluster(c.initialCluster)
 	if err != nil {
 		return cc, fmt.Errorf("--initial-cluster: %v", err)
@@ -244,24 +232,11 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	}
 	cc.InitialCluster = members
 	cc.Join = c.join
-	cc.Mode = c.mode
-	cc.HeartbeatTimeout = c.heartbeatTimeout
-	cc.ElectionTimeout = c.electionTimeout
-	cc.LeaderLeaseTimeout = c.leaderLeaseTimeout
-	cc.CommitTimeout = c.commitTimeout
-	cc.SnapshotThreshold = c.snapshotThreshold
-	cc.SnapshotInterval = c.snapshotInterval
-	cc.TrailingLogs = c.trailingLogs
-	cc.RenewBatchInterval = c.renewBatchInterval
-	cc.JournalMaxEntries = c.journalMaxEntries
-	cc.JournalMaxBytes = c.journalMaxBytes
 	cc.ClusterSecret = c.secret
 	if c.tls != nil {
 		cc.HTTPClientTLS = c.tls.client
 		cc.RaftTLS = c.tls.raft
 	}
-	cc.Lease = cluster.LeaseConfig{EvictionInterval: c.evictionInterval, RenewalPercentThreshold: c.renewalThreshold,
-		SelfPreservation: c.selfPreservation, RenewalRateWindow: c.renewalRateWindow}
 	if err := cc.Validate(); err != nil {
 		return cc, err
 	}
@@ -319,17 +294,9 @@ func serve(args []string) int {
 	if len(peers) > 0 {
 		startPeering(node, peers, c.eurekaSyncTimeout, synced, log)
 	}
-	hcfg := httpapi.DefaultConfig()
-	hcfg.MaxBodyBytes = c.maxBodyBytes
-	hcfg.Cache.UpdateInterval = c.cacheUpdateInterval
-	hcfg.Cache.PushWindow = c.cachePushWindow
-	hcfg.Cache.AutoExpiration = c.cacheAutoExpiration
-	hcfg.Cache.UseReadOnly = c.useReadOnlyCache
-	hcfg.Pprof = c.pprof
+	hcfg := c.api
 	hcfg.Users = c.users
 	hcfg.ClusterSecret = c.secret
-	hcfg.StrictInput = c.strictInput
-	hcfg.TrendInterval = c.trendInterval
 	if c.tls != nil {
 		hcfg.PeerTLS = c.tls.client
 	}

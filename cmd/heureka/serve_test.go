@@ -13,8 +13,8 @@ func TestParseServe_Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.httpAddr != "127.0.0.1:8761" || c.raftAddr != "127.0.0.1:8762" || c.dataDir != "heureka-data" || c.mode != "ap" ||
-		c.cachePushWindow != 2*time.Millisecond || c.cacheUpdateInterval != 30*time.Second {
+	if c.httpAddr != "127.0.0.1:8761" || c.raftAddr != "127.0.0.1:8762" || c.dataDir != "heureka-data" || c.cluster.Mode != "ap" ||
+		c.api.Cache.PushWindow != 2*time.Millisecond || c.api.Cache.UpdateInterval != 30*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	cc, err := c.clusterConfig()
@@ -34,12 +34,32 @@ func TestParseServe_EnvAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.nodeID != "b" || c.mode != "cp" || c.evictionInterval != 5*time.Second {
+	if c.nodeID != "b" || c.cluster.Mode != "cp" || c.cluster.Lease.EvictionInterval != 5*time.Second {
 		t.Fatalf("flag must beat env, env must beat default: %+v", c)
 	}
 	cc, _ := c.clusterConfig()
 	if cc.RaftAdvertise != "127.0.0.1:3" || cc.HTTPAdvertise != "127.0.0.1:4" {
 		t.Fatalf("advertise from initial cluster: %+v", cc)
+	}
+}
+
+// Flags write the cluster's and the HTTP API's settings in place: what a
+// flag says is what the node and the cache get.
+func TestParseServe_FlagsReachConfigs(t *testing.T) {
+	c, _, err := parseServe([]string{"--raft-commit-timeout", "7ms", "--snapshot-threshold", "99",
+		"--enable-self-preservation=false", "--journal-max-entries", "5",
+		"--response-cache-push-window", "0", "--use-read-only-response-cache=false", "--max-body-bytes", "4096", "--pprof"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := c.clusterConfig()
+	if err != nil || cc.CommitTimeout != 7*time.Millisecond || cc.SnapshotThreshold != 99 || cc.Lease.SelfPreservation ||
+		cc.JournalMaxEntries != 5 || cc.Lease.EvictionInterval != 60*time.Second {
+		t.Fatalf("cluster config: %+v %v", cc, err)
+	}
+	if a := c.api; a.Cache.PushWindow != 0 || a.Cache.UseReadOnly || a.MaxBodyBytes != 4096 || !a.Pprof ||
+		a.Cache.AutoExpiration != 180*time.Second || !a.StrictInput {
+		t.Fatalf("http api config: %+v", a)
 	}
 }
 
