@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // The etcd mapping: the same workload expressed in etcd's v3 API, as a
@@ -580,11 +582,11 @@ func StartEtcd(ctx context.Context, bin string, n int, tmp string) (*Local, erro
 	ms := make([]member, n)
 	var initial []string
 	for i := range ms {
-		c, err := freeAddr()
+		c, err := launch.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
-		p, err := freeAddr()
+		p, err := launch.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -630,7 +632,7 @@ func waitEtcdLeader(ctx context.Context, l *Local, timeout time.Duration) error 
 	return waitFor(ctx, timeout, 100*time.Millisecond, func() (bool, error) {
 		leaders := map[uint64]bool{}
 		for i, c := range clients {
-			if l.Procs[i].Exited() {
+			if !l.Procs[i].Running() {
 				return false, fmt.Errorf("%s exited", l.Procs[i].Name)
 			}
 			cctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,8 +189,8 @@ func TestRaftPlainAnswersRawClient(t *testing.T) {
 // tlsDo sends one request to nd with the harness's TLS client config.
 func tlsDo(t *testing.T, nd *Node, method, path string, body []byte) (int, []byte, error) {
 	t.Helper()
-	cl := nd.statusCl
-	if cl == nil {
+	cl := nd.Client()
+	if !strings.HasPrefix(nd.BaseURL(), "https://") {
 		t.Fatal("node has no TLS client")
 	}
 	code, b, err := doWith(cl, method, nd.URL(path), body)
