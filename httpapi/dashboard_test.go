@@ -12,6 +12,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // The page renders without a browser too (e2e/dashboard_test.go looks at
@@ -85,7 +86,7 @@ func (m membersCluster) Members() ([]cluster.MemberInfo, error) {
 func TestDashboard_MemberProbeUsesTLSAndCredentials(t *testing.T) {
 	const auth = "Basic dmlld2VyOnNlY3JldA=="
 	member := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/status" || r.Header.Get("Authorization") != auth || r.Header.Get(cluster.SecretHeader) != "s3cret" {
+		if r.URL.Path != "/v1/status" || r.Header.Get("Authorization") != auth || r.Header.Get(nodeapi.SecretHeader) != "s3cret" {
 			http.Error(w, `{"error":"authentication required"}`, http.StatusUnauthorized)
 			return
 		}

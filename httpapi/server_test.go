@@ -89,11 +89,11 @@ func (f *fakeCluster) Observe(fn func(fsm.Change))                   { f.fsm.Obs
 func (f *fakeCluster) LeaseStatus(context.Context) (cluster.LeaseStatus, error) {
 	return cluster.LeaseStatus{}, cluster.ErrNoLeader
 }
-func (f *fakeCluster) Status() cluster.Status                 { return cluster.Status{Node: "n1"} }
-func (f *fakeCluster) Members() ([]cluster.MemberInfo, error) { return nil, nil }
-func (f *fakeCluster) Join(context.Context, fsm.Member) error { return nil }
-func (f *fakeCluster) Remove(context.Context, string) error   { return cluster.ErrUnknownMember }
-func (f *fakeCluster) InternalHandler() http.Handler          { return http.NotFoundHandler() }
+func (f *fakeCluster) Status() cluster.Status                       { return cluster.Status{Node: "n1"} }
+func (f *fakeCluster) Members() ([]cluster.MemberInfo, error)       { return nil, nil }
+func (f *fakeCluster) Join(context.Context, fsm.Member) error       { return nil }
+func (f *fakeCluster) Remove(context.Context, string) error         { return cluster.ErrUnknownMember }
+func (f *fakeCluster) InternalHandler(func(error) int) http.Handler { return http.NotFoundHandler() }
 
 func newTestServer(t *testing.T) (*httptest.Server, *fakeCluster) {
 	t.Helper()
