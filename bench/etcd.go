@@ -519,50 +519,20 @@ func (r *etcdRun) crash(ctx context.Context) error {
 		r.sys.Set(RowCrash, NotApplicable("failed: "+err.Error()))
 		return fmt.Errorf("W8 put: %w", err)
 	}
-	lastAck := make([]time.Time, k)
-	for round := range 3 {
-		if round > 0 {
-			sleepCtx(ctx, time.Second)
-		}
-		err := parallel(ctx, min(k, 32), k, func(ctx context.Context, i int) error {
-			if _, err := r.clients[i%n].KeepAliveOnce(ctx, leases[i]); err != nil {
-				return err
-			}
-			mu.Lock()
-			lastAck[i] = time.Now()
-			mu.Unlock()
-			return nil
-		})
-		if err != nil {
-			s.logf("etcd", "W8: keep-alive round %d: %v", round+1, err)
-		}
-	}
-	s.logf("etcd", "W8: keep-alives stopped; watching B for up to %s", s.CrashTimeout)
-	gone := map[string]time.Time{}
-	deadline := time.Now().Add(s.CrashTimeout)
-	for len(gone) < k && time.Now().Before(deadline) && ctx.Err() == nil {
+	m := s.crashDetection(ctx, "etcd", "keep-alive", keys, func(ctx context.Context, i int) error {
+		_, err := r.clients[i%n].KeepAliveOnce(ctx, leases[i])
+		return err
+	}, func(ctx context.Context) (map[string]bool, error) {
 		resp, err := r.clients[r.b].Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSerializable())
-		at := time.Now()
-		if err == nil {
-			present := map[string]bool{}
-			for _, kv := range resp.Kvs {
-				present[string(kv.Key)] = true
-			}
-			for _, key := range keys {
-				if _, seen := gone[key]; !seen && !present[key] {
-					gone[key] = at
-				}
-			}
+		if err != nil {
+			return nil, err
 		}
-		sleepCtx(ctx, 50*time.Millisecond)
-	}
-	var d []time.Duration
-	for i, key := range keys {
-		if t, ok := gone[key]; ok && !lastAck[i].IsZero() {
-			d = append(d, t.Sub(lastAck[i]))
+		present := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			present[string(kv.Key)] = true
 		}
-	}
-	m := FromSamples(d, int64(k-len(gone)))
+		return present, nil
+	})
 	m.Note = fmt.Sprintf("lease TTL %d s (granted %d s)", s.CrashLeaseSecs, grantedTTL)
 	r.sys.Set(RowCrash, m)
 	s.logf("etcd", "W8 crash detection: %s", FormatCell(KindLatency, m))

@@ -434,35 +434,28 @@ func stateOf(status string) instState {
 // check reads instance id of PropApp on B: directly (GET .../{app}/{id})
 // or through the cached application document clients fetch.
 func (r *heurekaRun) check(ctx context.Context, direct bool, id string) (instState, error) {
+	path, what := "/eureka/apps/"+PropApp, "app"
 	if direct {
-		code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps/"+PropApp+"/"+id), nil, nil)
-		if err != nil {
-			return 0, err
-		}
-		switch code {
-		case http.StatusNotFound:
-			return stateGone, nil
-		case http.StatusOK:
-			var doc struct {
-				Instance struct {
-					Status string `json:"status"`
-				} `json:"instance"`
-			}
-			if err := json.Unmarshal(body, &doc); err != nil {
-				return 0, err
-			}
-			return stateOf(doc.Instance.Status), nil
-		}
-		return 0, fmt.Errorf("GET instance: %d", code)
+		path, what = path+"/"+id, "instance"
 	}
-	code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps/"+PropApp), nil, nil)
+	code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, path), nil, nil)
 	if err != nil {
 		return 0, err
 	}
-	switch code {
-	case http.StatusNotFound:
+	switch {
+	case code == http.StatusNotFound:
 		return stateGone, nil
-	case http.StatusOK:
+	case code == http.StatusOK && direct:
+		var doc struct {
+			Instance struct {
+				Status string `json:"status"`
+			} `json:"instance"`
+		}
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return 0, err
+		}
+		return stateOf(doc.Instance.Status), nil
+	case code == http.StatusOK:
 		ids, err := appInstances(body)
 		if err != nil {
 			return 0, err
@@ -472,7 +465,7 @@ func (r *heurekaRun) check(ctx context.Context, direct bool, id string) (instSta
 		}
 		return stateGone, nil
 	}
-	return 0, fmt.Errorf("GET app: %d", code)
+	return 0, fmt.Errorf("GET %s: %d", what, code)
 }
 
 // propStep is one write of a W6 cycle and the state B must then show.
@@ -675,55 +668,29 @@ func (r *heurekaRun) crash(ctx context.Context) error {
 		r.sys.Set(RowCrash, NotApplicable("failed: "+err.Error()))
 		return fmt.Errorf("W8 register: %w", err)
 	}
-	lastAck := make([]time.Time, k)
-	var mu sync.Mutex
-	for round := range 3 {
-		if round > 0 {
-			sleepCtx(ctx, time.Second)
-		}
-		err := parallel(ctx, min(k, 32), k, func(ctx context.Context, i int) error {
-			_, err := r.expect(ctx, http.MethodPut, r.url(i%n, "/eureka/apps/"+CrashApp+"/"+ids[i]), nil, http.StatusOK)
-			if err == nil {
-				mu.Lock()
-				lastAck[i] = time.Now()
-				mu.Unlock()
-			}
-			return err
-		})
-		if err != nil {
-			s.logf("heureka", "W8: renewal round %d: %v", round+1, err)
-		}
-	}
-	s.logf("heureka", "W8: renewals stopped; watching B for up to %s", s.CrashTimeout)
-	gone := map[string]time.Time{}
-	deadline := time.Now().Add(s.CrashTimeout)
-	for len(gone) < k && time.Now().Before(deadline) && ctx.Err() == nil {
+	m := s.crashDetection(ctx, "heureka", "renewal", ids, func(ctx context.Context, i int) error {
+		_, err := r.expect(ctx, http.MethodPut, r.url(i%n, "/eureka/apps/"+CrashApp+"/"+ids[i]), nil, http.StatusOK)
+		return err
+	}, func(ctx context.Context) (map[string]bool, error) {
 		code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps/"+CrashApp), nil, nil)
-		at := time.Now()
-		if err == nil && (code == http.StatusOK || code == http.StatusNotFound) {
-			present := map[string]string{}
-			if code == http.StatusOK {
-				present, err = appInstances(body)
-			}
-			if err == nil {
-				for _, id := range ids {
-					if _, ok := present[id]; !ok {
-						if _, seen := gone[id]; !seen {
-							gone[id] = at
-						}
-					}
-				}
-			}
+		switch {
+		case err != nil:
+			return nil, err
+		case code == http.StatusNotFound:
+			return map[string]bool{}, nil
+		case code != http.StatusOK:
+			return nil, fmt.Errorf("GET the crash application: status %d", code)
 		}
-		sleepCtx(ctx, 50*time.Millisecond)
-	}
-	var d []time.Duration
-	for i, id := range ids {
-		if t, ok := gone[id]; ok && !lastAck[i].IsZero() {
-			d = append(d, t.Sub(lastAck[i]))
+		instances, err := appInstances(body)
+		if err != nil {
+			return nil, err
 		}
-	}
-	m := FromSamples(d, int64(k-len(gone)))
+		present := map[string]bool{}
+		for id := range instances {
+			present[id] = true
+		}
+		return present, nil
+	})
 	m.Note = fmt.Sprintf("lease %d s", s.CrashLeaseSecs)
 	if r.t.EvictionInterval > 0 {
 		m.Note += ", --eviction-interval " + fmtDur(r.t.EvictionInterval)

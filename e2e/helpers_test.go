@@ -226,7 +226,10 @@ func registryView(a Apps) []string {
 }
 
 // waitCommitStable waits until every live node reports the same commit and
-// applied index, unchanged for stableFor, and returns that index.
+// applied index, unchanged for stableFor, and returns that index. Right
+// after start-up each node records its own address through the log,
+// retrying every 500 ms until it succeeds, so "nothing more will be
+// written" needs a stableFor longer than that.
 func waitCommitStable(t *testing.T, c *Cluster, stableFor, timeout time.Duration) uint64 {
 	t.Helper()
 	var (

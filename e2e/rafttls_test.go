@@ -81,13 +81,7 @@ func hostileAppend(t *testing.T, st Status, from string) *raft.AppendEntriesRequ
 
 func TestRaftTLSRefusesOutsiders(t *testing.T) {
 	ca := newTLSCA(t, "raft-ca")
-	dir := t.TempDir()
-	caFile := writeFile(t, dir, "ca.pem", ca.pem)
-	certs := map[string][2]string{}
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c, k := ca.issue(t, id)
-		certs[id] = [2]string{writeFile(t, dir, id+".pem", c), writeFile(t, dir, id+"-key.pem", k)}
-	}
+	caFile, certs := ca.nodeFiles(t, t.TempDir(), "n1", "n2", "n3")
 	c := StartCluster(t, 3, Options{
 		ExtraArgs: []string{"--raft-tls", "--tls-ca", caFile},
 		NodeArgs: func(id string) []string {
