@@ -174,13 +174,7 @@ func newAuthServer(t *testing.T, users *Users, secret string) (*httptest.Server,
 	cfg.Cache.UseReadOnly = false
 	cfg.Users = users
 	cfg.ClusterSecret = secret
-	s, err := New(cfg, mc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	t.Cleanup(s.Close)
+	ts, _ := startTestServer(t, cfg, mc, nil)
 	return ts, mc
 }
 

@@ -28,13 +28,7 @@ func TestDashboardRenders(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fsm.New(0, nil)
-			s, err := New(DefaultConfig(), c.cluster(f), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(s.Close)
-			ts := httptest.NewServer(s.Handler())
-			t.Cleanup(ts.Close)
+			ts, _ := startTestServer(t, DefaultConfig(), c.cluster(f), nil)
 			for _, r := range []struct{ app, id, status string }{{"ORDERS", "o1", "UP"}, {"ORDERS", "o2", "DOWN"}, {"PAY", "p<1>", "UP"}} {
 				body := `{"instance":{"instanceId":"` + r.id + `","hostName":"h","app":"` + r.app + `","ipAddr":"10.0.0.1","status":"` + r.status + `","dataCenterInfo":{"name":"MyOwn"}}}`
 				resp, err := http.Post(ts.URL+"/eureka/apps/"+r.app, "application/json", strings.NewReader(body))

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/cluster"
@@ -110,14 +111,22 @@ func newTestServerWith(t *testing.T, adjust func(*Config)) (*httptest.Server, *f
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	s, err := New(cfg, fc, nil)
+	ts, _ := startTestServer(t, cfg, fc, nil)
+	return ts, fc
+}
+
+// startTestServer starts a Server from cfg over c on a test server; both
+// are closed with the test.
+func startTestServer(t *testing.T, cfg Config, c Cluster, log hclog.Logger) (*httptest.Server, *Server) {
+	t.Helper()
+	s, err := New(cfg, c, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(s.Close)
-	return ts, fc
+	return ts, s
 }
 
 func do(t *testing.T, method, url, contentType, body string, hdr ...string) (int, string, http.Header) {
