@@ -443,26 +443,16 @@ func (r *etcdRun) elections(ctx context.Context) {
 		}
 		cancel()
 	}
-	if term > r.term && r.term > 0 {
-		r.sys.Events = append(r.sys.Events, fmt.Sprintf("Raft term went from %d to %d (a leader election)", r.term, term))
-		r.s.logf("etcd", "Raft term went from %d to %d during the run", r.term, term)
-	}
+	r.s.termChange("etcd", &r.sys.Events, r.term, term)
 }
 
 // W7: RSS from /proc, else process_resident_memory_bytes from /metrics.
 func (r *etcdRun) memory(ctx context.Context) {
-	var m Measurement
-	for i, ep := range r.t.Endpoints {
-		nm := NodeMemory{Node: fmt.Sprintf("m%d", i+1), Bytes: -1}
-		if i < len(r.t.PIDs) && r.t.PIDs[i] > 0 {
-			nm.Bytes, nm.Source = RSS(r.t.PIDs[i]), "rss"
-		} else if v, err := metricValue(ctx, ep+"/metrics", "process_resident_memory_bytes"); err == nil {
-			nm.Bytes, nm.Source = int64(v), "rss from /metrics"
-		}
-		m.Nodes = append(m.Nodes, nm)
-	}
+	m := r.s.memory("etcd", "m", r.t.PIDs, len(r.t.Endpoints), func(i int) (int64, string, bool) {
+		v, err := metricValue(ctx, r.t.Endpoints[i]+"/metrics", "process_resident_memory_bytes")
+		return int64(v), "rss from /metrics", err == nil
+	})
 	r.sys.Set(RowMemory, m)
-	r.s.logf("etcd", "W7 memory: %s", FormatCell(KindMemory, m))
 }
 
 // metricValue reads one unlabelled sample from a Prometheus text page.

@@ -623,27 +623,17 @@ func (r *heurekaRun) elections(ctx context.Context) {
 			term = max(term, st.Term)
 		}
 	}
-	if term > r.term {
-		r.sys.Events = append(r.sys.Events, fmt.Sprintf("Raft term went from %d to %d (a leader election)", r.term, term))
-		r.s.logf("heureka", "Raft term went from %d to %d during the run", r.term, term)
-	}
+	r.s.termChange("heureka", &r.sys.Events, r.term, term)
 }
 
 // W7: each node's resident memory (from /proc when the PID is known, else
 // the Go runtime's sys_bytes from /v1/status).
 func (r *heurekaRun) memory(ctx context.Context) {
-	var m Measurement
-	for i, u := range r.t.URLs {
-		nm := NodeMemory{Node: fmt.Sprintf("n%d", i+1), Bytes: -1}
-		if i < len(r.t.PIDs) && r.t.PIDs[i] > 0 {
-			nm.Bytes, nm.Source = RSS(r.t.PIDs[i]), "rss"
-		} else if st, err := getHeurekaStatus(ctx, u); err == nil && st.Memory.SysBytes > 0 {
-			nm.Bytes, nm.Source = int64(st.Memory.SysBytes), "Go sys_bytes from /v1/status"
-		}
-		m.Nodes = append(m.Nodes, nm)
-	}
+	m := r.s.memory("heureka", "n", r.t.PIDs, len(r.t.URLs), func(i int) (int64, string, bool) {
+		st, err := getHeurekaStatus(ctx, r.t.URLs[i])
+		return int64(st.Memory.SysBytes), "Go sys_bytes from /v1/status", err == nil && st.Memory.SysBytes > 0
+	})
 	r.sys.Set(RowMemory, m)
-	r.s.logf("heureka", "W7 memory: %s", FormatCell(KindMemory, m))
 }
 
 // W8: CrashInstances instances with a short lease renew for three rounds,

@@ -2,9 +2,12 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
+
+// Measurements taken the same way for every system the bench drives.
 
 // crashDetection is W8's measurement, the same for every system: renew
 // renews instance i (of names) for three rounds a second apart, recording
@@ -58,4 +61,32 @@ func (s *Suite) crashDetection(ctx context.Context, system, what string, names [
 		}
 	}
 	return FromSamples(d, int64(k-len(gone)))
+}
+
+// memory is W7: each node's resident set size from /proc when its PID is
+// known, else what other(i) reports (bytes, source; ok false when it has
+// nothing). Nodes are named prefix1, prefix2, ...
+func (s *Suite) memory(system, prefix string, pids []int, nodes int, other func(i int) (int64, string, bool)) Measurement {
+	var m Measurement
+	for i := range nodes {
+		nm := NodeMemory{Node: fmt.Sprintf("%s%d", prefix, i+1), Bytes: -1}
+		if i < len(pids) && pids[i] > 0 {
+			nm.Bytes, nm.Source = RSS(pids[i]), "rss"
+		} else if b, src, ok := other(i); ok {
+			nm.Bytes, nm.Source = b, src
+		}
+		m.Nodes = append(m.Nodes, nm)
+	}
+	s.logf(system, "W7 memory: %s", FormatCell(KindMemory, m))
+	return m
+}
+
+// termChange notes in events a change of Raft term from before (taken
+// when W1 began; 0 if unknown) to now: a leader election happened during
+// the run, and writes around it may have failed.
+func (s *Suite) termChange(system string, events *[]string, before, now uint64) {
+	if before > 0 && now > before {
+		*events = append(*events, fmt.Sprintf("Raft term went from %d to %d (a leader election)", before, now))
+		s.logf(system, "Raft term went from %d to %d during the run", before, now)
+	}
 }
