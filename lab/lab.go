@@ -317,12 +317,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	// Fault 1: the leader is partitioned away from every other node.
 	isolated := lead
 	progress("[%s] partitioning the leader %s away", mode, isolated.ID)
-	rec.setPhase("leader partitioned away", func(id string) string {
-		if id == isolated.ID {
-			return "minority"
-		}
-		return "majority"
-	})
+	rec.setPhase("leader partitioned away", sides(isolated.ID, "minority", "majority"))
 	endPartition := rec.tl.fault("partition", isolated.ID)
 	c.proxy.Isolate(isolated.ID)
 	time.Sleep(cfg.Phase)
@@ -363,12 +358,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	}
 	killed := lead
 	progress("[%s] killing the leader %s", mode, killed.ID)
-	rec.setPhase("leader killed", func(id string) string {
-		if id == killed.ID {
-			return "killed node"
-		}
-		return "survivors"
-	})
+	rec.setPhase("leader killed", sides(killed.ID, "killed node", "survivors"))
 	endKill := rec.tl.fault("kill", killed.ID)
 	killed.Kill()
 	time.Sleep(cfg.Phase)
@@ -484,4 +474,15 @@ func (c *cluster) describe(rec *recorder) string {
 		parts = append(parts, fmt.Sprintf("%s: %s leader=%s missing %d of %d", nd.ID, st.State, st.Leader, missing(nd, acc), len(acc)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// sides labels the node the fault hits (id) one and every other node
+// other, for the phase's outcome table.
+func sides(id, one, other string) func(string) string {
+	return func(n string) string {
+		if n == id {
+			return one
+		}
+		return other
+	}
 }
