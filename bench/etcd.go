@@ -181,25 +181,13 @@ func (r *etcdRun) register(ctx context.Context) error {
 			return int64(len(v)), nil
 		})
 	})
-	m := FromResult(res)
-	m.CPUPerOp = cpu.perOp(res.Requests)
-	if res.Requests < int64(wl.Instances) {
-		m.Note = fmt.Sprintf("only %s of %s within %s", group(res.Requests), group(int64(wl.Instances)), s.RegisterTimeout)
-	}
-	r.sys.Set(RowRegister, m)
-	t0 := time.Now()
-	err := waitFor(ctx, 2*time.Minute, 200*time.Millisecond, func() (bool, error) {
+	return s.registered(ctx, "etcd", "keys", r.sys, res, cpu, int64(wl.Instances)-res.Errors, func(ctx context.Context) (int64, error) {
 		resp, err := r.clients[r.b].Get(ctx, EtcdPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
 		if err != nil {
-			return false, err
+			return 0, err
 		}
-		return resp.Count >= int64(wl.Instances)-res.Errors, nil
+		return resp.Count, nil
 	})
-	if err != nil {
-		return fmt.Errorf("reader B never held all %d keys: %w", wl.Instances, err)
-	}
-	s.logf("etcd", "B holds every key %s after W1 ended", time.Since(t0).Round(time.Millisecond))
-	return nil
 }
 
 // W2: KeepAliveOnce as fast as Renewers clients can go.

@@ -172,24 +172,10 @@ func (r *heurekaRun) register(ctx context.Context) error {
 			})
 	})
 	r.w1End = time.Now()
-	m := FromResult(res)
-	m.CPUPerOp = cpu.perOp(res.Requests)
-	if res.Requests < int64(wl.Instances) {
-		m.Note = fmt.Sprintf("only %s of %s within %s", group(res.Requests), group(int64(wl.Instances)), s.RegisterTimeout)
-	}
-	r.sys.Set(RowRegister, m)
-	// Reads from B must see the whole registry before they are measured.
-	t0 := time.Now()
-	want := int(res.Requests - res.Errors)
-	err := waitFor(ctx, 2*time.Minute, 200*time.Millisecond, func() (bool, error) {
+	return s.registered(ctx, "heureka", "instances", r.sys, res, cpu, res.Requests-res.Errors, func(ctx context.Context) (int64, error) {
 		got, err := r.countOnB(ctx)
-		return got >= want, err
+		return int64(got), err
 	})
-	if err != nil {
-		return fmt.Errorf("reader B never held all %d instances: %w", want, err)
-	}
-	s.logf("heureka", "B holds every instance %s after W1 ended", time.Since(t0).Round(time.Millisecond))
-	return nil
 }
 
 // countOnB is how many instances B holds: from /v1/status when it has one,

@@ -90,3 +90,28 @@ func (s *Suite) termChange(system string, events *[]string, before, now uint64) 
 		s.logf(system, "Raft term went from %d to %d during the run", before, now)
 	}
 }
+
+// registered records W1's row from res and the CPU it took, then waits
+// until reader B holds want items (count tells how many it holds): reads
+// from B must see the whole registry before they are measured. what names
+// the items in messages ("instances", "keys").
+func (s *Suite) registered(ctx context.Context, system, what string, sys *System, res Result, cpu *cpuMeter,
+	want int64, count func(ctx context.Context) (int64, error)) error {
+	wl := s.Workload
+	m := FromResult(res)
+	m.CPUPerOp = cpu.perOp(res.Requests)
+	if res.Requests < int64(wl.Instances) {
+		m.Note = fmt.Sprintf("only %s of %s within %s", group(res.Requests), group(int64(wl.Instances)), s.RegisterTimeout)
+	}
+	sys.Set(RowRegister, m)
+	t0 := time.Now()
+	err := waitFor(ctx, 2*time.Minute, 200*time.Millisecond, func() (bool, error) {
+		got, err := count(ctx)
+		return got >= want, err
+	})
+	if err != nil {
+		return fmt.Errorf("reader B never held all %d %s: %w", want, what, err)
+	}
+	s.logf(system, "B holds all %s %s after W1 ended", what, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
