@@ -1,8 +1,9 @@
 package cluster
 
-import (
-	"crypto/tls"
-)
+import "crypto/tls"
+
+// The node's side of node-to-node HTTP that nodeapi does not hold: the
+// scheme and TLS configuration its calls use.
 
 // httpScheme is the scheme of node-to-node HTTP calls.
 func (c *Config) httpScheme() string {
