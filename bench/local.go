@@ -117,6 +117,11 @@ func StartHeureka(ctx context.Context, bin string, n int, tmp string, extra []st
 	if err == nil {
 		_, err = c.WaitLeader(ctx, 60*time.Second)
 	}
+	for _, p := range l.Procs {
+		if err == nil && !p.Running() {
+			err = fmt.Errorf("%s exited before the cluster was ready", p.Name)
+		}
+	}
 	if err != nil {
 		err = l.failure(err)
 		l.Stop()
