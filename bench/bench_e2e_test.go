@@ -16,6 +16,7 @@ import (
 
 	"github.com/heureka-registry/heureka/bench"
 	"github.com/heureka-registry/heureka/e2e"
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 func TestMain(m *testing.M) {
@@ -165,10 +166,9 @@ func TestBenchCommand_EtcdTiny(t *testing.T) {
 // etcdclient), which the default build leaves out.
 func etcdClientBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "heureka-etcdclient")
-	out, err := exec.Command("go", "build", "-tags", "etcdclient", "-o", bin, "github.com/heureka-registry/heureka/cmd/heureka").CombinedOutput()
+	bin, err := launch.Build(t.TempDir(), "heureka-etcdclient", "etcdclient")
 	if err != nil {
-		t.Fatalf("go build -tags etcdclient: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

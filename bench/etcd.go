@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // The etcd mapping: the same workload expressed in etcd's v3 API, as a
@@ -179,25 +181,13 @@ func (r *etcdRun) register(ctx context.Context) error {
 			return int64(len(v)), nil
 		})
 	})
-	m := FromResult(res)
-	m.CPUPerOp = cpu.perOp(res.Requests)
-	if res.Requests < int64(wl.Instances) {
-		m.Note = fmt.Sprintf("only %s of %s within %s", group(res.Requests), group(int64(wl.Instances)), s.RegisterTimeout)
-	}
-	r.sys.Set(RowRegister, m)
-	t0 := time.Now()
-	err := waitFor(ctx, 2*time.Minute, 200*time.Millisecond, func() (bool, error) {
+	return s.registered(ctx, "etcd", "keys", r.sys, res, cpu, int64(wl.Instances)-res.Errors, func(ctx context.Context) (int64, error) {
 		resp, err := r.clients[r.b].Get(ctx, EtcdPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
 		if err != nil {
-			return false, err
+			return 0, err
 		}
-		return resp.Count >= int64(wl.Instances)-res.Errors, nil
+		return resp.Count, nil
 	})
-	if err != nil {
-		return fmt.Errorf("reader B never held all %d keys: %w", wl.Instances, err)
-	}
-	s.logf("etcd", "B holds every key %s after W1 ended", time.Since(t0).Round(time.Millisecond))
-	return nil
 }
 
 // W2: KeepAliveOnce as fast as Renewers clients can go.
@@ -441,26 +431,16 @@ func (r *etcdRun) elections(ctx context.Context) {
 		}
 		cancel()
 	}
-	if term > r.term && r.term > 0 {
-		r.sys.Events = append(r.sys.Events, fmt.Sprintf("Raft term went from %d to %d (a leader election)", r.term, term))
-		r.s.logf("etcd", "Raft term went from %d to %d during the run", r.term, term)
-	}
+	r.s.termChange("etcd", &r.sys.Events, r.term, term)
 }
 
 // W7: RSS from /proc, else process_resident_memory_bytes from /metrics.
 func (r *etcdRun) memory(ctx context.Context) {
-	var m Measurement
-	for i, ep := range r.t.Endpoints {
-		nm := NodeMemory{Node: fmt.Sprintf("m%d", i+1), Bytes: -1}
-		if i < len(r.t.PIDs) && r.t.PIDs[i] > 0 {
-			nm.Bytes, nm.Source = RSS(r.t.PIDs[i]), "rss"
-		} else if v, err := metricValue(ctx, ep+"/metrics", "process_resident_memory_bytes"); err == nil {
-			nm.Bytes, nm.Source = int64(v), "rss from /metrics"
-		}
-		m.Nodes = append(m.Nodes, nm)
-	}
+	m := r.s.memory("etcd", "m", r.t.PIDs, len(r.t.Endpoints), func(i int) (int64, string, bool) {
+		v, err := metricValue(ctx, r.t.Endpoints[i]+"/metrics", "process_resident_memory_bytes")
+		return int64(v), "rss from /metrics", err == nil
+	})
 	r.sys.Set(RowMemory, m)
-	r.s.logf("etcd", "W7 memory: %s", FormatCell(KindMemory, m))
 }
 
 // metricValue reads one unlabelled sample from a Prometheus text page.
@@ -517,50 +497,20 @@ func (r *etcdRun) crash(ctx context.Context) error {
 		r.sys.Set(RowCrash, NotApplicable("failed: "+err.Error()))
 		return fmt.Errorf("W8 put: %w", err)
 	}
-	lastAck := make([]time.Time, k)
-	for round := range 3 {
-		if round > 0 {
-			sleepCtx(ctx, time.Second)
-		}
-		err := parallel(ctx, min(k, 32), k, func(ctx context.Context, i int) error {
-			if _, err := r.clients[i%n].KeepAliveOnce(ctx, leases[i]); err != nil {
-				return err
-			}
-			mu.Lock()
-			lastAck[i] = time.Now()
-			mu.Unlock()
-			return nil
-		})
-		if err != nil {
-			s.logf("etcd", "W8: keep-alive round %d: %v", round+1, err)
-		}
-	}
-	s.logf("etcd", "W8: keep-alives stopped; watching B for up to %s", s.CrashTimeout)
-	gone := map[string]time.Time{}
-	deadline := time.Now().Add(s.CrashTimeout)
-	for len(gone) < k && time.Now().Before(deadline) && ctx.Err() == nil {
+	m := s.crashDetection(ctx, "etcd", "keep-alive", keys, func(ctx context.Context, i int) error {
+		_, err := r.clients[i%n].KeepAliveOnce(ctx, leases[i])
+		return err
+	}, func(ctx context.Context) (map[string]bool, error) {
 		resp, err := r.clients[r.b].Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSerializable())
-		at := time.Now()
-		if err == nil {
-			present := map[string]bool{}
-			for _, kv := range resp.Kvs {
-				present[string(kv.Key)] = true
-			}
-			for _, key := range keys {
-				if _, seen := gone[key]; !seen && !present[key] {
-					gone[key] = at
-				}
-			}
+		if err != nil {
+			return nil, err
 		}
-		sleepCtx(ctx, 50*time.Millisecond)
-	}
-	var d []time.Duration
-	for i, key := range keys {
-		if t, ok := gone[key]; ok && !lastAck[i].IsZero() {
-			d = append(d, t.Sub(lastAck[i]))
+		present := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			present[string(kv.Key)] = true
 		}
-	}
-	m := FromSamples(d, int64(k-len(gone)))
+		return present, nil
+	})
 	m.Note = fmt.Sprintf("lease TTL %d s (granted %d s)", s.CrashLeaseSecs, grantedTTL)
 	r.sys.Set(RowCrash, m)
 	s.logf("etcd", "W8 crash detection: %s", FormatCell(KindLatency, m))
@@ -580,11 +530,11 @@ func StartEtcd(ctx context.Context, bin string, n int, tmp string) (*Local, erro
 	ms := make([]member, n)
 	var initial []string
 	for i := range ms {
-		c, err := freeAddr()
+		c, err := launch.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
-		p, err := freeAddr()
+		p, err := launch.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -630,7 +580,7 @@ func waitEtcdLeader(ctx context.Context, l *Local, timeout time.Duration) error 
 	return waitFor(ctx, timeout, 100*time.Millisecond, func() (bool, error) {
 		leaders := map[uint64]bool{}
 		for i, c := range clients {
-			if l.Procs[i].Exited() {
+			if !l.Procs[i].Running() {
 				return false, fmt.Errorf("%s exited", l.Procs[i].Name)
 			}
 			cctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // EurekaServerLocalArgs are the Spring properties a local bench
@@ -48,7 +50,7 @@ func StartEurekaServer(ctx context.Context, java, jar string, n int, readOnly bo
 		n, strings.Join(eurekaServerJVMArgs, " "), strings.Join(args, " "))
 	hosts := make([]string, n)
 	for i := range hosts {
-		addr, err := freeAddr()
+		addr, err := launch.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +85,7 @@ func StartEurekaServer(ctx context.Context, java, jar string, n int, readOnly bo
 	client := &http.Client{Timeout: 2 * time.Second}
 	err = waitFor(ctx, 3*time.Minute, 500*time.Millisecond, func() (bool, error) {
 		for i, u := range l.URLs {
-			if l.Procs[i].Exited() {
+			if !l.Procs[i].Running() {
 				return false, fmt.Errorf("%s exited before it served", l.Procs[i].Name)
 			}
 			resp, err := client.Get(u + "/eureka/apps")

@@ -172,24 +172,10 @@ func (r *heurekaRun) register(ctx context.Context) error {
 			})
 	})
 	r.w1End = time.Now()
-	m := FromResult(res)
-	m.CPUPerOp = cpu.perOp(res.Requests)
-	if res.Requests < int64(wl.Instances) {
-		m.Note = fmt.Sprintf("only %s of %s within %s", group(res.Requests), group(int64(wl.Instances)), s.RegisterTimeout)
-	}
-	r.sys.Set(RowRegister, m)
-	// Reads from B must see the whole registry before they are measured.
-	t0 := time.Now()
-	want := int(res.Requests - res.Errors)
-	err := waitFor(ctx, 2*time.Minute, 200*time.Millisecond, func() (bool, error) {
+	return s.registered(ctx, "heureka", "instances", r.sys, res, cpu, res.Requests-res.Errors, func(ctx context.Context) (int64, error) {
 		got, err := r.countOnB(ctx)
-		return got >= want, err
+		return int64(got), err
 	})
-	if err != nil {
-		return fmt.Errorf("reader B never held all %d instances: %w", want, err)
-	}
-	s.logf("heureka", "B holds every instance %s after W1 ended", time.Since(t0).Round(time.Millisecond))
-	return nil
 }
 
 // countOnB is how many instances B holds: from /v1/status when it has one,
@@ -434,35 +420,28 @@ func stateOf(status string) instState {
 // check reads instance id of PropApp on B: directly (GET .../{app}/{id})
 // or through the cached application document clients fetch.
 func (r *heurekaRun) check(ctx context.Context, direct bool, id string) (instState, error) {
+	path, what := "/eureka/apps/"+PropApp, "app"
 	if direct {
-		code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps/"+PropApp+"/"+id), nil, nil)
-		if err != nil {
-			return 0, err
-		}
-		switch code {
-		case http.StatusNotFound:
-			return stateGone, nil
-		case http.StatusOK:
-			var doc struct {
-				Instance struct {
-					Status string `json:"status"`
-				} `json:"instance"`
-			}
-			if err := json.Unmarshal(body, &doc); err != nil {
-				return 0, err
-			}
-			return stateOf(doc.Instance.Status), nil
-		}
-		return 0, fmt.Errorf("GET instance: %d", code)
+		path, what = path+"/"+id, "instance"
 	}
-	code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps/"+PropApp), nil, nil)
+	code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, path), nil, nil)
 	if err != nil {
 		return 0, err
 	}
-	switch code {
-	case http.StatusNotFound:
+	switch {
+	case code == http.StatusNotFound:
 		return stateGone, nil
-	case http.StatusOK:
+	case code == http.StatusOK && direct:
+		var doc struct {
+			Instance struct {
+				Status string `json:"status"`
+			} `json:"instance"`
+		}
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return 0, err
+		}
+		return stateOf(doc.Instance.Status), nil
+	case code == http.StatusOK:
 		ids, err := appInstances(body)
 		if err != nil {
 			return 0, err
@@ -472,7 +451,7 @@ func (r *heurekaRun) check(ctx context.Context, direct bool, id string) (instSta
 		}
 		return stateGone, nil
 	}
-	return 0, fmt.Errorf("GET app: %d", code)
+	return 0, fmt.Errorf("GET %s: %d", what, code)
 }
 
 // propStep is one write of a W6 cycle and the state B must then show.
@@ -630,27 +609,17 @@ func (r *heurekaRun) elections(ctx context.Context) {
 			term = max(term, st.Term)
 		}
 	}
-	if term > r.term {
-		r.sys.Events = append(r.sys.Events, fmt.Sprintf("Raft term went from %d to %d (a leader election)", r.term, term))
-		r.s.logf("heureka", "Raft term went from %d to %d during the run", r.term, term)
-	}
+	r.s.termChange("heureka", &r.sys.Events, r.term, term)
 }
 
 // W7: each node's resident memory (from /proc when the PID is known, else
 // the Go runtime's sys_bytes from /v1/status).
 func (r *heurekaRun) memory(ctx context.Context) {
-	var m Measurement
-	for i, u := range r.t.URLs {
-		nm := NodeMemory{Node: fmt.Sprintf("n%d", i+1), Bytes: -1}
-		if i < len(r.t.PIDs) && r.t.PIDs[i] > 0 {
-			nm.Bytes, nm.Source = RSS(r.t.PIDs[i]), "rss"
-		} else if st, err := getHeurekaStatus(ctx, u); err == nil && st.Memory.SysBytes > 0 {
-			nm.Bytes, nm.Source = int64(st.Memory.SysBytes), "Go sys_bytes from /v1/status"
-		}
-		m.Nodes = append(m.Nodes, nm)
-	}
+	m := r.s.memory("heureka", "n", r.t.PIDs, len(r.t.URLs), func(i int) (int64, string, bool) {
+		st, err := getHeurekaStatus(ctx, r.t.URLs[i])
+		return int64(st.Memory.SysBytes), "Go sys_bytes from /v1/status", err == nil && st.Memory.SysBytes > 0
+	})
 	r.sys.Set(RowMemory, m)
-	r.s.logf("heureka", "W7 memory: %s", FormatCell(KindMemory, m))
 }
 
 // W8: CrashInstances instances with a short lease renew for three rounds,
@@ -675,55 +644,29 @@ func (r *heurekaRun) crash(ctx context.Context) error {
 		r.sys.Set(RowCrash, NotApplicable("failed: "+err.Error()))
 		return fmt.Errorf("W8 register: %w", err)
 	}
-	lastAck := make([]time.Time, k)
-	var mu sync.Mutex
-	for round := range 3 {
-		if round > 0 {
-			sleepCtx(ctx, time.Second)
-		}
-		err := parallel(ctx, min(k, 32), k, func(ctx context.Context, i int) error {
-			_, err := r.expect(ctx, http.MethodPut, r.url(i%n, "/eureka/apps/"+CrashApp+"/"+ids[i]), nil, http.StatusOK)
-			if err == nil {
-				mu.Lock()
-				lastAck[i] = time.Now()
-				mu.Unlock()
-			}
-			return err
-		})
-		if err != nil {
-			s.logf("heureka", "W8: renewal round %d: %v", round+1, err)
-		}
-	}
-	s.logf("heureka", "W8: renewals stopped; watching B for up to %s", s.CrashTimeout)
-	gone := map[string]time.Time{}
-	deadline := time.Now().Add(s.CrashTimeout)
-	for len(gone) < k && time.Now().Before(deadline) && ctx.Err() == nil {
+	m := s.crashDetection(ctx, "heureka", "renewal", ids, func(ctx context.Context, i int) error {
+		_, err := r.expect(ctx, http.MethodPut, r.url(i%n, "/eureka/apps/"+CrashApp+"/"+ids[i]), nil, http.StatusOK)
+		return err
+	}, func(ctx context.Context) (map[string]bool, error) {
 		code, body, _, err := r.send(ctx, http.MethodGet, r.url(r.b, "/eureka/apps/"+CrashApp), nil, nil)
-		at := time.Now()
-		if err == nil && (code == http.StatusOK || code == http.StatusNotFound) {
-			present := map[string]string{}
-			if code == http.StatusOK {
-				present, err = appInstances(body)
-			}
-			if err == nil {
-				for _, id := range ids {
-					if _, ok := present[id]; !ok {
-						if _, seen := gone[id]; !seen {
-							gone[id] = at
-						}
-					}
-				}
-			}
+		switch {
+		case err != nil:
+			return nil, err
+		case code == http.StatusNotFound:
+			return map[string]bool{}, nil
+		case code != http.StatusOK:
+			return nil, fmt.Errorf("GET the crash application: status %d", code)
 		}
-		sleepCtx(ctx, 50*time.Millisecond)
-	}
-	var d []time.Duration
-	for i, id := range ids {
-		if t, ok := gone[id]; ok && !lastAck[i].IsZero() {
-			d = append(d, t.Sub(lastAck[i]))
+		instances, err := appInstances(body)
+		if err != nil {
+			return nil, err
 		}
-	}
-	m := FromSamples(d, int64(k-len(gone)))
+		present := map[string]bool{}
+		for id := range instances {
+			present[id] = true
+		}
+		return present, nil
+	})
 	m.Note = fmt.Sprintf("lease %d s", s.CrashLeaseSecs)
 	if r.t.EvictionInterval > 0 {
 		m.Note += ", --eviction-interval " + fmtDur(r.t.EvictionInterval)

@@ -6,8 +6,9 @@
 // cluster and against etcd, reported as one table (Suite, Report).
 //
 // It talks to the systems it measures over HTTP (and etcd's client, with
-// the etcdclient build tag) and imports only opapi of heureka; it must not
-// import the server's packages, so it measures what clients see.
+// the etcdclient build tag), starts local clusters with internal/launch, and
+// imports only internal/launch and opapi of heureka; it must not import the
+// server's packages, so it measures what clients see.
 package bench
 
 import (

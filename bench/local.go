@@ -3,120 +3,26 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/heureka-registry/heureka/internal/launch"
 	"github.com/heureka-registry/heureka/opapi"
 )
 
-// Proc is one child process the bench started; it is stopped by its PID.
-type Proc struct {
-	Name    string
-	LogPath string
-
-	bin  string
-	args []string
-
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// startProc runs bin with args, its output appended to logPath.
-func startProc(name, bin string, args []string, logPath string) (*Proc, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(logf, "==== bench: %s %s\n", bin, strings.Join(args, " "))
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.Env = childEnv()
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &Proc{Name: name, LogPath: logPath, bin: bin, args: args, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// childEnv is the environment without HEUREKA_* and ETCD_* variables, so a
-// child's settings are only the flags the bench gives.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HEUREKA_") && !strings.HasPrefix(kv, "ETCD_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// PID is the process id.
-func (p *Proc) PID() int { return p.cmd.Process.Pid }
-
-// Exited reports whether the process has ended.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Stop sends SIGTERM to the process's PID, waits up to grace, then sends
-// SIGKILL; it returns once the process has exited.
-func (p *Proc) Stop(grace time.Duration) {
-	if p.Exited() {
-		return
-	}
-	_ = syscall.Kill(p.PID(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(p.PID(), syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// Kill sends SIGKILL to the process's PID and waits until it has exited.
-func (p *Proc) Kill() {
-	if p.Exited() {
-		return
-	}
-	_ = syscall.Kill(p.PID(), syscall.SIGKILL)
-	<-p.done
-}
-
-// again starts a new process with the same name, program, arguments and log.
-func (p *Proc) again() (*Proc, error) { return startProc(p.Name, p.bin, p.args, p.LogPath) }
-
-// LogTail returns the last n lines of the process's log.
-func (p *Proc) LogTail(n int) string {
-	b, err := os.ReadFile(p.LogPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+// startProc runs bin with args, its output appended to logPath, with the
+// environment of every bench child: without HEUREKA_* and ETCD_* variables,
+// so a child's settings are only the flags the bench gives.
+func startProc(name, bin string, args []string, logPath string) (*launch.Proc, error) {
+	return launch.StartProc(name, bin, args, launch.Env(nil, "HEUREKA_", "ETCD_"), logPath)
 }
 
 // Local is a set of processes of one system that the bench started on
@@ -125,7 +31,7 @@ type Local struct {
 	// URLs are the members' client URLs (http://127.0.0.1:P), in order.
 	URLs []string
 	// Procs are the processes, parallel to URLs.
-	Procs []*Proc
+	Procs []*launch.Proc
 	// Settings describes how they were started, for the table.
 	Settings string
 	dir      string
@@ -161,11 +67,9 @@ func (l *Local) KillAndRestart(order []int) ([]int, error) {
 		p.Kill()
 	}
 	for _, i := range order {
-		np, err := l.Procs[i].again()
-		if err != nil {
+		if err := l.Procs[i].Start(); err != nil {
 			return nil, fmt.Errorf("restart %s: %w", l.Procs[i].Name, err)
 		}
-		l.Procs[i] = np
 	}
 	return l.PIDs(), nil
 }
@@ -178,34 +82,6 @@ func (l *Local) failure(err error) error {
 		fmt.Fprintf(&b, "\n---- %s (%s) ----\n%s", p.Name, p.LogPath, p.LogTail(20))
 	}
 	return errors.New(b.String())
-}
-
-var (
-	portMu    sync.Mutex
-	usedPorts = map[string]bool{}
-)
-
-// freeAddr returns a 127.0.0.1 address whose port was free a moment ago and
-// was not handed out before by this process. Ports come from [20000, 32000),
-// below Linux's ephemeral range: W9 restarts the nodes on their ports, and
-// an ephemeral port may meanwhile be the local end of some connection.
-func freeAddr() (string, error) {
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range 1000 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
-		if usedPorts[addr] {
-			continue
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue // taken
-		}
-		ln.Close()
-		usedPorts[addr] = true
-		return addr, nil
-	}
-	return "", errors.New("no free loopback port below the ephemeral range")
 }
 
 // HeurekaLocalArgs are the `heureka serve` flags a local bench cluster gets
@@ -230,37 +106,23 @@ func StartHeureka(ctx context.Context, bin string, n int, tmp string, extra []st
 	if err != nil {
 		return nil, err
 	}
-	l := &Local{dir: dir}
 	args := append(append([]string(nil), HeurekaLocalArgs...), extra...)
-	l.Settings = fmt.Sprintf("%d local nodes, `heureka serve %s`, Raft timings default", n, strings.Join(args, " "))
-	type node struct{ id, http, raft string }
-	nodes := make([]node, n)
-	var members []string
-	for i := range nodes {
-		h, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		r, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		nodes[i] = node{fmt.Sprintf("n%d", i+1), h, r}
-		members = append(members, fmt.Sprintf("%s=%s@%s", nodes[i].id, r, h))
+	l := &Local{dir: dir,
+		Settings: fmt.Sprintf("%d local nodes, `heureka serve %s`, Raft timings default", n, strings.Join(args, " "))}
+	c, err := launch.Start(launch.Spec{Binary: bin, Dir: dir, Args: args}, n, 60*time.Second)
+	for _, nd := range c.Nodes() {
+		l.Procs = append(l.Procs, nd.Proc)
+		l.URLs = append(l.URLs, nd.BaseURL())
 	}
-	initial := strings.Join(members, ",")
-	for _, nd := range nodes {
-		a := []string{"serve", "--node-id", nd.id, "--http-addr", nd.http, "--raft-addr", nd.raft,
-			"--data-dir", filepath.Join(dir, nd.id), "--initial-cluster", initial}
-		p, err := startProc(nd.id, bin, append(a, args...), filepath.Join(dir, nd.id+".log"))
-		if err != nil {
-			l.Stop()
-			return nil, err
-		}
-		l.Procs = append(l.Procs, p)
-		l.URLs = append(l.URLs, "http://"+nd.http)
+	if err == nil {
+		_, err = c.WaitLeader(ctx, 60*time.Second)
 	}
-	if err := waitHeurekaLeader(ctx, l, 60*time.Second); err != nil {
+	for _, p := range l.Procs {
+		if err == nil && !p.Running() {
+			err = fmt.Errorf("%s exited before the cluster was ready", p.Name)
+		}
+	}
+	if err != nil {
 		err = l.failure(err)
 		l.Stop()
 		return nil, err
@@ -272,43 +134,8 @@ var statusClient = &http.Client{Timeout: 3 * time.Second, Transport: &http.Trans
 
 // getHeurekaStatus fetches GET <base>/v1/status.
 func getHeurekaStatus(ctx context.Context, base string) (opapi.Status, error) {
-	var st opapi.Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/status", nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := statusClient.Do(req)
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("GET %s/v1/status: %d", base, resp.StatusCode)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
-}
-
-func waitHeurekaLeader(ctx context.Context, l *Local, timeout time.Duration) error {
-	return waitFor(ctx, timeout, 100*time.Millisecond, func() (bool, error) {
-		leaders, named := 0, map[string]bool{}
-		for i, u := range l.URLs {
-			if l.Procs[i].Exited() {
-				return false, fmt.Errorf("%s exited before the cluster was ready", l.Procs[i].Name)
-			}
-			st, err := getHeurekaStatus(ctx, u)
-			if err != nil {
-				return false, err
-			}
-			if st.State == "Leader" {
-				leaders++
-			}
-			named[st.Leader] = true
-		}
-		if leaders == 1 && len(named) == 1 && !named[""] {
-			return true, nil
-		}
-		return false, fmt.Errorf("%d leaders, nodes name %d", leaders, len(named))
-	})
+	st, _, err := launch.FetchStatus(ctx, statusClient, base)
+	return st, err
 }
 
 // StartLimit runs `bin limit-server` answering every request with body and
@@ -324,7 +151,7 @@ func StartLimit(bin string, body []byte, contentType, encoding, tmp string) (*Lo
 		l.Stop()
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := launch.FreeAddr()
 	if err != nil {
 		l.Stop()
 		return nil, err
@@ -338,7 +165,7 @@ func StartLimit(bin string, body []byte, contentType, encoding, tmp string) (*Lo
 		l.Stop()
 		return nil, err
 	}
-	l.Procs = []*Proc{p}
+	l.Procs = []*launch.Proc{p}
 	l.URLs = []string{"http://" + addr}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -347,7 +174,7 @@ func StartLimit(bin string, body []byte, contentType, encoding, tmp string) (*Lo
 			c.Close()
 			return l, nil
 		}
-		if p.Exited() || time.Now().After(deadline) {
+		if !p.Running() || time.Now().After(deadline) {
 			err = l.failure(fmt.Errorf("limit-server did not listen on %s: %v", addr, err))
 			l.Stop()
 			return nil, err

@@ -62,7 +62,7 @@ type Config struct {
 	// initial copy of an Eureka ring's registry, see HoldReads).
 	ReadHold <-chan struct{}
 	// ClusterSecret, when set, is sent with every node-to-node HTTP call
-	// (SecretHeader), and InternalHandler refuses calls without it.
+	// (nodeapi.SecretHeader), and InternalHandler refuses calls without it.
 	ClusterSecret string
 	// HTTPClientTLS, when set, makes node-to-node HTTP calls use HTTPS with
 	// this configuration (CA pool, client certificate for mTLS).

@@ -2,12 +2,8 @@ package cluster
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -295,7 +291,7 @@ func (fb *fallback) applyBatch(ctx context.Context, entries [][]byte) ([]error, 
 		func(ctx context.Context, addr string) (uint64, error) {
 			var idx uint64
 			var err error
-			results, idx, err = n.forwardApplyBatch(ctx, addr, entries)
+			results, idx, err = n.peers().ApplyBatch(ctx, addr, entries)
 			return idx, err
 		})
 	if err != nil {
@@ -336,101 +332,6 @@ func (n *Node) applyBatchLocal(entries [][]byte) ([]error, uint64, error) {
 		n.nudger.nudge()
 	}
 	return results, last, nil
-}
-
-// pathApplyBatch is the internal endpoint for applyBatch from a follower.
-// Its body is a sequence of uvarint-length-prefixed entries; its answer a
-// batchReply.
-const pathApplyBatch = InternalPrefix + "apply-batch"
-
-type batchReply struct {
-	Index   uint64          `json:"index"`
-	Results []internalReply `json:"results"`
-}
-
-func encodeEntries(entries [][]byte) []byte {
-	size := 0
-	for _, e := range entries {
-		size += len(e) + binary.MaxVarintLen64
-	}
-	buf := make([]byte, 0, size)
-	for _, e := range entries {
-		buf = binary.AppendUvarint(buf, uint64(len(e)))
-		buf = append(buf, e...)
-	}
-	return buf
-}
-
-func decodeEntries(buf []byte) ([][]byte, error) {
-	var out [][]byte
-	for len(buf) > 0 {
-		l, k := binary.Uvarint(buf)
-		if k <= 0 || uint64(len(buf)-k) < l {
-			return nil, fmt.Errorf("entry batch: bad length: %w", fsm.ErrBadCommand)
-		}
-		entry := buf[k : k+int(l)]
-		if _, err := fsm.Decode(entry); err != nil {
-			return nil, fmt.Errorf("entry batch: entry %d: %w", len(out), err)
-		}
-		out = append(out, entry)
-		buf = buf[k+int(l):]
-	}
-	return out, nil
-}
-
-func (n *Node) forwardApplyBatch(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error) {
-	data, err := n.postRaw(ctx, addr, pathApplyBatch, encodeEntries(entries))
-	if err != nil {
-		return nil, 0, err
-	}
-	var rep batchReply
-	if err := json.Unmarshal(data, &rep); err != nil || len(rep.Results) != len(entries) {
-		return nil, 0, fmt.Errorf("apply batch at %s: unreadable answer for %d entries: %w", addr, len(entries), ErrNoLeader)
-	}
-	results := make([]error, len(entries))
-	for i, r := range rep.Results {
-		if r.Code != "" {
-			results[i] = codeError(r.Code, r.Message)
-		}
-	}
-	return results, rep.Index, nil
-}
-
-// readInternal reads and decodes an internal call's body; on failure it
-// has answered the call.
-func readInternal[T any](w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (T, bool) {
-	var zero T
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxInternalBody))
-	if err != nil {
-		writeInternal(w, internalReply{}, fmt.Errorf("read body: %w", fsm.ErrBadCommand))
-		return zero, false
-	}
-	v, err := decode(body)
-	if err != nil {
-		writeInternal(w, internalReply{}, err)
-		return zero, false
-	}
-	return v, true
-}
-
-func (n *Node) serveApplyBatch(w http.ResponseWriter, r *http.Request) {
-	entries, ok := readInternal(w, r, decodeEntries)
-	if !ok {
-		return
-	}
-	results, idx, err := n.applyBatchLocal(entries)
-	if err != nil {
-		writeInternal(w, internalReply{}, err)
-		return
-	}
-	rep := batchReply{Index: idx, Results: make([]internalReply, len(results))}
-	for i, res := range results {
-		if res != nil {
-			rep.Results[i].Code, _ = errorCode(res)
-			rep.Results[i].Message = res.Error()
-		}
-	}
-	writeJSON(w, rep)
 }
 
 // monitor watches quorum and replays the journal once quorum is back.

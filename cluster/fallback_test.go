@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 	"github.com/heureka-registry/heureka/store"
 )
 
@@ -83,7 +84,7 @@ func startTestNode(t *testing.T, dir string, cfg Config) *testNode {
 		st.Close()
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: n.InternalHandler()}
+	srv := &http.Server{Handler: n.InternalHandler(nil)}
 	go func() { _ = srv.Serve(l) }()
 	return &testNode{Node: n, st: st, srv: srv}
 }
@@ -306,7 +307,7 @@ type flakyRenew struct {
 }
 
 func (f *flakyRenew) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Path != pathRenewBatch {
+	if r.URL.Path != nodeapi.PathRenewBatch {
 		return f.base.RoundTrip(r)
 	}
 	f.sent.Add(1)

@@ -1,175 +1,65 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
+	"github.com/heureka-registry/heureka/opapi"
 )
 
-// Internal endpoints between nodes. A follower forwards the already encoded
-// and validated command, not the client's request: the edge validates once,
-// the leader only stamps and appends, and a forwarded call is never
-// forwarded again (the leader answers not_leader instead).
-const (
-	InternalPrefix  = "/internal/v1/"
-	pathApply       = InternalPrefix + "apply"
-	pathRenewBatch  = InternalPrefix + "renew-batch"
-	pathLeaseStatus = InternalPrefix + "lease-status"
-	pathReadIndex   = InternalPrefix + "read-index"
-	pathJoin        = InternalPrefix + "join"
-	pathRemove      = InternalPrefix + "remove"
-	maxInternalBody = 8 << 20
-)
+// Node-to-node HTTP is package nodeapi's: this file connects it to the node
+// (the client a node forwards with, and the Backend behind its handler).
+
+// InternalPrefix is where the node-to-node endpoints live.
+const InternalPrefix = nodeapi.Prefix
+
+// pathApply is the endpoint of one forwarded write (tests count its calls).
+const pathApply = nodeapi.PathApply
 
 // errUnreachable marks a forward that could not reach the leader at all,
 // so it certainly was not applied and may be retried.
-var errUnreachable = errors.New("leader unreachable")
+var errUnreachable = nodeapi.ErrUnreachable
 
-// Error codes of the internal protocol.
-const (
-	codeNotFound      = "not_found"
-	codeNotLeader     = "not_leader"
-	codeNoLeader      = "no_leader"
-	codeBadCommand    = "bad_command"
-	codeUnknownMember = "unknown_member"
-	codeNoQuorum      = "no_quorum"
-	codeInternal      = "internal"
-)
-
-type internalReply struct {
-	Index   uint64 `json:"index,omitempty"`
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
+// codes are the errors that keep their identity across a node-to-node call.
+var codes = nodeapi.Codes{
+	{Name: "not_found", Err: fsm.ErrInstanceNotFound},
+	{Name: "not_leader", Err: ErrNotLeader},
+	{Name: "no_leader", Err: ErrNoLeader},
+	{Name: "bad_command", Err: fsm.ErrBadCommand},
+	{Name: "unknown_member", Err: ErrUnknownMember},
+	{Name: "no_quorum", Err: ErrNoQuorum},
 }
 
-var codeErrors = []struct {
-	code string
-	err  error
-}{
-	{codeNotFound, fsm.ErrInstanceNotFound},
-	{codeNotLeader, ErrNotLeader},
-	{codeNoLeader, ErrNoLeader},
-	{codeBadCommand, fsm.ErrBadCommand},
-	{codeUnknownMember, ErrUnknownMember},
-	{codeNoQuorum, ErrNoQuorum},
+// peers is the client for calls to other nodes; a failure that is not an
+// error reply counts as no leader.
+func (n *Node) peers() *nodeapi.Client {
+	return &nodeapi.Client{HTTP: n.client, Scheme: n.cfg.httpScheme(), From: n.cfg.NodeID, Codes: codes, Unavailable: ErrNoLeader}
 }
 
-func errorCode(err error) (string, int) {
-	for _, ce := range codeErrors {
-		if errors.Is(err, ce.err) {
-			switch ce.code {
-			case codeNotFound, codeUnknownMember:
-				return ce.code, http.StatusNotFound
-			case codeBadCommand:
-				return ce.code, http.StatusBadRequest
-			}
-			return ce.code, http.StatusServiceUnavailable
-		}
+// noLeader makes a call that never reached the leader count as no leader,
+// for callers that do not retry on their own.
+func noLeader(err error) error {
+	if errors.Is(err, errUnreachable) && !errors.Is(err, ErrNoLeader) {
+		return fmt.Errorf("%w: %w", err, ErrNoLeader)
 	}
-	return codeInternal, http.StatusInternalServerError
-}
-
-func codeError(code, msg string) error {
-	for _, ce := range codeErrors {
-		if ce.code == code {
-			return fmt.Errorf("leader: %s: %w", msg, ce.err)
-		}
-	}
-	return fmt.Errorf("leader: %s", msg)
-}
-
-// post sends one internal call and decodes the reply.
-func (n *Node) post(ctx context.Context, addr, path, contentType string, body []byte) (internalReply, error) {
-	var rep internalReply
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url(addr, path), bytes.NewReader(body))
-	if err != nil {
-		return rep, fmt.Errorf("build forward request: %w", err)
-	}
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("X-Heureka-Forwarded-By", n.cfg.NodeID)
-	resp, err := n.client.Do(req)
-	if err != nil {
-		if isDialError(err) {
-			return rep, fmt.Errorf("forward to %s: %v: %w", addr, err, errUnreachable)
-		}
-		return rep, fmt.Errorf("forward to %s: %v: %w", addr, err, ErrNoLeader)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalBody))
-	if err != nil {
-		return rep, fmt.Errorf("read forward reply from %s: %v: %w", addr, err, ErrNoLeader)
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		return rep, fmt.Errorf("forward to %s: status %d: unreadable reply: %w", addr, resp.StatusCode, ErrNoLeader)
-	}
-	if rep.Code != "" {
-		return rep, codeError(rep.Code, rep.Message)
-	}
-	return rep, nil
-}
-
-// postRaw sends an internal call whose success answer is raw bytes; an
-// error answer is an internalReply.
-func (n *Node) postRaw(ctx context.Context, addr, path string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url(addr, path), bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("build forward request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set("X-Heureka-Forwarded-By", n.cfg.NodeID)
-	resp, err := n.client.Do(req)
-	if err != nil {
-		if isDialError(err) {
-			return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, errUnreachable)
-		}
-		return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, ErrNoLeader)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalBody))
-	if err != nil {
-		return nil, fmt.Errorf("read forward reply from %s: %v: %w", addr, err, ErrNoLeader)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var rep internalReply
-		if json.Unmarshal(data, &rep) == nil && rep.Code != "" {
-			return nil, codeError(rep.Code, rep.Message)
-		}
-		return nil, fmt.Errorf("forward to %s: status %d: %w", addr, resp.StatusCode, ErrNoLeader)
-	}
-	return data, nil
-}
-
-func isDialError(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	return errors.Is(err, syscall.ECONNREFUSED)
+	return err
 }
 
 func (n *Node) forwardApply(ctx context.Context, addr string, entry []byte) (uint64, error) {
-	rep, err := n.post(ctx, addr, pathApply, "application/octet-stream", entry)
-	return rep.Index, err
+	return n.peers().Apply(ctx, addr, entry)
 }
 
 func (n *Node) forwardJSON(ctx context.Context, path string, v any) error {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode forward body: %w", err)
-	}
 	for {
 		addr := n.leaderHTTP()
 		if addr != "" && addr != n.cfg.HTTPAdvertise {
-			_, err = n.post(ctx, addr, path, "application/json", body)
+			err := n.peers().PostJSON(ctx, addr, path, v)
 			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, errUnreachable) {
 				return err
 			}
@@ -182,92 +72,57 @@ func (n *Node) forwardJSON(ctx context.Context, path string, v any) error {
 	}
 }
 
-// InternalHandler serves the node-to-node endpoints under InternalPrefix.
-func (n *Node) InternalHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+pathApply, func(w http.ResponseWriter, r *http.Request) {
-		entry, err := io.ReadAll(io.LimitReader(r.Body, maxInternalBody))
-		if err != nil {
-			writeInternal(w, internalReply{}, fmt.Errorf("read body: %w", fsm.ErrBadCommand))
-			return
-		}
-		if _, err := fsm.Decode(entry); err != nil {
-			writeInternal(w, internalReply{}, err)
-			return
-		}
-		idx, err := n.applyLocal(entry)
-		writeInternal(w, internalReply{Index: idx}, err)
-	})
-	mux.HandleFunc("POST "+pathApplyBatch, n.serveApplyBatch)
-	mux.HandleFunc("POST "+pathRenewBatch, func(w http.ResponseWriter, r *http.Request) {
-		reqs, ok := readInternal(w, r, decodeRenewBatch)
-		if !ok {
-			return
-		}
-		if r.URL.RawQuery == replicatedQuery {
-			for i := range reqs {
-				reqs[i].Replicated = true
-			}
-		}
-		results, err := n.renewBatchLocal(reqs)
-		if err != nil {
-			writeInternal(w, internalReply{}, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write(results)
-	})
-	mux.HandleFunc("GET "+pathReadIndex, n.serveReadIndex)
-	mux.HandleFunc("GET "+pathLeaseStatus, func(w http.ResponseWriter, r *http.Request) {
-		if !n.IsLeader() {
-			writeInternal(w, internalReply{}, ErrNotLeader)
-			return
-		}
-		st, _ := n.leases.evaluate(time.Now())
-		writeJSON(w, st)
-	})
-	mux.HandleFunc("POST "+pathJoin, func(w http.ResponseWriter, r *http.Request) {
-		var m fsm.Member
-		if err := decodeJSON(r, &m); err != nil {
-			writeInternal(w, internalReply{}, err)
-			return
-		}
-		writeInternal(w, internalReply{}, n.joinLocal(r.Context(), m))
-	})
-	mux.HandleFunc("POST "+pathRemove, func(w http.ResponseWriter, r *http.Request) {
-		var m fsm.Member
-		if err := decodeJSON(r, &m); err != nil {
-			writeInternal(w, internalReply{}, err)
-			return
-		}
-		writeInternal(w, internalReply{}, n.removeLocal(r.Context(), m.ID))
-	})
-	n.snapshotRoutes(mux)
-	if n.cfg.ClusterSecret != "" {
-		return requireSecret(n.cfg.ClusterSecret, mux)
-	}
-	return mux
+// InternalHandler serves the node-to-node endpoints under InternalPrefix;
+// status gives an error reply's HTTP status (httpapi's table).
+func (n *Node) InternalHandler(status func(error) int) http.Handler {
+	return nodeapi.Handler(backend{n}, nodeapi.HandlerConfig{Secret: n.cfg.ClusterSecret, Codes: codes, Status: status})
 }
 
-func decodeJSON(r *http.Request, v any) error {
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxInternalBody)).Decode(v); err != nil {
-		return fmt.Errorf("decode body: %v: %w", err, fsm.ErrBadCommand)
-	}
-	return nil
+// backend is the node as the internal endpoints see it.
+type backend struct{ n *Node }
+
+func (b backend) Apply(entry []byte) (uint64, error) { return b.n.applyLocal(entry) }
+
+func (b backend) ApplyBatch(entries [][]byte) ([]error, uint64, error) {
+	return b.n.applyBatchLocal(entries)
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeInternal(w http.ResponseWriter, rep internalReply, err error) {
-	status := http.StatusOK
+func (b backend) RenewBatch(batch []byte, replicated bool) ([]byte, error) {
+	reqs, err := decodeRenewBatch(batch)
 	if err != nil {
-		rep.Code, status = errorCode(err)
-		rep.Message = err.Error()
+		return nil, err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(rep)
+	if replicated {
+		for i := range reqs {
+			reqs[i].Replicated = true
+		}
+	}
+	return b.n.renewBatchLocal(reqs)
+}
+
+func (b backend) ReadIndex() (uint64, error) { return b.n.readIndexLocal() }
+
+func (b backend) LeaseStatus() (opapi.LeaseStatus, error) {
+	if !b.n.IsLeader() {
+		return opapi.LeaseStatus{}, ErrNotLeader
+	}
+	st, _ := b.n.leases.evaluate(time.Now())
+	return st, nil
+}
+
+func (b backend) Join(ctx context.Context, m fsm.Member) error { return b.n.joinLocal(ctx, m) }
+
+func (b backend) Remove(ctx context.Context, id string) error { return b.n.removeLocal(ctx, id) }
+
+func (b backend) SaveSnapshot(w io.Writer) error { return b.n.saveLocal(w) }
+
+func (b backend) RestoreSnapshot(r io.Reader) error {
+	if !b.n.IsLeader() {
+		return ErrNotLeader
+	}
+	data, err := io.ReadAll(io.LimitReader(r, MaxSnapshotBytes+1))
+	if err != nil || len(data) > MaxSnapshotBytes {
+		return fmt.Errorf("read snapshot: %w", ErrBadSnapshot)
+	}
+	return b.n.restoreLocal(data)
 }

@@ -2,10 +2,8 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,21 +304,9 @@ func (n *Node) LeaseStatus(ctx context.Context) (LeaseStatus, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url(addr, pathLeaseStatus), nil)
+	st, err := n.peers().LeaseStatus(ctx, addr)
 	if err != nil {
-		return LeaseStatus{}, err
-	}
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return LeaseStatus{}, fmt.Errorf("lease status from %s: %v: %w", addr, err, ErrNoLeader)
-	}
-	defer resp.Body.Close()
-	var st LeaseStatus
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("lease status from %s: %s: %w", addr, resp.Status, ErrNoLeader)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return st, fmt.Errorf("lease status from %s: %w", addr, err)
+		return st, fmt.Errorf("lease status from %s: %w", addr, noLeader(err))
 	}
 	return st, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 	"github.com/heureka-registry/heureka/opapi"
 )
 
@@ -52,12 +53,12 @@ func (n *Node) Join(ctx context.Context, m fsm.Member) error {
 	if err := checkDialable(m.HTTPAddr); err != nil {
 		return fmt.Errorf("join: http address %v: %w", err, fsm.ErrBadCommand)
 	}
-	return n.leaderCall(ctx, pathJoin, m, func() error { return n.joinLocal(ctx, m) })
+	return n.leaderCall(ctx, nodeapi.PathJoin, m, func() error { return n.joinLocal(ctx, m) })
 }
 
 // Remove takes a member out of the cluster.
 func (n *Node) Remove(ctx context.Context, id string) error {
-	return n.leaderCall(ctx, pathRemove, fsm.Member{ID: id}, func() error { return n.removeLocal(ctx, id) })
+	return n.leaderCall(ctx, nodeapi.PathRemove, fsm.Member{ID: id}, func() error { return n.removeLocal(ctx, id) })
 }
 
 func (n *Node) leaderCall(ctx context.Context, path string, body any, local func() error) error {

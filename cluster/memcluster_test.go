@@ -137,7 +137,7 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 		}
 		mn.Node = n
 		c.net.mu.Lock()
-		c.net.handlers[from] = n.InternalHandler()
+		c.net.handlers[from] = n.InternalHandler(nil)
 		c.net.mu.Unlock()
 	}
 	leader := c.leader()

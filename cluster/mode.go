@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
@@ -44,24 +42,12 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 	if addr == "" || addr == n.cfg.HTTPAdvertise || n.QuorumLost() {
 		return fmt.Errorf("linearizable read: %w", ErrNoQuorum)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url(addr, pathReadIndex), nil)
+	idx, err := n.peers().ReadIndex(ctx, addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("linearizable read: ask leader %s: %w", addr, noLeader(err))
 	}
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("linearizable read: ask leader %s: %v: %w", addr, err, ErrNoLeader)
-	}
-	defer resp.Body.Close()
-	var rep internalReply
-	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
-		return fmt.Errorf("linearizable read: leader reply: %v: %w", err, ErrNoLeader)
-	}
-	if rep.Code != "" {
-		return codeError(rep.Code, rep.Message)
-	}
-	if err := n.applied.wait(ctx, rep.Index); err != nil {
-		return fmt.Errorf("linearizable read: catching up to %d: %w", rep.Index, ErrNoLeader)
+	if err := n.applied.wait(ctx, idx); err != nil {
+		return fmt.Errorf("linearizable read: catching up to %d: %w", idx, ErrNoLeader)
 	}
 	return nil
 }
@@ -87,9 +73,4 @@ func (n *Node) readIndexLocal() (uint64, error) {
 		return 0, fmt.Errorf("verify leader: %v: %w", err, ErrNoLeader)
 	}
 	return idx, nil
-}
-
-func (n *Node) serveReadIndex(w http.ResponseWriter, _ *http.Request) {
-	idx, err := n.readIndexLocal()
-	writeInternal(w, internalReply{Index: idx}, err)
 }

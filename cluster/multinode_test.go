@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // In-process multi-node tests (memcluster_test.go): every branch of
@@ -297,28 +298,28 @@ func TestMem_RenewForwarding(t *testing.T) {
 		_, ok2 := p["REN\x002"]
 		return ok1 && ok2
 	})
-	if c.net.callCount(f.self.HTTPAddr, pathRenewBatch) == 0 {
+	if c.net.callCount(f.self.HTTPAddr, nodeapi.PathRenewBatch) == 0 {
 		t.Fatal("no renewal batch went from the follower to the leader")
 	}
 
 	// An instance the follower does not hold: the leader decides, and its
 	// "not found" is the answer.
-	before := c.net.callCount(f.self.HTTPAddr, pathRenewBatch)
+	before := c.net.callCount(f.self.HTTPAddr, nodeapi.PathRenewBatch)
 	if err := f.Renew(t.Context(), "REN", "nope", 0); !errors.Is(err, fsm.ErrInstanceNotFound) {
 		t.Fatalf("renew of an unknown instance: %v, want ErrInstanceNotFound", err)
 	}
-	if c.net.callCount(f.self.HTTPAddr, pathRenewBatch) != before+1 {
+	if c.net.callCount(f.self.HTTPAddr, nodeapi.PathRenewBatch) != before+1 {
 		t.Fatal("the unknown instance's renewal was not judged by the leader")
 	}
 
 	// Per-renewal results of a batch, over the wire.
-	res, err := f.postRaw(t.Context(), leader.self.HTTPAddr, pathRenewBatch,
+	res, err := f.peers().RenewBatch(t.Context(), leader.self.HTTPAddr, false,
 		encodeRenewBatch([]renewRequest{{App: "REN", ID: "1"}, {App: "REN", ID: "nope"}}))
 	if err != nil || !bytes.Equal(res, []byte{renewOK, renewNotFound}) {
 		t.Fatalf("batch results %v, %v; want [ok not-found]", res, err)
 	}
 	// A node that does not lead answers the whole batch "not leader".
-	_, err = f.postRaw(t.Context(), other.self.HTTPAddr, pathRenewBatch, encodeRenewBatch([]renewRequest{{App: "REN", ID: "1"}}))
+	_, err = f.peers().RenewBatch(t.Context(), other.self.HTTPAddr, false, encodeRenewBatch([]renewRequest{{App: "REN", ID: "1"}}))
 	if !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("renew batch sent to a follower: %v, want ErrNotLeader", err)
 	}
@@ -338,7 +339,7 @@ func TestMem_RenewNotLeaderResultsRetried(t *testing.T) {
 	faults.Store(1)
 	c.net.mu.Lock()
 	c.net.intercept = func(from string, r *http.Request) *http.Response {
-		if from != f.self.HTTPAddr || r.URL.Path != pathRenewBatch || faults.Add(-1) < 0 {
+		if from != f.self.HTTPAddr || r.URL.Path != nodeapi.PathRenewBatch || faults.Add(-1) < 0 {
 			return nil
 		}
 		body, _ := io.ReadAll(r.Body)
@@ -358,7 +359,7 @@ func TestMem_RenewNotLeaderResultsRetried(t *testing.T) {
 		_, ok := leader.renew.pendingTimes()["RETRY\x001"]
 		return ok
 	})
-	if got := c.net.callCount(f.self.HTTPAddr, pathRenewBatch); got < 2 {
+	if got := c.net.callCount(f.self.HTTPAddr, nodeapi.PathRenewBatch); got < 2 {
 		t.Fatalf("renewal batches sent: %d, want a retry after the not-leader answer", got)
 	}
 }
@@ -432,7 +433,7 @@ func TestMem_LeaderWorkHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	renewedOnAll(prev)
-	if c.net.callCount(old.self.HTTPAddr, pathRenewBatch) == 0 {
+	if c.net.callCount(old.self.HTTPAddr, nodeapi.PathRenewBatch) == 0 {
 		t.Fatal("the old leader did not forward its renewal")
 	}
 	// The old leader's batcher no longer flushes: a renewal left in it

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 	"github.com/heureka-registry/heureka/store"
 )
 
@@ -92,7 +93,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 		TLSClientConfig:     cfg.clientTLS(),
 	}
 	if cfg.ClusterSecret != "" {
-		rt = &secretTransport{base: rt, secret: cfg.ClusterSecret}
+		rt = nodeapi.WithSecret(rt, cfg.ClusterSecret)
 	}
 	if cfg.hooks != nil && cfg.hooks.transport != nil {
 		rt = cfg.hooks.transport(rt)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // TestReplicatedRenewals: heartbeats an Eureka peer replicated renew the
@@ -32,9 +34,9 @@ func TestReplicatedRenewals(t *testing.T) {
 	if err := n.RenewReplicated(ctx, "A", "nobody", 0); err == nil {
 		t.Fatal("a replicated heartbeat of an unknown instance must be refused")
 	}
-	srv := httptest.NewServer(n.InternalHandler())
+	srv := httptest.NewServer(n.InternalHandler(nil))
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+renewBatchPath(true), "application/octet-stream",
+	resp, err := http.Post(srv.URL+nodeapi.PathRenewBatch+"?replicated=true", "application/octet-stream",
 		bytes.NewReader(encodeRenewBatch([]renewRequest{{App: "A", ID: "1"}})))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("forwarded replicated batch: %v %v", err, resp)

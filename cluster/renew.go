@@ -126,7 +126,7 @@ func (n *Node) renewAtLeader(req renewRequest) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 	defer cancel()
-	res, err := n.postRaw(ctx, addr, renewBatchPath(req.Replicated), encodeRenewBatch([]renewRequest{req}))
+	res, err := n.peers().RenewBatch(ctx, addr, req.Replicated, encodeRenewBatch([]renewRequest{req}))
 	if err != nil {
 		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, err)
 	}
@@ -369,7 +369,7 @@ func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
 		return batch, fmt.Errorf("renew batch: %w", ErrNoLeader)
 	}
 	// Replicated heartbeats (from an Eureka peer) travel in batches of their
-	// own (renewBatchPath).
+	// own (marked in the call, see nodeapi.Client.RenewBatch).
 	var local, replicated []renewRequest
 	for _, r := range batch {
 		if r.Replicated {
@@ -385,7 +385,7 @@ func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
-		results, err := f.n.postRaw(ctx, addr, renewBatchPath(part[0].Replicated), encodeRenewBatch(part))
+		results, err := f.n.peers().RenewBatch(ctx, addr, part[0].Replicated, encodeRenewBatch(part))
 		cancel()
 		if err == nil && len(results) != len(part) {
 			err = fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(part), ErrNoLeader)
@@ -420,17 +420,6 @@ func (f *renewForwarder) unaccepted(batch []renewRequest, results []byte) []rene
 	}
 	return retry
 }
-
-// renewBatchPath is where a renew batch goes: replicated heartbeats are
-// marked in the query, so the binary batch format stays as it is.
-func renewBatchPath(replicated bool) string {
-	if replicated {
-		return pathRenewBatch + "?" + replicatedQuery
-	}
-	return pathRenewBatch
-}
-
-const replicatedQuery = "replicated=true"
 
 // Renew batches travel between nodes in a compact binary form, since
 // heartbeats are most of a registry's traffic: each renewal is a uvarint

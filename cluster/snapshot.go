@@ -3,11 +3,9 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -22,8 +20,6 @@ import (
 // raft.Restore, which replaces the state on every member.
 
 const (
-	pathSnapshot = InternalPrefix + "snapshot"
-	pathRestore  = InternalPrefix + "restore"
 	// MaxSnapshotBytes bounds a snapshot accepted for restore.
 	MaxSnapshotBytes = 1 << 30
 	// snapshotTimeout bounds a save or restore when the caller's context
@@ -50,7 +46,7 @@ func (n *Node) SaveSnapshot(ctx context.Context, w io.Writer, stale bool) error 
 			return fmt.Errorf("encode snapshot: %w", err)
 		}
 	} else if err := n.snapshotCall(ctx, func() error { return n.saveLocal(&buf) }, func(addr string) error {
-		return n.fetchSnapshot(ctx, addr, &buf)
+		return n.peers().FetchSnapshot(ctx, addr, &buf, MaxSnapshotBytes+1)
 	}); err != nil {
 		return fmt.Errorf("save snapshot: %w", err)
 	}
@@ -78,7 +74,7 @@ func (n *Node) RestoreSnapshot(ctx context.Context, r io.Reader) error {
 		return fmt.Errorf("restore: %v: %w", err, ErrBadSnapshot)
 	}
 	return n.snapshotCall(ctx, func() error { return n.restoreLocal(data) }, func(addr string) error {
-		return n.sendRestore(ctx, addr, data)
+		return n.peers().Restore(ctx, addr, data)
 	})
 }
 
@@ -154,95 +150,6 @@ func (n *Node) restoreLocal(data []byte) error {
 	n.leases.mu.Unlock()
 	n.log.Info("restored snapshot", "instances", len(st.Entries), "index", st.LastIndex)
 	return nil
-}
-
-// fetchSnapshot downloads the leader's snapshot into w.
-func (n *Node) fetchSnapshot(ctx context.Context, addr string, w *bytes.Buffer) error {
-	resp, err := n.snapshotRequest(ctx, http.MethodGet, addr, pathSnapshot, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return replyError(addr, resp)
-	}
-	w.Reset()
-	if _, err := io.Copy(w, io.LimitReader(resp.Body, MaxSnapshotBytes+1)); err != nil {
-		return fmt.Errorf("read snapshot from %s: %v: %w", addr, err, ErrNoLeader)
-	}
-	return nil
-}
-
-// sendRestore sends a snapshot to the leader's restore endpoint.
-func (n *Node) sendRestore(ctx context.Context, addr string, data []byte) error {
-	resp, err := n.snapshotRequest(ctx, http.MethodPost, addr, pathRestore, data)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return replyError(addr, resp)
-	}
-	return nil
-}
-
-// snapshotRequest sends one internal snapshot call; unlike post it has no
-// client timeout (a snapshot may be large) and is bounded by ctx alone.
-func (n *Node) snapshotRequest(ctx context.Context, method, addr, path string, body []byte) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, n.url(addr, path), rd)
-	if err != nil {
-		return nil, fmt.Errorf("build forward request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set("X-Heureka-Forwarded-By", n.cfg.NodeID)
-	client := &http.Client{Transport: n.client.Transport}
-	resp, err := client.Do(req)
-	if err != nil {
-		if isDialError(err) {
-			return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, errUnreachable)
-		}
-		return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, ErrNoLeader)
-	}
-	return resp, nil
-}
-
-// replyError turns an internal error reply into its sentinel error.
-func replyError(addr string, resp *http.Response) error {
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var rep internalReply
-	if json.Unmarshal(data, &rep) == nil && rep.Code != "" {
-		return codeError(rep.Code, rep.Message)
-	}
-	return fmt.Errorf("forward to %s: status %d: %w", addr, resp.StatusCode, ErrNoLeader)
-}
-
-// snapshotRoutes adds the internal snapshot endpoints to InternalHandler's mux.
-func (n *Node) snapshotRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+pathSnapshot, func(w http.ResponseWriter, r *http.Request) {
-		var buf bytes.Buffer
-		if err := n.saveLocal(&buf); err != nil {
-			writeInternal(w, internalReply{}, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = buf.WriteTo(w)
-	})
-	mux.HandleFunc("POST "+pathRestore, func(w http.ResponseWriter, r *http.Request) {
-		if !n.IsLeader() {
-			writeInternal(w, internalReply{}, ErrNotLeader)
-			return
-		}
-		data, err := io.ReadAll(io.LimitReader(r.Body, MaxSnapshotBytes+1))
-		if err != nil || len(data) > MaxSnapshotBytes {
-			writeInternal(w, internalReply{}, fmt.Errorf("read snapshot: %w", ErrBadSnapshot))
-			return
-		}
-		writeInternal(w, internalReply{}, n.restoreLocal(data))
-	})
 }
 
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

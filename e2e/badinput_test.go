@@ -158,7 +158,7 @@ func TestBadInput(t *testing.T) {
 	RegisterJSON(t, follower.BaseURL(), "badin", "keep-1", map[string]any{
 		"metadata": map[string]any{"zone": "a"},
 	})
-	edWaitQuiet(t, c, 1200*time.Millisecond, 15*time.Second)
+	waitCommitStable(t, c, 1200*time.Millisecond, 15*time.Second)
 	type nodeState struct {
 		version uint64
 		states  []string

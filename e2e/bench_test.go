@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,32 +32,18 @@ func benchInstance(i, apps int) (app, id string, extra map[string]any) {
 
 func registerBench(b *testing.B, nodes []*Node, n, apps int) {
 	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	next := make(chan int)
-	for w := 0; w < 64; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := range next {
-				app, id, extra := benchInstance(i, apps)
-				if err := TryRegisterJSON(nodes[w%len(nodes)].BaseURL(), app, id, extra); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		}(w)
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
+	var mu sync.Mutex
+	var first error
+	onWorkers(64, n, func(w, i int) {
+		app, id, extra := benchInstance(i, apps)
+		if err := TryRegisterJSON(nodes[w%len(nodes)].BaseURL(), app, id, extra); err != nil {
+			mu.Lock()
+			first = cmp.Or(first, err)
+			mu.Unlock()
+		}
+	})
+	if first != nil {
+		b.Fatal(first)
 	}
 }
 
@@ -262,24 +249,11 @@ func BenchmarkRenewals(b *testing.B) {
 	for _, batch := range []string{"1s", "0s"} {
 		c := StartCluster(b, 3, Options{DefaultRaftTimings: true, ExtraArgs: []string{"--renew-batch-interval", batch}})
 		leader := c.WaitLeader(b, 10*time.Second)
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for w := 0; w < 64; w++ {
-			wg.Add(1)
-			go func(w int) {
-				defer wg.Done()
-				for i := range next {
-					if err := TryRegisterJSON(c.Nodes[w%3].BaseURL(), fmt.Sprintf("RENEW-%02d", i%50), fmt.Sprint("r-", i), nil); err != nil {
-						b.Error(err)
-					}
-				}
-			}(w)
-		}
-		for i := 0; i < n; i++ {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
+		onWorkers(64, n, func(w, i int) {
+			if err := TryRegisterJSON(c.Nodes[w%3].BaseURL(), fmt.Sprintf("RENEW-%02d", i%50), fmt.Sprint("r-", i), nil); err != nil {
+				b.Error(err)
+			}
+		})
 		client := bench.NewClient(64)
 		urls := make([]string, n) // built once: the load generator shares the CPU
 		for k := range urls {

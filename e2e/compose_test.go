@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // docker-compose.yml run as local processes: every service becomes a
@@ -127,10 +129,10 @@ func (r *composeRun) start(name string) *Node {
 		env = append(env, k+"="+r.mapValue(cs, v))
 	}
 	sort.Strings(env)
-	cs.node.args = mapped
-	cs.node.env = nodeEnv(env)
+	cs.node.Argv = mapped
+	cs.node.Env = launch.Env(env, "HEUREKA_")
 	r.t.Logf("%s as %s: heureka %s with %s", name, cs.node.ID, strings.Join(mapped, " "), strings.Join(env, " "))
-	if err := cs.node.start(Binary(r.t)); err != nil {
+	if err := cs.node.Start(); err != nil {
 		r.t.Fatalf("start %s: %v", name, err)
 	}
 	cs.node.waitReady(r.t)

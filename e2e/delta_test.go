@@ -373,7 +373,7 @@ func TestDeltaConsistency(t *testing.T) {
 	// Quiet cluster, and the reader's cached delta built from its current
 	// registry: then the initial full fetch cannot be newer than any delta
 	// the client reads afterwards.
-	edWaitQuiet(t, c, 300*time.Millisecond, dtPrepWait)
+	waitCommitStable(t, c, 300*time.Millisecond, dtPrepWait)
 	client := newDTClient(reader.BaseURL())
 	WaitFor(t, dtPrepWait, func() bool {
 		st, err := reader.TryStatus()
@@ -450,7 +450,7 @@ func TestDeltaConsistency(t *testing.T) {
 	// After the changes: once every node has applied the last change and the
 	// reader's cached delta was rebuilt after it, the delta-only client must
 	// converge on exactly the registry a full fetch returns.
-	edWaitQuiet(t, c, 300*time.Millisecond, dtPrepWait)
+	waitCommitStable(t, c, 300*time.Millisecond, dtPrepWait)
 	WaitFor(t, dtPrepWait, func() bool {
 		st, err := reader.TryStatus()
 		if err != nil {

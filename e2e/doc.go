@@ -2,8 +2,11 @@
 // Raft core. It starts real `heureka serve` processes on loopback ports, each
 // with its own data directory and log file, and drives them over HTTP.
 //
-// The harness (harness.go, http.go) uses only the standard library, testing
-// and the operator API types of opapi, so tests in any package may import it:
+// The harness (harness.go, http.go, extproc.go) is a testing front of
+// internal/launch, which starts, waits for and stops the processes (the same
+// launcher heureka bench and heureka lab use); besides it the harness uses
+// only the standard library, testing and the operator API types of opapi, so
+// tests in any package may import it:
 //
 //	c := e2e.StartCluster(t, 3, e2e.Options{ExtraArgs: []string{"--response-cache-update-interval", "100ms"}})
 //	leader := c.WaitLeader(t, 10*time.Second)
@@ -14,12 +17,13 @@
 //
 //   - Binary builds ./cmd/heureka once per test process into os.TempDir()/heureka-e2e-bin-*
 //     (or uses the file named by HEUREKA_E2E_BINARY); RemoveBinary deletes it.
-//   - FreeAddr hands out loopback addresses from 127.0.0.1:0 listeners.
+//   - FreeAddr hands out loopback addresses with ports in [20000, 32000), below
+//     the ephemeral range, so a node can restart on its port.
 //   - StartCluster starts n nodes n1..nN bootstrapped from one --initial-cluster
 //     list, with fast Raft timings (500ms heartbeat and election timeouts, 250ms
 //     leader lease) and Options.ExtraArgs / Options.NodeArgs / Options.Env;
 //     Cluster.StartNode adds a node with --join. Data dirs are <t.TempDir()>/nK,
-//     logs <t.TempDir()>/logs/nK.log (appended across restarts).
+//     logs <t.TempDir()>/nK.log (appended across restarts).
 //   - Node.Kill (SIGKILL), Stop (SIGTERM, SIGKILL after 10 s; returns the exit
 //     code), Pause (SIGSTOP), Resume (SIGCONT), Restart (same args and data dir),
 //     Status (GET /v1/status), Members (GET /v1/members), URL, BaseURL.
@@ -39,6 +43,7 @@
 //
 // The tests run with a plain `go test ./e2e/`; they need no build tag.
 //
-// The harness talks to nodes over HTTP only: it imports opapi and must not
-// import the server's packages (fsm, store, cluster, cache, httpapi).
+// The harness talks to nodes over HTTP only: it imports internal/launch and
+// opapi and must not import the server's packages (fsm, store, cluster,
+// cache, httpapi).
 package e2e

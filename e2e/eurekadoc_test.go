@@ -16,7 +16,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -187,15 +186,8 @@ func edParseJSON(body []byte) (edDoc, error) {
 	}
 	out := edDoc{VersionsDelta: doc.Applications.VersionsDelta, HashCode: doc.Applications.HashCode}
 	for _, app := range doc.Applications.Application {
-		if len(app.Instance) == 0 {
-			return edDoc{}, fmt.Errorf("application %s listed without instances", app.Name)
-		}
-		for _, in := range app.Instance {
-			rec := in.record(app.Name)
-			if rec.App != app.Name {
-				return edDoc{}, fmt.Errorf("instance %s listed under application %s", rec.Key(), app.Name)
-			}
-			out.Instances = append(out.Instances, rec)
+		if err := edAdd(&out, app.Name, app.Instance); err != nil {
+			return edDoc{}, err
 		}
 	}
 	return out, nil
@@ -308,15 +300,8 @@ func edParseXML(body []byte) (edDoc, error) {
 	}
 	out := edDoc{VersionsDelta: doc.VersionsDelta, HashCode: doc.HashCode}
 	for _, app := range doc.Application {
-		if len(app.Instance) == 0 {
-			return edDoc{}, fmt.Errorf("application %s listed without instances", app.Name)
-		}
-		for _, in := range app.Instance {
-			rec := in.record(app.Name)
-			if rec.App != app.Name {
-				return edDoc{}, fmt.Errorf("instance %s listed under application %s", rec.Key(), app.Name)
-			}
-			out.Instances = append(out.Instances, rec)
+		if err := edAdd(&out, app.Name, app.Instance); err != nil {
+			return edDoc{}, err
 		}
 	}
 	return out, nil
@@ -361,45 +346,21 @@ func edWrite(method, url string, body []byte, headers ...string) (int, []byte, e
 	}
 }
 
-// edWaitQuiet waits until every live node reports the same commit and
-// applied index, unchanged for stable, and returns that index. Right after
-// start-up each node records its own address through the log, retrying
-// every 500 ms until it succeeds, so "nothing more will be written" needs a
-// stable period longer than that.
-func edWaitQuiet(t *testing.T, c *Cluster, stable, timeout time.Duration) uint64 {
-	t.Helper()
-	var (
-		idx   uint64
-		since time.Time
-		desc  string
-	)
-	ok := Eventually(timeout, func() bool {
-		var parts []string
-		var cur uint64
-		for i, nd := range c.Live() {
-			st, err := nd.TryStatus()
-			if err != nil {
-				desc, since = err.Error(), time.Time{}
-				return false
-			}
-			parts = append(parts, fmt.Sprintf("%s commit=%d applied=%d", nd.ID, st.CommitIndex, st.AppliedIndex))
-			if st.CommitIndex != st.AppliedIndex || (i > 0 && st.CommitIndex != cur) {
-				desc, since = strings.Join(parts, "; "), time.Time{}
-				return false
-			}
-			cur = st.CommitIndex
-		}
-		desc = strings.Join(parts, "; ")
-		if cur != idx || since.IsZero() {
-			idx, since = cur, time.Now()
-			return false
-		}
-		return time.Since(since) >= stable
-	})
-	if !ok {
-		t.Fatalf("cluster did not go quiet within %v: %s", timeout, desc)
+// edAdd records in d the instances listed under the application named app;
+// an application without instances, or an instance of another application,
+// is an error.
+func edAdd[I interface{ record(string) edInstance }](d *edDoc, app string, instances []I) error {
+	if len(instances) == 0 {
+		return fmt.Errorf("application %s listed without instances", app)
 	}
-	return idx
+	for _, in := range instances {
+		rec := in.record(app)
+		if rec.App != app {
+			return fmt.Errorf("instance %s listed under application %s", rec.Key(), app)
+		}
+		d.Instances = append(d.Instances, rec)
+	}
+	return nil
 }
 
 // edDiff describes how two sorted lists of lines differ (at most 5 each way).

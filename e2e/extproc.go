@@ -1,66 +1,49 @@
 package e2e
 
 import (
-	"bufio"
-	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // Proc is an external client process (a JVM, a Python interpreter) a test
-// drives: its output is kept in a log file and in memory, and it is stopped
-// by its PID (SIGTERM, then SIGKILL after a grace period) when the test ends.
+// drives: a launch.Proc whose output is kept in a log file and in memory,
+// stopped by its PID (SIGTERM, then SIGKILL after a grace period) when the
+// test ends.
 type Proc struct {
-	Name    string
-	LogPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
+	*launch.Proc
 
 	mu    sync.Mutex
 	lines []string
 }
 
-// StartProc starts cmd with its stdout and stderr collected line by line.
+// StartProc starts cmd (built by exec.Command; only its program, arguments
+// and environment are used) with its stdout and stderr collected line by line.
 func StartProc(t testing.TB, name string, cmd *exec.Cmd) *Proc {
 	t.Helper()
-	p := &Proc{Name: name, LogPath: filepath.Join(t.TempDir(), name+".log"), cmd: cmd, done: make(chan struct{})}
-	logf, err := os.Create(p.LogPath)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+	if cmd.Err != nil {
+		t.Fatalf("%s: %v", name, cmd.Err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+	p := &Proc{}
+	p.Proc = &launch.Proc{Name: name, LogPath: filepath.Join(t.TempDir(), name+".log"),
+		Bin: cmd.Path, Argv: cmd.Args[1:], Env: cmd.Env, OnLine: p.add}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
 	}
-	cmd.Stderr = cmd.Stdout
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(logf, line)
-			p.mu.Lock()
-			p.lines = append(p.lines, line)
-			p.mu.Unlock()
-		}
-		cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
 	t.Cleanup(func() { p.Stop(5 * time.Second) })
 	return p
+}
+
+func (p *Proc) add(line string) {
+	p.mu.Lock()
+	p.lines = append(p.lines, line)
+	p.mu.Unlock()
 }
 
 // Lines returns a copy of the output so far.
@@ -82,16 +65,6 @@ func (p *Proc) LastLine(prefix string) string {
 	return ""
 }
 
-// Running reports whether the process has not exited.
-func (p *Proc) Running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
 // Tail returns the last n output lines joined, for failure messages.
 func (p *Proc) Tail(n int) string {
 	l := p.Lines()
@@ -105,18 +78,8 @@ func (p *Proc) Tail(n int) string {
 // their registration then), and kills the process after that. It reports
 // whether the process exited within the grace period.
 func (p *Proc) Stop(grace time.Duration) bool {
-	if !p.Running() {
-		return true
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return true
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return false
-	}
+	_, killed := p.Proc.Stop(grace)
+	return !killed
 }
 
 // newRawRequest builds a request without the defaults TryDo adds (no

@@ -1,14 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,15 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// Fast Raft timings every node gets, so that elections in tests take well
-// under a second.
-var raftTestArgs = []string{
-	"--raft-heartbeat-timeout", "500ms",
-	"--raft-election-timeout", "500ms",
-	"--raft-leader-lease-timeout", "250ms",
-}
+	"github.com/heureka-registry/heureka/internal/launch"
+)
 
 const (
 	// readyTimeout bounds how long a started node may take to answer /v1/status.
@@ -64,35 +53,15 @@ func Binary(t testing.TB) string {
 			buildPath, buildErr = filepath.Abs(p)
 			return
 		}
-		buildPath, buildErr = build()
+		if buildDir, buildErr = os.MkdirTemp("", binDirPrefix); buildErr != nil {
+			return
+		}
+		buildPath, buildErr = launch.Build(buildDir, "heureka")
 	})
 	if buildErr != nil {
 		t.Fatalf("build heureka: %v", buildErr)
 	}
 	return buildPath
-}
-
-func build() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside a Go module (go env GOMOD is empty)")
-	}
-	dir, err := os.MkdirTemp("", binDirPrefix)
-	if err != nil {
-		return "", err
-	}
-	buildDir = dir
-	bin := filepath.Join(dir, "heureka")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/heureka-registry/heureka/cmd/heureka")
-	cmd.Dir = filepath.Dir(gomod)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/heureka: %w\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // RemoveBinary deletes the directory Binary built into, if it built one.
@@ -103,45 +72,16 @@ func RemoveBinary() {
 	}
 }
 
-// ---------------------------------------------------------------------------
-// Ports
-
-var (
-	portMu   sync.Mutex
-	usedPort = map[string]bool{}
-)
-
-// Ports come from below Linux's ephemeral range (32768–60999): a port picked
-// there may be taken by some outgoing connection's local end while its node
-// is down, and a node that restarts must bind the same port again.
-const (
-	portLow  = 20000
-	portHigh = 32000
-)
-
 // FreeAddr returns a loopback address "127.0.0.1:P" with P in [20000, 32000)
-// that was free a moment ago: it picks a random port, checks it by listening
-// on it, and closes the listener. A port is never handed out twice in one
-// test process.
+// (below the ephemeral range, so a node can restart on it) that was free a
+// moment ago and is never handed out twice in one test process.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range 1000 {
-		addr := fmt.Sprintf("127.0.0.1:%d", portLow+rand.IntN(portHigh-portLow))
-		if usedPort[addr] {
-			continue
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue // taken: try another
-		}
-		l.Close()
-		usedPort[addr] = true
-		return addr
+	addr, err := launch.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free loopback port found below the ephemeral range")
-	return ""
+	return addr
 }
 
 // ---------------------------------------------------------------------------
@@ -180,33 +120,15 @@ type Cluster struct {
 	Nodes []*Node
 
 	t    testing.TB
-	dir  string
 	opts Options
+	lc   *launch.Cluster
 	mu   sync.Mutex
 }
 
-// Node is one `heureka serve` process (and its restarts).
+// Node is one `heureka serve` process (and its restarts): launch.Node with
+// methods that fail the test instead of returning errors.
 type Node struct {
-	ID       string
-	HTTPAddr string // 127.0.0.1:P
-	RaftAddr string // 127.0.0.1:Q
-	DataDir  string
-	LogPath  string // stdout and stderr of every run, appended
-
-	args  []string // full argument list, starting with "serve"
-	extra []string // node-specific arguments added by the harness
-	env   []string
-
-	userinfo  string       // Options.Credentials
-	clientTLS *tls.Config  // Options.ClientTLS
-	statusCl  *http.Client // status polls when clientTLS is set
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when the current process has exited
-	exit   int           // exit code of the last process (-1 when killed by a signal)
-	paused bool
-	runs   int
+	*launch.Node
 }
 
 // StartCluster starts n nodes n1..nN that bootstrap together from the same
@@ -219,36 +141,43 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 	if n < 1 {
 		t.Fatalf("StartCluster: n = %d", n)
 	}
-	bin := Binary(t)
 	c := newCluster(t, opts)
-	members := make([]string, 0, n)
-	for i := 1; i <= n; i++ {
-		nd := c.newNode(fmt.Sprintf("n%d", i))
-		adv := nd.RaftAddr
-		if opts.RaftFront != nil {
-			adv = opts.RaftFront(nd.ID, nd.RaftAddr)
-			nd.extra = append(nd.extra, "--raft-advertise", adv)
-		}
-		members = append(members, fmt.Sprintf("%s=%s@%s", nd.ID, adv, nd.HTTPAddr))
+	planned, err := c.lc.Plan(n)
+	if err != nil {
+		t.Fatalf("StartCluster: %v", err)
 	}
-	initial := strings.Join(members, ",")
-	for _, nd := range c.Nodes {
-		nd.args = c.serveArgs(nd, "--initial-cluster", initial)
+	for _, nd := range planned {
+		c.add(nd)
 	}
-	for _, nd := range c.Nodes {
-		if err := nd.start(bin); err != nil {
-			t.Fatalf("start %s: %v", nd.ID, err)
-		}
-	}
-	for _, nd := range c.Nodes {
-		nd.waitReady(t)
+	if err := c.lc.StartAll(readyTimeout); err != nil {
+		t.Fatal(err)
 	}
 	return c
 }
 
 func newCluster(t testing.TB, opts Options) *Cluster {
 	skipShort(t)
-	c := &Cluster{t: t, dir: t.TempDir(), opts: opts}
+	c := &Cluster{t: t, opts: opts}
+	spec := launch.Spec{
+		Binary:      Binary(t),
+		Dir:         t.TempDir(),
+		Args:        opts.ExtraArgs,
+		FastRaft:    !opts.DefaultRaftTimings,
+		Env:         opts.Env,
+		ClientTLS:   opts.ClientTLS,
+		Credentials: opts.Credentials,
+		// Through c.opts, so that a test may change NodeArgs before StartNode.
+		NodeArgs: func(id string) []string {
+			if c.opts.NodeArgs == nil {
+				return nil
+			}
+			return c.opts.NodeArgs(id)
+		},
+	}
+	if opts.RaftFront != nil {
+		spec.RaftFront = func(id, real string) (string, error) { return opts.RaftFront(id, real), nil }
+	}
+	c.lc = launch.New(spec)
 	// Cleanups run last-registered first: processes are stopped before the
 	// logs are read, and both happen before t.TempDir is removed.
 	t.Cleanup(func() {
@@ -270,47 +199,22 @@ func skipShort(t testing.TB) {
 	}
 }
 
-// newNode allocates ports and directories for a node and adds it to c.
-func (c *Cluster) newNode(id string) *Node {
-	nd := &Node{
-		ID:       id,
-		HTTPAddr: FreeAddr(c.t),
-		RaftAddr: FreeAddr(c.t),
-		DataDir:  filepath.Join(c.dir, id),
-		LogPath:  filepath.Join(c.dir, "logs", id+".log"),
-		env:      nodeEnv(c.opts.Env),
-		userinfo: c.opts.Credentials,
-	}
-	if c.opts.ClientTLS != nil {
-		nd.clientTLS = c.opts.ClientTLS
-		nd.statusCl = &http.Client{Timeout: 2 * time.Second,
-			Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, TLSClientConfig: c.opts.ClientTLS}}
-	}
+func (c *Cluster) add(lnd *launch.Node) *Node {
+	nd := &Node{lnd}
 	c.mu.Lock()
 	c.Nodes = append(c.Nodes, nd)
 	c.mu.Unlock()
 	return nd
 }
 
-// serveArgs is the `heureka serve` argument list for nd with the cluster
-// arguments (--initial-cluster or --join) in between the fixed and extra ones.
-func (c *Cluster) serveArgs(nd *Node, clusterArgs ...string) []string {
-	args := []string{"serve",
-		"--node-id", nd.ID,
-		"--http-addr", nd.HTTPAddr,
-		"--raft-addr", nd.RaftAddr,
-		"--data-dir", nd.DataDir,
+// newNode allocates ports and directories for a node and adds it to c; its
+// arguments have no --initial-cluster or --join.
+func (c *Cluster) newNode(id string) *Node {
+	lnd, err := c.lc.NewNode(id)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	args = append(args, clusterArgs...)
-	args = append(args, nd.extra...)
-	if !c.opts.DefaultRaftTimings {
-		args = append(args, raftTestArgs...)
-	}
-	args = append(args, c.opts.ExtraArgs...)
-	if c.opts.NodeArgs != nil {
-		args = append(args, c.opts.NodeArgs(nd.ID)...)
-	}
-	return args
+	return c.add(lnd)
 }
 
 // StartNode starts one more node with the given id that joins the cluster
@@ -319,14 +223,14 @@ func (c *Cluster) serveArgs(nd *Node, clusterArgs ...string) []string {
 // wait for the join to complete.
 func (c *Cluster) StartNode(t testing.TB, id, joinHTTPAddr string) *Node {
 	t.Helper()
-	bin := Binary(t)
-	nd := c.newNode(id)
-	nd.args = c.serveArgs(nd, "--join", joinHTTPAddr)
-	if err := nd.start(bin); err != nil {
-		t.Fatalf("start %s: %v", nd.ID, err)
+	lnd, err := c.lc.Join(id, joinHTTPAddr, readyTimeout)
+	if lnd != nil {
+		c.add(lnd)
 	}
-	nd.waitReady(t)
-	return nd
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Node(id)
 }
 
 // Node returns the node with the given id, or nil.
@@ -359,52 +263,26 @@ func (c *Cluster) Live() []*Node {
 // It fails the test after timeout, listing what each node last said.
 func (c *Cluster) WaitLeader(t testing.TB, timeout time.Duration) *Node {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		leader, desc := c.leaderOnce()
-		if leader != nil {
-			return leader
-		}
-		last = desc
-		if time.Now().After(deadline) {
-			t.Fatalf("no agreed leader after %v: %s", timeout, last)
-		}
-		time.Sleep(50 * time.Millisecond)
+	lnd, err := c.lc.WaitLeader(context.Background(), timeout)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return c.Node(lnd.ID)
 }
 
 // leaderOnce asks every live node once; it returns the agreed leader, or nil
 // and a description of the disagreement.
 func (c *Cluster) leaderOnce() (*Node, string) {
 	live := c.Live()
-	if len(live) == 0 {
-		return nil, "no live nodes"
+	inner := make([]*launch.Node, len(live))
+	for i, nd := range live {
+		inner[i] = nd.Node
 	}
-	var (
-		leaders []*Node
-		named   = map[string]bool{}
-		parts   []string
-		ok      = true
-	)
-	for _, nd := range live {
-		st, err := nd.TryStatus()
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s: %v", nd.ID, err))
-			ok = false
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%s: state=%s leader=%q term=%d", nd.ID, st.State, st.Leader, st.Term))
-		if st.State == "Leader" {
-			leaders = append(leaders, nd)
-		}
-		named[st.Leader] = true
-	}
-	desc := strings.Join(parts, "; ")
-	if !ok || len(leaders) != 1 || len(named) != 1 || !named[leaders[0].ID] {
+	i, desc := launch.Leader(context.Background(), inner)
+	if i < 0 {
 		return nil, desc
 	}
-	return leaders[0], desc
+	return live[i], desc
 }
 
 // Followers returns the live nodes other than leader.
@@ -420,231 +298,41 @@ func (c *Cluster) Followers(leader *Node) []*Node {
 
 // DumpLogs prints the last lines of every node's log with t.Log.
 func (c *Cluster) DumpLogs() {
-	c.mu.Lock()
-	nodes := append([]*Node(nil), c.Nodes...)
-	c.mu.Unlock()
-	for _, nd := range nodes {
-		c.t.Logf("---- last %d lines of %s (%s) ----\n%s", logTailLines, nd.ID, nd.LogPath, tailFile(nd.LogPath, logTailLines))
+	for _, nd := range c.lc.Nodes() {
+		c.t.Logf("---- last %d lines of %s (%s) ----\n%s", logTailLines, nd.ID, nd.LogPath, nd.LogTail(logTailLines))
 	}
 }
 
 // stopAll stops every process of the cluster concurrently: resume if
 // paused, SIGTERM, SIGKILL after cleanupGrace.
 func (c *Cluster) stopAll() {
-	c.mu.Lock()
-	nodes := append([]*Node(nil), c.Nodes...)
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, nd := range nodes {
-		if !nd.Running() {
-			continue
+	c.lc.Stop(cleanupGrace, func(nd *launch.Node, code int, killed bool) {
+		if killed {
+			c.t.Logf("cleanup: %s did not exit within %v of SIGTERM; killed", nd.ID, cleanupGrace)
+		} else if code != 0 {
+			c.t.Logf("cleanup: %s exited with code %d after SIGTERM", nd.ID, code)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, killed := nd.stop(cleanupGrace)
-			if killed {
-				c.t.Logf("cleanup: %s did not exit within %v of SIGTERM; killed", nd.ID, cleanupGrace)
-			} else if code != 0 {
-				c.t.Logf("cleanup: %s exited with code %d after SIGTERM", nd.ID, code)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// nodeEnv is the current environment without HEUREKA_* variables, plus extra.
-func nodeEnv(extra []string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HEUREKA_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
+	})
 }
 
 // Args returns a copy of the node's `heureka serve` arguments.
-func (nd *Node) Args() []string { return append([]string(nil), nd.args...) }
-
-// BaseURL is "http://<http addr>" ("https://" with Options.ClientTLS, and
-// with Options.Credentials as user info).
-func (nd *Node) BaseURL() string {
-	scheme := "http://"
-	if nd.clientTLS != nil {
-		scheme = "https://"
-	}
-	if nd.userinfo != "" {
-		return scheme + nd.userinfo + "@" + nd.HTTPAddr
-	}
-	return scheme + nd.HTTPAddr
-}
-
-// URL is BaseURL followed by path, e.g. nd.URL("/eureka/apps").
-func (nd *Node) URL(path string) string { return nd.BaseURL() + path }
-
-// start launches the process; its output is appended to LogPath.
-func (nd *Node) start(bin string) error {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.cmd != nil && !isClosed(nd.done) {
-		return fmt.Errorf("%s is already running (pid %d)", nd.ID, nd.cmd.Process.Pid)
-	}
-	if err := os.MkdirAll(filepath.Dir(nd.LogPath), 0o755); err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(nd.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	nd.runs++
-	fmt.Fprintf(logf, "==== e2e: run %d of %s at %s: %s %s\n", nd.runs, nd.ID,
-		time.Now().Format(time.RFC3339Nano), bin, strings.Join(nd.args, " "))
-	cmd := exec.Command(bin, nd.args...)
-	cmd.Env = nd.env
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	done := make(chan struct{})
-	nd.cmd, nd.done, nd.paused = cmd, done, false
-	go func() {
-		cmd.Wait()
-		logf.Close()
-		nd.mu.Lock()
-		nd.exit = cmd.ProcessState.ExitCode()
-		nd.mu.Unlock()
-		close(done)
-	}()
-	return nil
-}
+func (nd *Node) Args() []string { return append([]string(nil), nd.Argv...) }
 
 // waitReady waits until the node answers GET /v1/status, failing the test if
 // the process exits first or readyTimeout passes.
 func (nd *Node) waitReady(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	var err error
-	for {
-		if _, err = nd.TryStatus(); err == nil {
-			return
-		}
-		if !nd.Running() {
-			t.Fatalf("%s exited with code %d before answering /v1/status; log tail:\n%s",
-				nd.ID, nd.ExitCode(), tailFile(nd.LogPath, logTailLines))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer /v1/status within %v: %v", nd.ID, readyTimeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := nd.WaitReady(readyTimeout); err != nil {
+		t.Fatal(err)
 	}
-}
-
-// PID is the process id of the current (or last) process, 0 if none.
-func (nd *Node) PID() int {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.cmd == nil || nd.cmd.Process == nil {
-		return 0
-	}
-	return nd.cmd.Process.Pid
-}
-
-// Running reports whether the node's process has been started and not yet exited.
-func (nd *Node) Running() bool {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.cmd != nil && !isClosed(nd.done)
-}
-
-// Paused reports whether the process is stopped with SIGSTOP.
-func (nd *Node) Paused() bool {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.paused
-}
-
-// ExitCode is the exit code of the last process that exited (-1 when it was
-// killed by a signal).
-func (nd *Node) ExitCode() int {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.exit
-}
-
-// Done returns a channel closed when the current process exits.
-func (nd *Node) Done() <-chan struct{} {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.done
-}
-
-func (nd *Node) signal(sig syscall.Signal) error {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.cmd == nil || isClosed(nd.done) {
-		return errors.New("not running")
-	}
-	return syscall.Kill(nd.cmd.Process.Pid, sig)
-}
-
-// Kill sends SIGKILL to the process and waits for it to exit.
-func (nd *Node) Kill() {
-	if nd.signal(syscall.SIGKILL) == nil {
-		<-nd.Done()
-	}
-	nd.mu.Lock()
-	nd.paused = false
-	nd.mu.Unlock()
 }
 
 // Stop sends SIGTERM (resuming a paused process first), waits up to 10 s for
 // the process to exit, then sends SIGKILL. It returns the exit code (-1 when
 // the process had to be killed or was not running).
 func (nd *Node) Stop() int {
-	code, _ := nd.stop(stopGrace)
+	code, _ := nd.Node.Stop(stopGrace)
 	return code
-}
-
-func (nd *Node) stop(grace time.Duration) (code int, killed bool) {
-	if !nd.Running() {
-		return nd.ExitCode(), false
-	}
-	if nd.Paused() {
-		nd.Resume()
-	}
-	done := nd.Done()
-	if nd.signal(syscall.SIGTERM) != nil {
-		<-done
-		return nd.ExitCode(), false
-	}
-	select {
-	case <-done:
-		return nd.ExitCode(), false
-	case <-time.After(grace):
-		nd.Kill()
-		return nd.ExitCode(), true
-	}
-}
-
-// Pause stops the process with SIGSTOP; it keeps its sockets but answers nothing.
-func (nd *Node) Pause() {
-	if nd.signal(syscall.SIGSTOP) == nil {
-		nd.mu.Lock()
-		nd.paused = true
-		nd.mu.Unlock()
-	}
-}
-
-// Resume continues a paused process with SIGCONT.
-func (nd *Node) Resume() {
-	nd.signal(syscall.SIGCONT)
-	nd.mu.Lock()
-	nd.paused = false
-	nd.mu.Unlock()
 }
 
 // Restart starts the node again with the same arguments and data dir (after
@@ -655,14 +343,11 @@ func (nd *Node) Restart(t testing.TB) {
 	if nd.Running() {
 		nd.Kill()
 	}
-	if err := nd.start(Binary(t)); err != nil {
+	if err := nd.Start(); err != nil {
 		t.Fatalf("restart %s: %v", nd.ID, err)
 	}
 	nd.waitReady(t)
 }
-
-// LogTail returns the last n lines of the node's log file.
-func (nd *Node) LogTail(n int) string { return tailFile(nd.LogPath, n) }
 
 // ---------------------------------------------------------------------------
 // One-off processes
@@ -683,10 +368,10 @@ type Result struct {
 func RunBinary(t testing.TB, timeout time.Duration, env []string, args ...string) Result {
 	t.Helper()
 	cmd := exec.Command(Binary(t), args...)
-	cmd.Env = nodeEnv(env)
+	cmd.Env = launch.Env(env, "HEUREKA_")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = launch.SysProcAttr()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start heureka %s: %v", strings.Join(args, " "), err)
@@ -695,7 +380,9 @@ func RunBinary(t testing.TB, timeout time.Duration, env []string, args ...string
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		if !isClosed(done) {
+		select {
+		case <-done:
+		default:
 			syscall.Kill(pid, syscall.SIGKILL)
 			<-done
 		}
@@ -739,38 +426,4 @@ func Eventually(timeout time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-}
-
-// ---------------------------------------------------------------------------
-// Small helpers
-
-func isClosed(ch chan struct{}) bool {
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-// tailFile returns the last n lines of the file at path.
-func tailFile(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read log: %v)", err)
-	}
-	defer f.Close()
-	ring := make([]string, 0, n)
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		if len(ring) == n {
-			ring = ring[1:]
-		}
-		ring = append(ring, sc.Text())
-	}
-	return strings.Join(ring, "\n")
 }

@@ -57,43 +57,51 @@ func (r reg) instanceURL(nd *Node) string {
 // retried for up to 15 s, as Eureka clients do; retries are logged.
 func registerAll(t *testing.T, nodeURL string, regs []reg, workers int) {
 	t.Helper()
-	jobs := make(chan reg)
 	var (
-		wg      sync.WaitGroup
 		mu      sync.Mutex
 		errs    []error
 		failed  int
 		retries int
 	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range jobs {
-				n, err := registerRetry503(nodeURL, r)
-				mu.Lock()
-				retries += n
-				if err != nil {
-					failed++
-					if len(errs) < 5 {
-						errs = append(errs, err)
-					}
-				}
-				mu.Unlock()
+	onWorkers(workers, len(regs), func(_, i int) {
+		n, err := registerRetry503(nodeURL, regs[i])
+		mu.Lock()
+		defer mu.Unlock()
+		retries += n
+		if err != nil {
+			failed++
+			if len(errs) < 5 {
+				errs = append(errs, err)
 			}
-		}()
-	}
-	for _, r := range regs {
-		jobs <- r
-	}
-	close(jobs)
-	wg.Wait()
+		}
+	})
 	if retries > 0 {
 		t.Logf("registerAll via %s: %d registrations retried after 503 (no leader)", nodeURL, retries)
 	}
 	if failed > 0 {
 		t.Fatalf("%d of %d registrations failed; first errors: %v", failed, len(regs), errs)
 	}
+}
+
+// onWorkers calls f(w, i) for every i in [0, n) on workers goroutines (w
+// is the worker's number) and returns when all calls have.
+func onWorkers(workers, n int, f func(w, i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(w, i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // registerRetry503 registers r, retrying 503 answers for up to 15 s. It
@@ -226,7 +234,10 @@ func registryView(a Apps) []string {
 }
 
 // waitCommitStable waits until every live node reports the same commit and
-// applied index, unchanged for stableFor, and returns that index.
+// applied index, unchanged for stableFor, and returns that index. Right
+// after start-up each node records its own address through the log,
+// retrying every 500 ms until it succeeds, so "nothing more will be
+// written" needs a stableFor longer than that.
 func waitCommitStable(t *testing.T, c *Cluster, stableFor, timeout time.Duration) uint64 {
 	t.Helper()
 	var (

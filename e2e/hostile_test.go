@@ -189,7 +189,7 @@ func TestHostileInput(t *testing.T) {
 	for i := range 10 {
 		RegisterJSON(t, c.Nodes[i%3].BaseURL(), "hgood", fmt.Sprintf("hgood-%d", i), map[string]any{"metadata": map[string]any{"zone": "a"}})
 	}
-	edWaitQuiet(t, c, 1200*time.Millisecond, 15*time.Second)
+	waitCommitStable(t, c, 1200*time.Millisecond, 15*time.Second)
 	view := func() map[string][]string {
 		out := map[string][]string{}
 		for _, nd := range c.Nodes {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,39 +50,17 @@ var httpClient = &http.Client{
 	},
 }
 
-// statusClient is used for status polls: a paused or dying node must not
-// hold a polling loop up for long.
-var statusClient = &http.Client{
-	Timeout:   2 * time.Second,
-	Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
-}
-
 // TryStatus fetches GET /v1/status without failing the test.
 func (nd *Node) TryStatus() (Status, error) {
-	cl := statusClient
-	if nd.statusCl != nil {
-		cl = nd.statusCl
-	}
-	resp, err := cl.Get(nd.URL("/v1/status"))
+	st, body, err := nd.Node.Status(context.Background())
 	if err != nil {
 		return Status{}, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return Status{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return Status{}, fmt.Errorf("GET /v1/status: %d %s", resp.StatusCode, body)
-	}
-	var st Status
-	if err := json.Unmarshal(body, &st); err != nil {
+	out := Status{Status: st}
+	if err := json.Unmarshal(body, &out.Raw); err != nil {
 		return Status{}, fmt.Errorf("GET /v1/status: %v in %s", err, body)
 	}
-	if err := json.Unmarshal(body, &st.Raw); err != nil {
-		return Status{}, fmt.Errorf("GET /v1/status: %v in %s", err, body)
-	}
-	return st, nil
+	return out, nil
 }
 
 // Status fetches GET /v1/status, failing the test on any error.

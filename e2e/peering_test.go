@@ -250,10 +250,7 @@ func startSpring(t *testing.T, java, jar, id, zone string) (*Proc, string) {
 // killProc ends a process with SIGKILL: a client that dies this way sends no
 // cancel, so its registration lives on until its new process registers.
 func killProc(p *Proc) {
-	if p.Running() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	p.Kill()
 }
 
 func TestEurekaPeerMigration(t *testing.T) {

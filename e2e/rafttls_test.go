@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,13 +81,7 @@ func hostileAppend(t *testing.T, st Status, from string) *raft.AppendEntriesRequ
 
 func TestRaftTLSRefusesOutsiders(t *testing.T) {
 	ca := newTLSCA(t, "raft-ca")
-	dir := t.TempDir()
-	caFile := writeFile(t, dir, "ca.pem", ca.pem)
-	certs := map[string][2]string{}
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c, k := ca.issue(t, id)
-		certs[id] = [2]string{writeFile(t, dir, id+".pem", c), writeFile(t, dir, id+"-key.pem", k)}
-	}
+	caFile, certs := ca.nodeFiles(t, t.TempDir(), "n1", "n2", "n3")
 	c := StartCluster(t, 3, Options{
 		ExtraArgs: []string{"--raft-tls", "--tls-ca", caFile},
 		NodeArgs: func(id string) []string {
@@ -188,8 +183,8 @@ func TestRaftPlainAnswersRawClient(t *testing.T) {
 // tlsDo sends one request to nd with the harness's TLS client config.
 func tlsDo(t *testing.T, nd *Node, method, path string, body []byte) (int, []byte, error) {
 	t.Helper()
-	cl := nd.statusCl
-	if cl == nil {
+	cl := nd.Client()
+	if !strings.HasPrefix(nd.BaseURL(), "https://") {
 		t.Fatal("node has no TLS client")
 	}
 	code, b, err := doWith(cl, method, nd.URL(path), body)

@@ -156,7 +156,7 @@ func rsWaitServingN(t *testing.T, nd *Node, want int) {
 // see its very first answer.
 func rsStart(t *testing.T, nd *Node) {
 	t.Helper()
-	if err := nd.start(Binary(t)); err != nil {
+	if err := nd.Start(); err != nil {
 		t.Fatalf("restart %s: %v", nd.ID, err)
 	}
 }

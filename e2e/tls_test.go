@@ -33,56 +33,67 @@ var tlsSerial = big.NewInt(1)
 
 func newTLSCA(t *testing.T, name string) *tlsCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsSerial.Add(tlsSerial, big.NewInt(1))
 	tmpl := &x509.Certificate{
-		SerialNumber:          new(big.Int).Set(tlsSerial),
 		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	der, key := signTLS(t, tmpl, nil)
 	cert, _ := x509.ParseCertificate(der)
 	return &tlsCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-// issue makes a leaf certificate for 127.0.0.1 usable as server and client;
-// it returns PEM certificate and key.
-func (ca *tlsCA) issue(t *testing.T, name string) (certPEM, keyPEM []byte) {
+// signTLS makes a key and a certificate from tmpl, valid from an hour ago
+// for a day with the next serial, signed by ca (self-signed when nil).
+func signTLS(t *testing.T, tmpl *x509.Certificate, ca *tlsCA) ([]byte, *ecdsa.PrivateKey) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tlsSerial.Add(tlsSerial, big.NewInt(1))
-	tmpl := &x509.Certificate{
-		SerialNumber: new(big.Int).Set(tlsSerial),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
+	tmpl.SerialNumber = new(big.Int).Set(tlsSerial)
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	parent, signer := tmpl, key
+	if ca != nil {
+		parent, signer = ca.cert, ca.key
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return der, key
+}
+
+// issue makes a leaf certificate for 127.0.0.1 usable as server and client;
+// it returns PEM certificate and key.
+func (ca *tlsCA) issue(t *testing.T, name string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	der, key := signTLS(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:    []string{"localhost"},
+	}, ca)
 	kder, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// nodeFiles writes ca's certificate and, for each id, a certificate and key
+// into dir; it returns the CA file and each id's [certificate, key] files.
+func (ca *tlsCA) nodeFiles(t *testing.T, dir string, ids ...string) (string, map[string][2]string) {
+	t.Helper()
+	certs := map[string][2]string{}
+	for _, id := range ids {
+		c, k := ca.issue(t, id)
+		certs[id] = [2]string{writeFile(t, dir, id+".pem", c), writeFile(t, dir, id+"-key.pem", k)}
+	}
+	return writeFile(t, dir, "ca.pem", ca.pem), certs
 }
 
 // clientConfig is a TLS client config trusting ca with a certificate from
@@ -128,12 +139,7 @@ func tlsGet(cfg *tls.Config, url string) (int, error) {
 func TestTLSThreeNodesMutual(t *testing.T) {
 	ca := newTLSCA(t, "heureka-test-ca")
 	dir := t.TempDir()
-	caFile := writeFile(t, dir, "ca.pem", ca.pem)
-	certs := map[string][2]string{}
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c, k := ca.issue(t, id)
-		certs[id] = [2]string{writeFile(t, dir, id+".pem", c), writeFile(t, dir, id+"-key.pem", k)}
-	}
+	caFile, certs := ca.nodeFiles(t, dir, "n1", "n2", "n3")
 	client := ca.clientConfig(t, ca)
 	c := StartCluster(t, 3, Options{
 		ExtraArgs: append([]string{"--tls-client-ca", caFile}, edCacheArgs...),

@@ -18,7 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // Role is what an authenticated user may do; each role includes the ones
@@ -220,7 +220,7 @@ var authBody = gin.H{"error": "authentication required"}
 func (s *Server) authenticate(c *gin.Context) {
 	r := c.Request
 	path := r.URL.Path
-	if strings.HasPrefix(path, cluster.InternalPrefix) {
+	if strings.HasPrefix(path, nodeapi.Prefix) {
 		if s.cfg.ClusterSecret == "" && s.cfg.Users != nil {
 			c.AbortWithStatusJSON(http.StatusForbidden, gin.H{"error": "internal endpoints are off: auth is on and no cluster secret is set"})
 			return
@@ -229,13 +229,13 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	if r.Method == http.MethodPost && path == "/v1/members" && s.cfg.ClusterSecret != "" {
-		if cluster.SecretMatches(r, s.cfg.ClusterSecret) {
+		if nodeapi.SecretMatches(r, s.cfg.ClusterSecret) {
 			c.Next()
 			return
 		}
 		if s.cfg.Users == nil {
 			status, msg := http.StatusForbidden, "wrong cluster secret"
-			if r.Header.Get(cluster.SecretHeader) == "" {
+			if r.Header.Get(nodeapi.SecretHeader) == "" {
 				status, msg = http.StatusUnauthorized, "joining needs the cluster secret"
 			}
 			c.AbortWithStatusJSON(status, gin.H{"error": msg})

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 func hashOf(t testing.TB, pw string, cost int) string {
@@ -163,7 +163,7 @@ func (m *memberCluster) Join(_ context.Context, mem fsm.Member) error {
 	m.joins = append(m.joins, mem.ID)
 	return nil
 }
-func (m *memberCluster) InternalHandler() http.Handler {
+func (m *memberCluster) InternalHandler(func(error) int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })
 }
 
@@ -174,13 +174,7 @@ func newAuthServer(t *testing.T, users *Users, secret string) (*httptest.Server,
 	cfg.Cache.UseReadOnly = false
 	cfg.Users = users
 	cfg.ClusterSecret = secret
-	s, err := New(cfg, mc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	t.Cleanup(s.Close)
+	ts, _ := startTestServer(t, cfg, mc, nil)
 	return ts, mc
 }
 
@@ -244,10 +238,10 @@ func TestAuth_Roles(t *testing.T) {
 	}
 	// A join with the cluster secret and no user; a wrong secret falls
 	// back to basic auth and is refused.
-	if code, b, _ := do(t, "POST", ts.URL+"/v1/members", js, join, cluster.SecretHeader, "s3cret-s3cret-s3cret"); code != 200 {
+	if code, b, _ := do(t, "POST", ts.URL+"/v1/members", js, join, nodeapi.SecretHeader, "s3cret-s3cret-s3cret"); code != 200 {
 		t.Fatalf("join with secret: %d %s", code, b)
 	}
-	if code, b, _ := do(t, "POST", ts.URL+"/v1/members", js, join, cluster.SecretHeader, "wrong"); code != 401 {
+	if code, b, _ := do(t, "POST", ts.URL+"/v1/members", js, join, nodeapi.SecretHeader, "wrong"); code != 401 {
 		t.Fatalf("join with wrong secret: %d %s", code, b)
 	}
 	if len(mc.joins) != 2 {
@@ -255,7 +249,7 @@ func TestAuth_Roles(t *testing.T) {
 	}
 	// Internal endpoints are not behind basic auth (the cluster's handler
 	// checks the secret).
-	if code, _, _ := do(t, "POST", ts.URL+cluster.InternalPrefix+"apply", "", ""); code != 299 {
+	if code, _, _ := do(t, "POST", ts.URL+nodeapi.Prefix+"apply", "", ""); code != 299 {
 		t.Fatalf("internal endpoint: %d", code)
 	}
 }
@@ -263,7 +257,7 @@ func TestAuth_Roles(t *testing.T) {
 func TestAuth_InternalOffWithoutSecret(t *testing.T) {
 	ts, _ := newAuthServer(t, testUsers(t, bcrypt.MinCost), "")
 	for _, u := range []string{ts.URL, withUser(ts.URL, "boss", "a-pass")} {
-		if code, b, _ := do(t, "POST", u+cluster.InternalPrefix+"apply", "", ""); code != 403 {
+		if code, b, _ := do(t, "POST", u+nodeapi.Prefix+"apply", "", ""); code != 403 {
 			t.Fatalf("internal endpoint with auth and no secret: %d %s", code, b)
 		}
 	}
@@ -275,10 +269,10 @@ func TestAuth_SecretOnlyGuardsJoin(t *testing.T) {
 	if code, b, _ := do(t, "POST", ts.URL+"/v1/members", "application/json", join); code != 401 {
 		t.Fatalf("join without secret: %d %s", code, b)
 	}
-	if code, b, _ := do(t, "POST", ts.URL+"/v1/members", "application/json", join, cluster.SecretHeader, "nope"); code != 403 {
+	if code, b, _ := do(t, "POST", ts.URL+"/v1/members", "application/json", join, nodeapi.SecretHeader, "nope"); code != 403 {
 		t.Fatalf("join with wrong secret: %d %s", code, b)
 	}
-	if code, b, _ := do(t, "POST", ts.URL+"/v1/members", "application/json", join, cluster.SecretHeader, "s3cret-s3cret-s3cret"); code != 200 {
+	if code, b, _ := do(t, "POST", ts.URL+"/v1/members", "application/json", join, nodeapi.SecretHeader, "s3cret-s3cret-s3cret"); code != 200 {
 		t.Fatalf("join with secret: %d %s", code, b)
 	}
 	if len(mc.joins) != 1 {

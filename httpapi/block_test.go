@@ -21,14 +21,7 @@ import (
 // pushed into it.
 func newPushServer(t *testing.T) (*httptest.Server, *Server) {
 	t.Helper()
-	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	t.Cleanup(s.Close)
-	return ts, s
+	return startTestServer(t, DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}))
 }
 
 func register(t *testing.T, base, app, id string) {

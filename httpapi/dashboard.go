@@ -21,6 +21,7 @@ import (
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // The dashboard at / is a server-rendered page in the spirit of Eureka's
@@ -221,7 +222,7 @@ func (p *memberProber) status(ctx context.Context, addr, authorization string) (
 		req.Header.Set("Authorization", authorization)
 	}
 	if p.secret != "" {
-		req.Header.Set(cluster.SecretHeader, p.secret)
+		req.Header.Set(nodeapi.SecretHeader, p.secret)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // The page renders without a browser too (e2e/dashboard_test.go looks at
@@ -27,13 +28,7 @@ func TestDashboardRenders(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fsm.New(0, nil)
-			s, err := New(DefaultConfig(), c.cluster(f), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(s.Close)
-			ts := httptest.NewServer(s.Handler())
-			t.Cleanup(ts.Close)
+			ts, _ := startTestServer(t, DefaultConfig(), c.cluster(f), nil)
 			for _, r := range []struct{ app, id, status string }{{"ORDERS", "o1", "UP"}, {"ORDERS", "o2", "DOWN"}, {"PAY", "p<1>", "UP"}} {
 				body := `{"instance":{"instanceId":"` + r.id + `","hostName":"h","app":"` + r.app + `","ipAddr":"10.0.0.1","status":"` + r.status + `","dataCenterInfo":{"name":"MyOwn"}}}`
 				resp, err := http.Post(ts.URL+"/eureka/apps/"+r.app, "application/json", strings.NewReader(body))
@@ -85,7 +80,7 @@ func (m membersCluster) Members() ([]cluster.MemberInfo, error) {
 func TestDashboard_MemberProbeUsesTLSAndCredentials(t *testing.T) {
 	const auth = "Basic dmlld2VyOnNlY3JldA=="
 	member := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/status" || r.Header.Get("Authorization") != auth || r.Header.Get(cluster.SecretHeader) != "s3cret" {
+		if r.URL.Path != "/v1/status" || r.Header.Get("Authorization") != auth || r.Header.Get(nodeapi.SecretHeader) != "s3cret" {
 			http.Error(w, `{"error":"authentication required"}`, http.StatusUnauthorized)
 			return
 		}

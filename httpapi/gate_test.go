@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -46,13 +45,7 @@ func TestReadGate(t *testing.T) {
 	_ = fsm.Stamp(entry, time.Now().UnixMilli())
 	durable.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: entry})
 	g := &gateCluster{fakeCluster: &fakeCluster{fsm: fsm.New(0, nil)}, durable: durable}
-	s, err := New(DefaultConfig(), g, nil) // readOnly cache on, 30 s refresh
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	t.Cleanup(s.Close)
+	ts, s := startTestServer(t, DefaultConfig(), g, nil) // readOnly cache on, 30 s refresh
 
 	// Closed: every registry read is a bodiless 503.
 	for _, path := range []string{"/eureka/apps", "/eureka/apps/delta", "/eureka/apps/GATE", "/eureka/apps/GATE/i1",

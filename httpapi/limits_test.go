@@ -6,24 +6,11 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-
-	"github.com/heureka-registry/heureka/fsm"
 )
 
 func newStrictServer(t *testing.T, strict bool) (*httptest.Server, *fakeCluster) {
 	t.Helper()
-	fc := &fakeCluster{fsm: fsm.New(0, nil)}
-	cfg := DefaultConfig()
-	cfg.Cache.UseReadOnly = false
-	cfg.StrictInput = strict
-	s, err := New(cfg, fc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	t.Cleanup(s.Close)
-	return ts, fc
+	return newTestServerWith(t, func(cfg *Config) { cfg.StrictInput = strict })
 }
 
 func TestCheckName(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // GET /metrics serves Prometheus text. Three sources feed it:
@@ -166,8 +167,8 @@ func routeName(c *gin.Context) string {
 			return label
 		}
 		return "eureka_other"
-	case strings.HasPrefix(p, cluster.InternalPrefix):
-		if name := strings.TrimPrefix(p, cluster.InternalPrefix); internalRoutes[name] {
+	case strings.HasPrefix(p, nodeapi.Prefix):
+		if name := strings.TrimPrefix(p, nodeapi.Prefix); internalRoutes[name] {
 			return "internal_" + name
 		}
 		return "internal_other"

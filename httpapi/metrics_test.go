@@ -97,13 +97,7 @@ func TestMetricsExposition(t *testing.T) {
 	fc := metricsCluster{&fakeCluster{fsm: f}}
 	cfg := DefaultConfig()
 	cfg.Cache.UseReadOnly = false
-	s, err := New(cfg, fc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	t.Cleanup(s.Close)
+	ts, _ := startTestServer(t, cfg, fc, nil)
 
 	for _, id := range []string{"a1", "a2"} {
 		body := `{"instance":{"instanceId":"` + id + `","hostName":"h","app":"ORDERS","ipAddr":"10.0.0.1","status":"UP","dataCenterInfo":{"name":"MyOwn"}}}`

@@ -16,6 +16,7 @@ import (
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // Cluster is what the HTTP layer needs from the Raft node. *cluster.Node
@@ -41,7 +42,7 @@ type Cluster interface {
 	Members() ([]cluster.MemberInfo, error)
 	Join(ctx context.Context, m fsm.Member) error
 	Remove(ctx context.Context, id string) error
-	InternalHandler() http.Handler
+	InternalHandler(status func(error) int) http.Handler
 }
 
 // Config tunes the HTTP layer.
@@ -160,7 +161,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	m.routes(e)
 	s.dashboardRoutes(e)
 	s.snapshotRoutes(e)
-	e.Any(cluster.InternalPrefix+"*path", gin.WrapH(c.InternalHandler()))
+	e.Any(nodeapi.Prefix+"*path", gin.WrapH(c.InternalHandler(errorStatus)))
 	if cfg.Pprof {
 		e.Any("/debug/pprof/*path", gin.WrapH(http.DefaultServeMux))
 	}

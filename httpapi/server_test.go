@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/cluster"
@@ -89,11 +90,11 @@ func (f *fakeCluster) Observe(fn func(fsm.Change))                   { f.fsm.Obs
 func (f *fakeCluster) LeaseStatus(context.Context) (cluster.LeaseStatus, error) {
 	return cluster.LeaseStatus{}, cluster.ErrNoLeader
 }
-func (f *fakeCluster) Status() cluster.Status                 { return cluster.Status{Node: "n1"} }
-func (f *fakeCluster) Members() ([]cluster.MemberInfo, error) { return nil, nil }
-func (f *fakeCluster) Join(context.Context, fsm.Member) error { return nil }
-func (f *fakeCluster) Remove(context.Context, string) error   { return cluster.ErrUnknownMember }
-func (f *fakeCluster) InternalHandler() http.Handler          { return http.NotFoundHandler() }
+func (f *fakeCluster) Status() cluster.Status                       { return cluster.Status{Node: "n1"} }
+func (f *fakeCluster) Members() ([]cluster.MemberInfo, error)       { return nil, nil }
+func (f *fakeCluster) Join(context.Context, fsm.Member) error       { return nil }
+func (f *fakeCluster) Remove(context.Context, string) error         { return cluster.ErrUnknownMember }
+func (f *fakeCluster) InternalHandler(func(error) int) http.Handler { return http.NotFoundHandler() }
 
 func newTestServer(t *testing.T) (*httptest.Server, *fakeCluster) {
 	t.Helper()
@@ -110,14 +111,22 @@ func newTestServerWith(t *testing.T, adjust func(*Config)) (*httptest.Server, *f
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	s, err := New(cfg, fc, nil)
+	ts, _ := startTestServer(t, cfg, fc, nil)
+	return ts, fc
+}
+
+// startTestServer starts a Server from cfg over c on a test server; both
+// are closed with the test.
+func startTestServer(t *testing.T, cfg Config, c Cluster, log hclog.Logger) (*httptest.Server, *Server) {
+	t.Helper()
+	s, err := New(cfg, c, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(s.Close)
-	return ts, fc
+	return ts, s
 }
 
 func do(t *testing.T, method, url, contentType, body string, hdr ...string) (int, string, http.Header) {

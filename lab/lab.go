@@ -3,8 +3,9 @@
 // small client workload, plays a scripted fault scenario in AP and in CP
 // mode, and reports what clients saw on each side of the faults.
 //
-// It drives real processes over HTTP and imports only faultproxy and opapi
-// of heureka; it must not import the server's packages.
+// It drives real processes over HTTP, started and stopped by
+// internal/launch, and imports only faultproxy, internal/launch and opapi of
+// heureka; it must not import the server's packages.
 package lab
 
 import (
@@ -14,11 +15,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // Config tunes a lab run.
@@ -120,21 +122,21 @@ func (r *recorder) bucket(nodeID string) (*Counts, string) {
 
 // client runs one node's workload until ctx ends: a registration, then a
 // read of the application, every 50 ms.
-func (r *recorder) client(ctx context.Context, nd *node) {
+func (r *recorder) client(ctx context.Context, nd *launch.Node) {
 	for seq := 0; ctx.Err() == nil; seq++ {
-		if !nd.running() {
+		if !nd.Running() {
 			r.mu.Lock()
-			c, _ := r.bucket(nd.id)
+			c, _ := r.bucket(nd.ID)
 			c.WritesRefused++
 			c.ReadsRefused++
 			r.mu.Unlock()
-			r.tl.count(nd.id, func(c *Counts) { c.WritesRefused++; c.ReadsRefused++ })
+			r.tl.count(nd.ID, func(c *Counts) { c.WritesRefused++; c.ReadsRefused++ })
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		id := fmt.Sprintf("%s-%d-%d", nd.id, time.Now().UnixNano()%1e9, seq)
+		id := fmt.Sprintf("%s-%d-%d", nd.ID, time.Now().UnixNano()%1e9, seq)
 		body := fmt.Sprintf(`{"instance":{"instanceId":%q,"hostName":%q,"app":"LAB","ipAddr":"127.0.0.1","status":"UP","dataCenterInfo":{"name":"MyOwn"}}}`, id, id)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+nd.httpAddr+"/eureka/apps/LAB", strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+nd.HTTPAddr+"/eureka/apps/LAB", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		ok := err == nil && resp.StatusCode == http.StatusNoContent
@@ -146,7 +148,7 @@ func (r *recorder) client(ctx context.Context, nd *node) {
 			resp.Body.Close()
 		}
 		r.mu.Lock()
-		c, side := r.bucket(nd.id)
+		c, side := r.bucket(nd.ID)
 		refused := !ok && ctx.Err() == nil
 		journaled := ok && r.mode == "ap" && (side == "minority" || noLeader)
 		if ok {
@@ -159,7 +161,7 @@ func (r *recorder) client(ctx context.Context, nd *node) {
 			c.WritesJournaled++
 		}
 		r.mu.Unlock()
-		r.tl.count(nd.id, func(c *Counts) {
+		r.tl.count(nd.ID, func(c *Counts) {
 			switch {
 			case journaled:
 				c.WritesOK++
@@ -171,9 +173,9 @@ func (r *recorder) client(ctx context.Context, nd *node) {
 			}
 		})
 
-		resp, err = client.Get("http://" + nd.httpAddr + "/eureka/apps/LAB")
+		resp, err = client.Get("http://" + nd.HTTPAddr + "/eureka/apps/LAB")
 		r.mu.Lock()
-		c, _ = r.bucket(nd.id)
+		c, _ = r.bucket(nd.ID)
 		answered := err == nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound)
 		stale := answered && resp.Header.Get("X-Heureka-Stale") == "true"
 		readRefused := !answered && ctx.Err() == nil
@@ -190,7 +192,7 @@ func (r *recorder) client(ctx context.Context, nd *node) {
 		}
 		add(c)
 		r.mu.Unlock()
-		r.tl.count(nd.id, add)
+		r.tl.count(nd.ID, add)
 		if resp != nil {
 			resp.Body.Close()
 		}
@@ -200,8 +202,8 @@ func (r *recorder) client(ctx context.Context, nd *node) {
 
 // idsOn returns the instance ids nd lists for the lab's application, read
 // once (a stale read is fine: the lab waits for convergence).
-func idsOn(nd *node) (map[string]bool, error) {
-	req, _ := http.NewRequest(http.MethodGet, "http://"+nd.httpAddr+"/eureka/apps/LAB?consistency=stale", nil)
+func idsOn(nd *launch.Node) (map[string]bool, error) {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+nd.HTTPAddr+"/eureka/apps/LAB?consistency=stale", nil)
 	req.Header.Set("Accept", "application/json")
 	resp, err := slowClient.Do(req)
 	if err != nil {
@@ -213,7 +215,7 @@ func idsOn(nd *node) (map[string]bool, error) {
 		return have, nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: GET /eureka/apps/LAB: %s", nd.id, resp.Status)
+		return nil, fmt.Errorf("%s: GET /eureka/apps/LAB: %s", nd.ID, resp.Status)
 	}
 	var doc struct {
 		Application struct {
@@ -236,7 +238,7 @@ var slowClient = &http.Client{Timeout: 15 * time.Second}
 
 // missing counts the acknowledged writes nd does not list (-1 if it
 // cannot be asked).
-func missing(nd *node, accepted []write) int {
+func missing(nd *launch.Node, accepted []write) int {
 	have, err := idsOn(nd)
 	if err != nil {
 		return -1
@@ -286,13 +288,13 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	if err != nil {
 		return nil, err
 	}
-	var lead *node
-	if err := waitFor(15*time.Second, func() bool { lead = c.leader(c.nodes); return lead != nil }); err != nil {
+	var lead *launch.Node
+	if err := waitFor(15*time.Second, func() bool { lead = c.leader(); return lead != nil }); err != nil {
 		return nil, fmt.Errorf("no leader at start: %w", err)
 	}
 	var ids []string
 	for _, nd := range c.nodes {
-		ids = append(ids, nd.id)
+		ids = append(ids, nd.ID)
 	}
 	bucket := cfg.Bucket
 	if bucket <= 0 {
@@ -308,21 +310,16 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	go func() { defer wg.Done(); rec.tl.poll(wctx, c, 100*time.Millisecond) }()
 	for _, nd := range c.nodes {
 		wg.Add(1)
-		go func(nd *node) { defer wg.Done(); rec.client(wctx, nd) }(nd)
+		go func(nd *launch.Node) { defer wg.Done(); rec.client(wctx, nd) }(nd)
 	}
 	time.Sleep(2 * time.Second)
 
 	// Fault 1: the leader is partitioned away from every other node.
 	isolated := lead
-	progress("[%s] partitioning the leader %s away", mode, isolated.id)
-	rec.setPhase("leader partitioned away", func(id string) string {
-		if id == isolated.id {
-			return "minority"
-		}
-		return "majority"
-	})
-	endPartition := rec.tl.fault("partition", isolated.id)
-	c.proxy.Isolate(isolated.id)
+	progress("[%s] partitioning the leader %s away", mode, isolated.ID)
+	rec.setPhase("leader partitioned away", sides(isolated.ID, "minority", "majority"))
+	endPartition := rec.tl.fault("partition", isolated.ID)
+	c.proxy.Isolate(isolated.ID)
 	time.Sleep(cfg.Phase)
 	progress("[%s] healing", mode)
 	rec.setPhase("healing", all)
@@ -339,11 +336,11 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 		rec.mu.Unlock()
 	}
 	recovered := func() bool {
-		if c.leader(c.nodes) == nil {
+		if c.leader() == nil {
 			return false
 		}
 		for _, nd := range c.nodes {
-			if nd.running() && missing(nd, target) != 0 {
+			if nd.Running() && missing(nd, target) != 0 {
 				return false
 			}
 		}
@@ -356,27 +353,22 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	mr.RecoverPartition = time.Since(healed)
 
 	// Fault 2: the leader is killed, then restarted.
-	if err := waitFor(15*time.Second, func() bool { lead = c.leader(c.nodes); return lead != nil }); err != nil {
+	if err := waitFor(15*time.Second, func() bool { lead = c.leader(); return lead != nil }); err != nil {
 		return nil, fmt.Errorf("no leader before the kill: %w", err)
 	}
 	killed := lead
-	progress("[%s] killing the leader %s", mode, killed.id)
-	rec.setPhase("leader killed", func(id string) string {
-		if id == killed.id {
-			return "killed node"
-		}
-		return "survivors"
-	})
-	endKill := rec.tl.fault("kill", killed.id)
-	killed.kill()
+	progress("[%s] killing the leader %s", mode, killed.ID)
+	rec.setPhase("leader killed", sides(killed.ID, "killed node", "survivors"))
+	endKill := rec.tl.fault("kill", killed.ID)
+	killed.Kill()
 	time.Sleep(cfg.Phase)
-	progress("[%s] restarting %s", mode, killed.id)
+	progress("[%s] restarting %s", mode, killed.ID)
 	rec.setPhase("restart", all)
 	restarted := time.Now()
 	mark()
 	endKill()
-	endRestart := rec.tl.fault("restart", killed.id)
-	if err := c.start(killed); err != nil {
+	endRestart := rec.tl.fault("restart", killed.ID)
+	if err := killed.Start(); err != nil {
 		return nil, err
 	}
 	if err := waitFor(30*time.Second, recovered); err != nil {
@@ -474,18 +466,23 @@ func (c *cluster) describe(rec *recorder) string {
 	rec.mu.Unlock()
 	var parts []string
 	for _, nd := range c.nodes {
-		st, err := nd.status()
+		st, _, err := nd.Status(context.Background())
 		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s: %v (log: %s)", nd.id, err, c.logTail(nd)))
+			parts = append(parts, fmt.Sprintf("%s: %v (log: %s)", nd.ID, err, logTail(nd)))
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s leader=%s missing %d of %d", nd.id, st.State, st.Leader, missing(nd, acc), len(acc)))
+		parts = append(parts, fmt.Sprintf("%s: %s leader=%s missing %d of %d", nd.ID, st.State, st.Leader, missing(nd, acc), len(acc)))
 	}
 	return strings.Join(parts, "; ")
 }
 
-func (c *cluster) logTail(nd *node) string {
-	data, _ := os.ReadFile(filepath.Join(c.dir, nd.id+".log"))
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	return strings.Join(lines[max(0, len(lines)-3):], " | ")
+// sides labels the node the fault hits (id) one and every other node
+// other, for the phase's outcome table.
+func sides(id, one, other string) func(string) string {
+	return func(n string) string {
+		if n == id {
+			return one
+		}
+		return other
+	}
 }

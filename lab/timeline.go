@@ -142,12 +142,12 @@ func (t *timeline) poll(ctx context.Context, c *cluster, interval time.Duration)
 	defer tick.Stop()
 	for {
 		for _, nd := range c.nodes {
-			if !nd.running() {
-				t.observe(nd.id, false, -1)
+			if !nd.Running() {
+				t.observe(nd.ID, false, -1)
 				continue
 			}
-			if st, err := nd.status(); err == nil {
-				t.observe(nd.id, st.State == "Leader", st.JournalEntries)
+			if st, _, err := nd.Status(ctx); err == nil {
+				t.observe(nd.ID, st.State == "Leader", st.JournalEntries)
 			}
 		}
 		select {

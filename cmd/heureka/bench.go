@@ -148,9 +148,7 @@ func benchCmd(args []string) int {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
+		printJSON(rep)
 	} else {
 		fmt.Fprint(os.Stdout, rep.Table())
 	}
@@ -171,6 +169,13 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// printJSON writes v to stdout as indented JSON (the tools' --json output).
+func printJSON(v any) {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }
 
 func writeJSON(path string, rep *bench.Report) error {

@@ -115,17 +115,7 @@ func TestComposeDefaultClusterParses(t *testing.T) {
 	}
 	// The derived cluster config advertises what the others dial.
 	for _, name := range names {
-		nd := nodes[name]
-		cc, err := nd.cfg.clusterConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := name + ":" + nd.httpPort; cc.HTTPAdvertise != want {
-			t.Errorf("%s: advertises http %s, want %s", name, cc.HTTPAdvertise, want)
-		}
-		if want := name + ":" + nd.raftPort; cc.RaftAdvertise != want {
-			t.Errorf("%s: advertises raft %s, want %s", name, cc.RaftAdvertise, want)
-		}
+		checkAdvertises(t, name, nodes[name])
 	}
 	// Host ports 8761-8763, one per node, on loopback only.
 	var hostPorts []string
@@ -180,16 +170,23 @@ func TestComposeFiveProfileJoins(t *testing.T) {
 		if !ok || dep.Condition != types.ServiceConditionHealthy {
 			t.Errorf("%s: should depend on %s being healthy, has %+v", name, host, nd.svc.DependsOn)
 		}
-		cc, err := nd.cfg.clusterConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := name + ":" + nd.httpPort; cc.HTTPAdvertise != want {
-			t.Errorf("%s: advertises http %s, want %s", name, cc.HTTPAdvertise, want)
-		}
-		if want := name + ":" + nd.raftPort; cc.RaftAdvertise != want {
-			t.Errorf("%s: advertises raft %s, want %s", name, cc.RaftAdvertise, want)
-		}
+		checkAdvertises(t, name, nd)
+	}
+}
+
+// checkAdvertises checks that the cluster config derived from a service's
+// command advertises the addresses the other services dial.
+func checkAdvertises(t *testing.T, name string, nd *composeNode) {
+	t.Helper()
+	cc, err := nd.cfg.clusterConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := name + ":" + nd.httpPort; cc.HTTPAdvertise != want {
+		t.Errorf("%s: advertises http %s, want %s", name, cc.HTTPAdvertise, want)
+	}
+	if want := name + ":" + nd.raftPort; cc.RaftAdvertise != want {
+		t.Errorf("%s: advertises raft %s, want %s", name, cc.RaftAdvertise, want)
 	}
 }
 

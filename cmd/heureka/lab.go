@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -61,9 +60,7 @@ func runLab(args []string) int {
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
+		printJSON(rep)
 		return 0
 	}
 	rep.WriteTable(os.Stdout)

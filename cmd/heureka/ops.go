@@ -21,8 +21,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/nodeapi"
 	"github.com/heureka-registry/heureka/opapi"
 )
 
@@ -166,7 +166,7 @@ func (c *opsClient) do(method, path, contentType string, body io.Reader) ([]byte
 		req.SetBasicAuth(user, pw)
 	}
 	if c.secret != "" && method == http.MethodPost && path == "/v1/members" {
-		req.Header.Set(cluster.SecretHeader, c.secret)
+		req.Header.Set(nodeapi.SecretHeader, c.secret)
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

@@ -158,68 +158,67 @@ func (p *jsonParser) literal(lit string, k kind) (node, error) {
 }
 
 func (p *jsonParser) object(depth int) (node, error) {
-	if depth >= maxDepth {
-		return node{}, p.errorf("nesting deeper than %d", maxDepth)
-	}
-	p.i++ // '{'
 	n := node{kind: kObj}
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
-		return n, nil
-	}
-	for {
+	err := p.sequence(depth, '}', func() error {
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return node{}, p.errorf("unexpected %s, expected a member name", p.peekDesc())
+			return p.errorf("unexpected %s, expected a member name", p.peekDesc())
 		}
 		name, err := p.str()
 		if err != nil {
-			return node{}, err
+			return err
 		}
 		p.space()
 		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return node{}, p.errorf("unexpected %s, expected ':'", p.peekDesc())
+			return p.errorf("unexpected %s, expected ':'", p.peekDesc())
 		}
 		p.i++
 		p.space()
 		v, err := p.value(depth + 1)
 		if err != nil {
-			return node{}, err
+			return err
 		}
 		n.fields = append(n.fields, field{name: name, val: v})
-		p.space()
-		if p.i < len(p.s) {
-			switch p.s[p.i] {
-			case ',':
-				p.i++
-				p.space()
-				continue
-			case '}':
-				p.i++
-				return n, nil
-			}
-		}
-		return node{}, p.errorf("unexpected %s, expected ',' or '}'", p.peekDesc())
+		return nil
+	})
+	if err != nil {
+		return node{}, err
 	}
+	return n, nil
 }
 
 func (p *jsonParser) array(depth int) (node, error) {
-	if depth >= maxDepth {
-		return node{}, p.errorf("nesting deeper than %d", maxDepth)
-	}
-	p.i++ // '['
 	n := node{kind: kArr}
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
-		p.i++
-		return n, nil
-	}
-	for {
+	err := p.sequence(depth, ']', func() error {
 		v, err := p.value(depth + 1)
 		if err != nil {
-			return node{}, err
+			return err
 		}
 		n.items = append(n.items, v)
+		return nil
+	})
+	if err != nil {
+		return node{}, err
+	}
+	return n, nil
+}
+
+// sequence parses an object's members or an array's items, elem parsing
+// one: the opening '{' or '[' (at depth, which is bounded), then elements
+// separated by ',' up to end.
+func (p *jsonParser) sequence(depth int, end byte, elem func() error) error {
+	if depth >= maxDepth {
+		return p.errorf("nesting deeper than %d", maxDepth)
+	}
+	p.i++ // '{' or '['
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == end {
+		p.i++
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
 		p.space()
 		if p.i < len(p.s) {
 			switch p.s[p.i] {
@@ -227,12 +226,12 @@ func (p *jsonParser) array(depth int) (node, error) {
 				p.i++
 				p.space()
 				continue
-			case ']':
+			case end:
 				p.i++
-				return n, nil
+				return nil
 			}
 		}
-		return node{}, p.errorf("unexpected %s, expected ',' or ']'", p.peekDesc())
+		return p.errorf("unexpected %s, expected ',' or '%c'", p.peekDesc(), end)
 	}
 }
 

@@ -1,15 +1,14 @@
-package cluster
+package nodeapi
 
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"crypto/tls"
 	"encoding/json"
 	"net/http"
 )
 
 // SecretHeader carries the cluster secret on every node-to-node HTTP call
-// when Config.ClusterSecret is set.
+// when the cluster has one.
 const SecretHeader = "X-Heureka-Cluster-Secret"
 
 // SecretMatches reports whether r carries the cluster secret; it compares
@@ -27,7 +26,12 @@ func SecretMatches(r *http.Request, secret string) bool {
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
-// secretTransport adds the cluster secret to every request it sends.
+// WithSecret returns a round tripper that adds the cluster secret to every
+// request it sends through base.
+func WithSecret(base http.RoundTripper, secret string) http.RoundTripper {
+	return &secretTransport{base: base, secret: secret}
+}
+
 type secretTransport struct {
 	base   http.RoundTripper
 	secret string
@@ -37,6 +41,13 @@ func (t *secretTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(SecretHeader, t.secret)
 	return t.base.RoundTrip(r)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the base.
+func (t *secretTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // requireSecret refuses, with 401 (missing) or 403 (wrong), every request
@@ -53,32 +64,6 @@ func requireSecret(secret string, next http.Handler) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(internalReply{Code: "unauthorized", Message: msg})
+		_ = json.NewEncoder(w).Encode(Reply{Code: codeUnauthorized, Message: msg})
 	})
-}
-
-// httpScheme is the scheme of node-to-node HTTP calls.
-func (c *Config) httpScheme() string {
-	if c.HTTPClientTLS != nil {
-		return "https://"
-	}
-	return "http://"
-}
-
-// url is the address of path on the node at addr.
-func (n *Node) url(addr, path string) string { return n.cfg.httpScheme() + addr + path }
-
-// clientTLS returns a copy of the node-to-node TLS config, or nil.
-func (c *Config) clientTLS() *tls.Config {
-	if c.HTTPClientTLS == nil {
-		return nil
-	}
-	return c.HTTPClientTLS.Clone()
-}
-
-// CloseIdleConnections lets http.Client.CloseIdleConnections reach the base.
-func (t *secretTransport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
 }

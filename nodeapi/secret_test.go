@@ -1,4 +1,4 @@
-package cluster
+package nodeapi
 
 import (
 	"net/http"
@@ -16,11 +16,11 @@ func TestRequireSecret(t *testing.T) {
 		want   int
 	}{
 		{http.DefaultClient, http.StatusUnauthorized},
-		{&http.Client{Transport: &secretTransport{base: http.DefaultTransport, secret: "0123456789abcdeX"}}, http.StatusForbidden},
-		{&http.Client{Transport: &secretTransport{base: http.DefaultTransport, secret: secret + "x"}}, http.StatusForbidden},
-		{&http.Client{Transport: &secretTransport{base: http.DefaultTransport, secret: secret}}, 299},
+		{&http.Client{Transport: WithSecret(http.DefaultTransport, "0123456789abcdeX")}, http.StatusForbidden},
+		{&http.Client{Transport: WithSecret(http.DefaultTransport, secret+"x")}, http.StatusForbidden},
+		{&http.Client{Transport: WithSecret(http.DefaultTransport, secret)}, 299},
 	} {
-		resp, err := c.client.Post(srv.URL+InternalPrefix+"apply", "application/octet-stream", nil)
+		resp, err := c.client.Post(srv.URL+PathApply, "application/octet-stream", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,213 @@
+package nodeapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+
+	"github.com/heureka-registry/heureka/opapi"
+)
+
+// Client calls another node's internal endpoints.
+type Client struct {
+	// HTTP sends the calls (its transport adds TLS and the cluster secret).
+	HTTP *http.Client
+	// Scheme is "http://" or "https://".
+	Scheme string
+	// From is this node's id, sent with every call.
+	From string
+	// Codes turns error replies back into error values.
+	Codes Codes
+	// Unavailable is wrapped by every failure that is not an error reply:
+	// the other node answered nothing readable (a connection that could not
+	// even be made is ErrUnreachable instead).
+	Unavailable error
+}
+
+// Call sends one internal call to the node at addr and returns the body of
+// its 200 answer. Any other answer is a Reply naming the error, returned as
+// its error value; a call that did not connect is ErrUnreachable.
+func (c *Client) Call(ctx context.Context, method, addr, path, contentType string, body []byte) ([]byte, error) {
+	resp, err := c.send(ctx, c.HTTP, method, addr, path, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, fmt.Errorf("read forward reply from %s: %v: %w", addr, err, c.Unavailable)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, c.replyError(addr, resp.StatusCode, data)
+	}
+	return data, nil
+}
+
+// send builds and sends one call; a transport failure is ErrUnreachable
+// when the connection was never made, Unavailable otherwise.
+func (c *Client) send(ctx context.Context, hc *http.Client, method, addr, path, contentType string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Scheme+addr+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("build forward request: %w", err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set(forwardedBy, c.From)
+	resp, err := hc.Do(req)
+	if err != nil {
+		if isDialError(err) {
+			return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, ErrUnreachable)
+		}
+		return nil, fmt.Errorf("forward to %s: %v: %w", addr, err, c.Unavailable)
+	}
+	return resp, nil
+}
+
+// replyError turns an error answer into its error value.
+func (c *Client) replyError(addr string, status int, data []byte) error {
+	var rep Reply
+	if json.Unmarshal(data, &rep) == nil && rep.Code != "" {
+		return c.Codes.err(rep.Code, rep.Message)
+	}
+	return fmt.Errorf("forward to %s: status %d: %w", addr, status, c.Unavailable)
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// reply sends a call whose answer is a Reply and returns its index.
+func (c *Client) reply(ctx context.Context, method, addr, path, contentType string, body []byte) (uint64, error) {
+	data, err := c.Call(ctx, method, addr, path, contentType, body)
+	if err != nil {
+		return 0, err
+	}
+	var rep Reply
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return 0, fmt.Errorf("forward to %s: unreadable reply: %w", addr, c.Unavailable)
+	}
+	return rep.Index, nil
+}
+
+// Apply forwards one encoded command to the leader at addr and returns the
+// index it was applied at.
+func (c *Client) Apply(ctx context.Context, addr string, entry []byte) (uint64, error) {
+	return c.reply(ctx, http.MethodPost, addr, PathApply, "application/octet-stream", entry)
+}
+
+// PostJSON sends v as JSON to path (join, remove) at addr.
+func (c *Client) PostJSON(ctx context.Context, addr, path string, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode forward body: %w", err)
+	}
+	_, err = c.reply(ctx, http.MethodPost, addr, path, "application/json", body)
+	return err
+}
+
+// ApplyBatch forwards encoded commands to the leader at addr: one error
+// (nil when applied) per entry, and the highest index applied.
+func (c *Client) ApplyBatch(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error) {
+	data, err := c.Call(ctx, http.MethodPost, addr, PathApplyBatch, "application/octet-stream", EncodeEntries(entries))
+	if err != nil {
+		return nil, 0, err
+	}
+	var rep batchReply
+	if err := json.Unmarshal(data, &rep); err != nil || len(rep.Results) != len(entries) {
+		return nil, 0, fmt.Errorf("apply batch at %s: unreadable answer for %d entries: %w", addr, len(entries), c.Unavailable)
+	}
+	results := make([]error, len(entries))
+	for i, r := range rep.Results {
+		if r.Code != "" {
+			results[i] = c.Codes.err(r.Code, r.Message)
+		}
+	}
+	return results, rep.Index, nil
+}
+
+// RenewBatch sends an encoded batch of renewals to the leader at addr and
+// returns its encoded results. Replicated heartbeats are marked in the
+// query, so the binary batch format stays as it is.
+func (c *Client) RenewBatch(ctx context.Context, addr string, replicated bool, batch []byte) ([]byte, error) {
+	path := PathRenewBatch
+	if replicated {
+		path += "?" + replicatedQuery
+	}
+	return c.Call(ctx, http.MethodPost, addr, path, "application/octet-stream", batch)
+}
+
+// ReadIndex asks the leader at addr for its read index.
+func (c *Client) ReadIndex(ctx context.Context, addr string) (uint64, error) {
+	return c.reply(ctx, http.MethodGet, addr, PathReadIndex, "", nil)
+}
+
+// LeaseStatus asks the leader at addr for its lease status.
+func (c *Client) LeaseStatus(ctx context.Context, addr string) (opapi.LeaseStatus, error) {
+	var st opapi.LeaseStatus
+	data, err := c.Call(ctx, http.MethodGet, addr, PathLeaseStatus, "", nil)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("lease status from %s: %w", addr, err)
+	}
+	return st, nil
+}
+
+// FetchSnapshot downloads the leader's snapshot (at most limit bytes) into
+// w. Unlike Call it has no client timeout (a snapshot may be large) and is
+// bounded by ctx alone.
+func (c *Client) FetchSnapshot(ctx context.Context, addr string, w *bytes.Buffer, limit int64) error {
+	resp, err := c.untimed(ctx, http.MethodGet, addr, PathSnapshot, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	w.Reset()
+	if _, err := io.Copy(w, io.LimitReader(resp.Body, limit)); err != nil {
+		return fmt.Errorf("read snapshot from %s: %v: %w", addr, err, c.Unavailable)
+	}
+	return nil
+}
+
+// Restore sends a snapshot to the leader's restore endpoint, bounded by ctx
+// alone like FetchSnapshot.
+func (c *Client) Restore(ctx context.Context, addr string, data []byte) error {
+	resp, err := c.untimed(ctx, http.MethodPost, addr, PathRestore, data)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// untimed sends a call without the client's timeout and returns its 200
+// answer for the caller to read; any other answer is its error.
+func (c *Client) untimed(ctx context.Context, method, addr, path string, body []byte) (*http.Response, error) {
+	hc := &http.Client{Transport: c.HTTP.Transport}
+	resp, err := c.send(ctx, hc, method, addr, path, "application/octet-stream", body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, c.replyError(addr, resp.StatusCode, data)
+	}
+	return resp, nil
+}

@@ -1,0 +1,191 @@
+package nodeapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/opapi"
+)
+
+// Backend does the work behind the internal endpoints: the cluster's Raft
+// node. Calls that only the leader may serve return the caller's
+// not-leader error elsewhere.
+type Backend interface {
+	// Apply appends one encoded, already checked command.
+	Apply(entry []byte) (uint64, error)
+	// ApplyBatch appends several; one error per entry.
+	ApplyBatch(entries [][]byte) ([]error, uint64, error)
+	// RenewBatch applies an encoded batch of renewals and returns the
+	// encoded results.
+	RenewBatch(batch []byte, replicated bool) ([]byte, error)
+	// ReadIndex confirms leadership and returns the read index.
+	ReadIndex() (uint64, error)
+	// LeaseStatus is the leader's view of the leases.
+	LeaseStatus() (opapi.LeaseStatus, error)
+	// Join and Remove change the membership.
+	Join(ctx context.Context, m fsm.Member) error
+	Remove(ctx context.Context, id string) error
+	// SaveSnapshot writes the leader's snapshot to w.
+	SaveSnapshot(w io.Writer) error
+	// RestoreSnapshot restores the cluster from a snapshot read from r.
+	RestoreSnapshot(r io.Reader) error
+}
+
+// HandlerConfig is what Handler needs besides the Backend.
+type HandlerConfig struct {
+	// Secret, if set, must come with every call (SecretHeader).
+	Secret string
+	// Codes names the errors that keep their identity across a call.
+	Codes Codes
+	// Status is the HTTP status of an error reply (httpapi's table).
+	Status func(error) int
+}
+
+// Handler serves the node-to-node endpoints under Prefix.
+func Handler(b Backend, cfg HandlerConfig) http.Handler {
+	s := &server{b: b, cfg: cfg}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+PathApply, func(w http.ResponseWriter, r *http.Request) {
+		entry, ok := readBody(s, w, r, func(entry []byte) ([]byte, error) {
+			_, err := fsm.Decode(entry)
+			return entry, err
+		})
+		if !ok {
+			return
+		}
+		idx, err := b.Apply(entry)
+		s.write(w, Reply{Index: idx}, err)
+	})
+	mux.HandleFunc("POST "+PathApplyBatch, s.applyBatch)
+	mux.HandleFunc("POST "+PathRenewBatch, func(w http.ResponseWriter, r *http.Request) {
+		batch, ok := readBody(s, w, r, func(b []byte) ([]byte, error) { return b, nil })
+		if !ok {
+			return
+		}
+		results, err := b.RenewBatch(batch, r.URL.RawQuery == replicatedQuery)
+		if err != nil {
+			s.write(w, Reply{}, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(results)
+	})
+	mux.HandleFunc("GET "+PathReadIndex, func(w http.ResponseWriter, _ *http.Request) {
+		idx, err := b.ReadIndex()
+		s.write(w, Reply{Index: idx}, err)
+	})
+	mux.HandleFunc("GET "+PathLeaseStatus, func(w http.ResponseWriter, _ *http.Request) {
+		st, err := b.LeaseStatus()
+		if err != nil {
+			s.write(w, Reply{}, err)
+			return
+		}
+		writeJSON(w, st)
+	})
+	mux.HandleFunc("POST "+PathJoin, func(w http.ResponseWriter, r *http.Request) {
+		var m fsm.Member
+		if err := decodeJSON(r, &m); err != nil {
+			s.write(w, Reply{}, err)
+			return
+		}
+		s.write(w, Reply{}, b.Join(r.Context(), m))
+	})
+	mux.HandleFunc("POST "+PathRemove, func(w http.ResponseWriter, r *http.Request) {
+		var m fsm.Member
+		if err := decodeJSON(r, &m); err != nil {
+			s.write(w, Reply{}, err)
+			return
+		}
+		s.write(w, Reply{}, b.Remove(r.Context(), m.ID))
+	})
+	mux.HandleFunc("GET "+PathSnapshot, func(w http.ResponseWriter, _ *http.Request) {
+		var buf bytes.Buffer
+		if err := b.SaveSnapshot(&buf); err != nil {
+			s.write(w, Reply{}, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = buf.WriteTo(w)
+	})
+	mux.HandleFunc("POST "+PathRestore, func(w http.ResponseWriter, r *http.Request) {
+		s.write(w, Reply{}, b.RestoreSnapshot(r.Body))
+	})
+	if cfg.Secret != "" {
+		return requireSecret(cfg.Secret, mux)
+	}
+	return mux
+}
+
+type server struct {
+	b   Backend
+	cfg HandlerConfig
+}
+
+func (s *server) applyBatch(w http.ResponseWriter, r *http.Request) {
+	entries, ok := readBody(s, w, r, DecodeEntries)
+	if !ok {
+		return
+	}
+	results, idx, err := s.b.ApplyBatch(entries)
+	if err != nil {
+		s.write(w, Reply{}, err)
+		return
+	}
+	rep := batchReply{Index: idx, Results: make([]Reply, len(results))}
+	for i, res := range results {
+		if res != nil {
+			rep.Results[i].Code = s.cfg.Codes.name(res)
+			rep.Results[i].Message = res.Error()
+		}
+	}
+	writeJSON(w, rep)
+}
+
+// readBody reads and decodes a call's body; on failure it has answered the
+// call.
+func readBody[T any](s *server, w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (T, bool) {
+	var zero T
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		s.write(w, Reply{}, fmt.Errorf("read body: %w", fsm.ErrBadCommand))
+		return zero, false
+	}
+	v, err := decode(body)
+	if err != nil {
+		s.write(w, Reply{}, err)
+		return zero, false
+	}
+	return v, true
+}
+
+func decodeJSON(r *http.Request, v any) error {
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(v); err != nil {
+		return fmt.Errorf("decode body: %v: %w", err, fsm.ErrBadCommand)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// write answers a call with rep, or with err's code, message and status.
+func (s *server) write(w http.ResponseWriter, rep Reply, err error) {
+	status := http.StatusOK
+	if err != nil {
+		rep.Code, rep.Message = s.cfg.Codes.name(err), err.Error()
+		status = http.StatusInternalServerError
+		if s.cfg.Status != nil {
+			status = s.cfg.Status(err)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(rep)
+}

@@ -1,0 +1,166 @@
+package nodeapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/opapi"
+)
+
+var (
+	errNotLeader = errors.New("not the leader")
+	errNoLeader  = errors.New("no leader")
+	testCodes    = Codes{{Name: "not_leader", Err: errNotLeader}, {Name: "bad_command", Err: fsm.ErrBadCommand}}
+)
+
+// fakeBackend leads or not; it remembers what reached it.
+type fakeBackend struct {
+	leader  bool
+	applied [][]byte
+}
+
+func (b *fakeBackend) lead() error {
+	if !b.leader {
+		return errNotLeader
+	}
+	return nil
+}
+
+func (b *fakeBackend) Apply(entry []byte) (uint64, error) {
+	if err := b.lead(); err != nil {
+		return 0, err
+	}
+	b.applied = append(b.applied, entry)
+	return uint64(len(b.applied)), nil
+}
+
+func (b *fakeBackend) ApplyBatch(entries [][]byte) ([]error, uint64, error) {
+	res := make([]error, len(entries))
+	res[len(res)-1] = errNotLeader
+	return res, 7, b.lead()
+}
+
+func (b *fakeBackend) RenewBatch(batch []byte, replicated bool) ([]byte, error) {
+	if replicated {
+		return append([]byte{'r'}, batch...), b.lead()
+	}
+	return batch, b.lead()
+}
+
+func (b *fakeBackend) ReadIndex() (uint64, error) { return 42, b.lead() }
+
+func (b *fakeBackend) LeaseStatus() (opapi.LeaseStatus, error) { return opapi.LeaseStatus{}, b.lead() }
+
+func (b *fakeBackend) Join(context.Context, fsm.Member) error { return b.lead() }
+
+func (b *fakeBackend) Remove(context.Context, string) error { return b.lead() }
+
+func (b *fakeBackend) SaveSnapshot(w io.Writer) error {
+	if err := b.lead(); err != nil {
+		return err
+	}
+	_, err := w.Write([]byte("snapshot"))
+	return err
+}
+
+func (b *fakeBackend) RestoreSnapshot(r io.Reader) error {
+	if _, err := io.ReadAll(r); err != nil {
+		return err
+	}
+	return b.lead()
+}
+
+func serve(t *testing.T, b Backend, secret string) (*Client, string, *[]int) {
+	t.Helper()
+	var statuses []int
+	h := Handler(b, HandlerConfig{Secret: secret, Codes: testCodes, Status: func(err error) int {
+		statuses = append(statuses, http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	hc := &http.Client{}
+	if secret != "" {
+		hc.Transport = WithSecret(http.DefaultTransport, secret)
+	}
+	c := &Client{HTTP: hc, Scheme: "http://", From: "n1", Codes: testCodes, Unavailable: errNoLeader}
+	return c, strings.TrimPrefix(srv.URL, "http://"), &statuses
+}
+
+// TestCallsRoundTrip: each call reaches the backend, and an error reply
+// comes back as the error value its code names, with the status the
+// caller's table gave it.
+func TestCallsRoundTrip(t *testing.T) {
+	b := &fakeBackend{leader: true}
+	c, addr, statuses := serve(t, b, "a-secret")
+	ctx := context.Background()
+	entry, err := fsm.Encode(fsm.CmdSetMode, fsm.ModeBody{Mode: "cp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx, err := c.Apply(ctx, addr, entry); err != nil || idx != 1 {
+		t.Fatalf("Apply: %d, %v", idx, err)
+	}
+	if _, err := c.Apply(ctx, addr, []byte("not a command")); !errors.Is(err, fsm.ErrBadCommand) {
+		t.Fatalf("Apply of junk: %v, want ErrBadCommand", err)
+	}
+	res, idx, err := c.ApplyBatch(ctx, addr, [][]byte{entry, entry})
+	if err != nil || idx != 7 || res[0] != nil || !errors.Is(res[1], errNotLeader) {
+		t.Fatalf("ApplyBatch: %v %d %v", res, idx, err)
+	}
+	if got, err := c.RenewBatch(ctx, addr, true, []byte("x")); err != nil || string(got) != "rx" {
+		t.Fatalf("RenewBatch replicated: %q %v", got, err)
+	}
+	if got, err := c.ReadIndex(ctx, addr); err != nil || got != 42 {
+		t.Fatalf("ReadIndex: %d %v", got, err)
+	}
+	var buf bytes.Buffer
+	if err := c.FetchSnapshot(ctx, addr, &buf, 1<<20); err != nil || buf.String() != "snapshot" {
+		t.Fatalf("FetchSnapshot: %q %v", buf.String(), err)
+	}
+	if len(*statuses) != 1 {
+		t.Fatalf("status table asked %d times, want once (for the junk entry)", len(*statuses))
+	}
+
+	b.leader = false
+	for name, err := range map[string]error{
+		"Apply":       func() error { _, err := c.Apply(ctx, addr, entry); return err }(),
+		"ReadIndex":   func() error { _, err := c.ReadIndex(ctx, addr); return err }(),
+		"LeaseStatus": func() error { _, err := c.LeaseStatus(ctx, addr); return err }(),
+		"Join":        c.PostJSON(ctx, addr, PathJoin, fsm.Member{ID: "n4"}),
+		"Snapshot":    c.FetchSnapshot(ctx, addr, &buf, 1<<20),
+		"Restore":     c.Restore(ctx, addr, []byte("snapshot")),
+	} {
+		if !errors.Is(err, errNotLeader) {
+			t.Errorf("%s on a follower: %v, want the not-leader error", name, err)
+		}
+	}
+}
+
+func TestUnreachableAndUnreadable(t *testing.T) {
+	c := &Client{HTTP: &http.Client{}, Scheme: "http://", Codes: testCodes, Unavailable: errNoLeader}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	if _, err := c.ReadIndex(context.Background(), addr); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("call to a closed port: %v, want ErrUnreachable", err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "gateway trouble", http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	if _, err := c.ReadIndex(context.Background(), strings.TrimPrefix(srv.URL, "http://")); !errors.Is(err, errNoLeader) {
+		t.Fatalf("answer that is not a reply: %v, want Unavailable", err)
+	}
+}
