@@ -31,7 +31,10 @@ import (
 // killed follower takes after its restart to serve the whole registry, and a
 // new fourth node to join and hold it. BENCH_SERVE_ARGS adds flags to every
 // node (to compare a setting against the defaults). With BENCH_PPROF_DIR set, the nodes
-// serve /debug/pprof and each node's heap profile is written there.
+// serve /debug/pprof and each node's heap profile is written there, and CPU
+// profiles of every node covering the registrations and the renewals
+// (profileCPU). BENCH_STOP=register ends the run after the registrations (a
+// CPU profile of them at a size whose full run takes long).
 func BenchmarkFootprint(b *testing.B) {
 	wl := bench.DefaultWorkload()
 	if s := os.Getenv("BENCH_INSTANCES"); s != "" {
@@ -54,6 +57,7 @@ func BenchmarkFootprint(b *testing.B) {
 	client := bench.NewClient(64)
 	ctx := context.Background()
 
+	stopProfile := profileCPU(b, c, pprofDir, "register", n)
 	cpu0, start := clusterCPU(c), time.Now()
 	// On a loaded machine a leader election may fail some registrations:
 	// those are sent again (a few rounds), as clients would.
@@ -90,6 +94,12 @@ func BenchmarkFootprint(b *testing.B) {
 		todo = failed
 	}
 	regCPU, regTook := clusterCPU(c)-cpu0, time.Since(start)
+	stopProfile()
+	b.Logf("CPU per registration %.0f µs (3 nodes, %d), %.0f registrations/s, load average %s",
+		regCPU/float64(n)*1e6, n, float64(n)/regTook.Seconds(), loadAvg())
+	if os.Getenv("BENCH_STOP") == "register" {
+		return
+	}
 	WaitFor(b, 300*time.Second, func() bool {
 		for _, nd := range c.Nodes {
 			if st, err := nd.TryStatus(); err != nil || st.Instances != n {
@@ -98,6 +108,7 @@ func BenchmarkFootprint(b *testing.B) {
 		}
 		return true
 	}, "every node holds every instance")
+	stopProfile = profileCPU(b, c, pprofDir, "renew", n)
 	cpu0, start = clusterCPU(c), time.Now()
 	ren := bench.RunFunc(ctx, bench.LoadConfig{Concurrency: 64, Duration: time.Hour, MaxRequests: int64(n)},
 		func(ctx context.Context, w, i int, seq int64) (int64, error) {
@@ -109,6 +120,7 @@ func BenchmarkFootprint(b *testing.B) {
 			return 0, err
 		})
 	renCPU, renTook := clusterCPU(c)-cpu0, time.Since(start)
+	stopProfile()
 	if ren.Errors > 0 {
 		b.Logf("renew: %d of %d failed (%s)", ren.Errors, ren.Requests, ren.FirstError)
 	}
@@ -234,6 +246,47 @@ func BenchmarkFootprint(b *testing.B) {
 		float64(sizes[variant{"application/json", ""}])/(1<<20), float64(sizes[variant{"application/json", "gzip"}])/(1<<20),
 		regCPU/float64(n)*1e6, renCPU/float64(max(ren.Requests, 1))*1e6, n, float64(n)/regTook.Seconds(), ren.PerSec,
 		restart.Round(10*time.Millisecond), join.Round(10*time.Millisecond), strings.Join(rows, "\n"))
+}
+
+// profileCPU takes back-to-back CPU profiles (5 s each) of every node until
+// the returned stop is called, which waits for the profiles under way; they
+// are written to dir as cpu-<phase>-<instances>-<node>-<k>.pb.gz, and `go
+// tool pprof` merges one node's files into the profile of the whole phase.
+// With dir empty it does nothing.
+func profileCPU(b *testing.B, c *Cluster, dir, phase string, n int) (stop func()) {
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	client := bench.NewClient(4)
+	for _, nd := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				body, _, err := bench.Fetch(client, nd.URL("/debug/pprof/profile?seconds=5"), nil)
+				if err != nil {
+					b.Logf("cpu profile of %s: %v", nd.ID, err)
+					return
+				}
+				f := filepath.Join(dir, fmt.Sprintf("cpu-%s-%d-%s-%03d.pb.gz", phase, n, nd.ID, k))
+				if err := os.WriteFile(f, body, 0o644); err != nil {
+					b.Logf("cpu profile of %s: %v", nd.ID, err)
+					return
+				}
+			}
+		}()
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
+	b.Cleanup(stop) // before the cluster's own cleanup stops the nodes
+	return stop
 }
 
 // loadAvg is the first three fields of /proc/loadavg, or "?".
