@@ -74,6 +74,12 @@ func TestScheduleDirty_OnlyChangedInstances(t *testing.T) {
 // testNode starts a single-node cluster in a temporary directory.
 func singleNode(t *testing.T, lease LeaseConfig) *Node {
 	t.Helper()
+	return singleNodeWith(t, func(c *Config) { c.Lease = lease })
+}
+
+// singleNodeWith starts a single-node cluster whose config set changes.
+func singleNodeWith(t *testing.T, set func(*Config)) *Node {
+	t.Helper()
 	st, err := store.Open(store.DefaultConfig(t.TempDir()), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +94,7 @@ func singleNode(t *testing.T, lease LeaseConfig) *Node {
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.RaftBind, cfg.HTTPAdvertise = "n1", addr, "127.0.0.1:1"
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
-	cfg.Lease = lease
+	set(&cfg)
 	n, err := New(cfg, Deps{Store: st}, fsm.New(3*time.Minute, nil), nil)
 	if err != nil {
 		t.Fatal(err)

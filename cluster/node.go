@@ -163,12 +163,13 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go n.leaderLoop()
 	go n.watchReady()
 	go n.registerSelf()
 	go func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) }()
 	go func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) }()
+	go func() { defer n.wg.Done(); n.followSnapshotThreshold(n.stopCh) }()
 	started = true
 	return n, nil
 }
