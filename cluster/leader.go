@@ -103,9 +103,12 @@ func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
 	var expired []fsm.KeyBody
 	maxGrace := since
 	k.n.fsm.Read(func(r *fsm.Registry) {
-		r.Each(func(e *fsm.Entry) {
+		r.Range(func(e *fsm.Entry) {
 			intervals = append(intervals, e.Instance.RenewalIntervalSecs)
-			last := max(e.LastRenewalTs, pending[leaseKey(e.App, e.ID)])
+			last := e.LastRenewalTs
+			if len(pending) > 0 { // no key built per instance when nothing is pending
+				last = max(last, pending[leaseKey(e.App, e.ID)])
+			}
 			maxGrace = max(maxGrace, since+e.DurationMs())
 			if leaseExpired(last, e.DurationMs(), since, nowMs) {
 				expired = append(expired, fsm.KeyBody{App: e.App, ID: e.ID})
@@ -218,7 +221,7 @@ func (k *leaseKeeper) scheduleDirty(dl *deadlines) {
 	k.n.fsm.Read(func(r *fsm.Registry) {
 		add := func(e *fsm.Entry) { dl.schedule(leaseKey(e.App, e.ID), k.deadlineOf(e, pending, since)) }
 		if all {
-			r.Each(add)
+			r.Range(add)
 			return
 		}
 		for key := range keys {
