@@ -31,9 +31,9 @@ import (
 // killed follower takes after its restart to serve the whole registry, and a
 // new fourth node to join and hold it. BENCH_SERVE_ARGS adds flags to every
 // node (to compare a setting against the defaults). With BENCH_PPROF_DIR set, the nodes
-// serve /debug/pprof and each node's heap profile is written there, and CPU
+// serve /debug/pprof and each node's heap profile is written there, CPU
 // profiles of every node covering the registrations and the renewals
-// (profileCPU). BENCH_STOP=register ends the run after the registrations (a
+// (profileCPU), and the logs of the restarted and the joining node. BENCH_STOP=register ends the run after the registrations (a
 // CPU profile of them at a size whose full run takes long).
 func BenchmarkFootprint(b *testing.B) {
 	wl := bench.DefaultWorkload()
@@ -232,6 +232,13 @@ func BenchmarkFootprint(b *testing.B) {
 	n4 := c.StartNode(b, "n4", leader.HTTPAddr)
 	WaitFor(b, 300*time.Second, func() bool { return servesAll(n4) }, "the new node serves the registry")
 	join := time.Since(start)
+	if pprofDir != "" { // what the restarted and the joining node did, with timestamps
+		for _, nd := range []*Node{follower, n4} {
+			if log, err := os.ReadFile(nd.LogPath); err == nil {
+				_ = os.WriteFile(filepath.Join(pprofDir, fmt.Sprintf("log-%d-%s.txt", n, nd.ID)), log, 0o644)
+			}
+		}
+	}
 
 	variantNames := "JSON and XML, plain and gzip"
 	if clientsOnly {
