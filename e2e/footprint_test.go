@@ -30,11 +30,13 @@ import (
 // bytes (alternating in halves, as heureka bench does), and then how long a
 // killed follower takes after its restart to serve the whole registry, and a
 // new fourth node to join and hold it. BENCH_SERVE_ARGS adds flags to every
-// node (to compare a setting against the defaults). With BENCH_PPROF_DIR set, the nodes
-// serve /debug/pprof and each node's heap profile is written there, CPU
-// profiles of every node covering the registrations and the renewals
-// (profileCPU), and the logs of the restarted and the joining node. BENCH_STOP=register ends the run after the registrations (a
-// CPU profile of them at a size whose full run takes long).
+// node (to compare a setting against the defaults). With BENCH_PPROF_DIR
+// set, the nodes serve /debug/pprof and each node's heap profile is written
+// there, CPU profiles of every node covering the registrations and the
+// renewals (profileCPU), and the logs of the restarted and the joining
+// node. BENCH_STOP=register ends the run after the registrations,
+// BENCH_STOP=renew after the renewals (their CPU at a size whose full run
+// takes long).
 func BenchmarkFootprint(b *testing.B) {
 	wl := bench.DefaultWorkload()
 	if s := os.Getenv("BENCH_INSTANCES"); s != "" {
@@ -124,7 +126,11 @@ func BenchmarkFootprint(b *testing.B) {
 	if ren.Errors > 0 {
 		b.Logf("renew: %d of %d failed (%s)", ren.Errors, ren.Requests, ren.FirstError)
 	}
-	b.Logf("registered %d instances in %s, renewed each once in %s", n, regTook.Round(time.Millisecond), renTook.Round(time.Millisecond))
+	b.Logf("registered %d instances in %s, renewed each once in %s; CPU per renewal %.0f µs, load average %s", n,
+		regTook.Round(time.Millisecond), renTook.Round(time.Millisecond), renCPU/float64(max(ren.Requests, 1))*1e6, loadAvg())
+	if os.Getenv("BENCH_STOP") == "renew" {
+		return
+	}
 
 	paths := []string{"/eureka/apps", "/eureka/apps/delta"}
 	for a := 0; a < wl.Apps; a++ {
