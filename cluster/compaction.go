@@ -13,10 +13,11 @@ import (
 // threshold its cost per write grows with the registry (at 200,000
 // instances and 8,192 entries, every write paid for 24 instances
 // encoded); with a threshold proportional to the registry it stays flat.
-// The price is a longer log to replay after a restart, at most half the
-// registry's worth of entries, which costs about what restoring half the
-// snapshot does.
-const snapshotShare = 2
+// The price is a longer log to replay after a restart: replaying an entry
+// costs about three times restoring an instance from the snapshot
+// (BENCHMARKS.md, "Scale"), so a quarter of the registry's worth of
+// entries adds about three quarters of the restore time.
+const snapshotShare = 4
 
 // snapshotFollowEvery is how often the threshold follows the registry.
 const snapshotFollowEvery = 5 * time.Second

@@ -123,7 +123,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&c.electionTimeout, "raft-election-timeout", def.ElectionTimeout, "Raft election timeout")
 	fs.DurationVar(&c.leaderLeaseTimeout, "raft-leader-lease-timeout", def.LeaderLeaseTimeout, "Raft leader lease timeout")
 	fs.DurationVar(&c.commitTimeout, "raft-commit-timeout", def.CommitTimeout, "longest a quiet leader waits before telling followers the commit index")
-	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "log entries between snapshots (a registry of more than twice as many instances: half its instance count)")
+	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "log entries between snapshots (a registry of more than four times as many instances: a quarter of its instance count)")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often to check whether to snapshot")
 	fs.Uint64Var(&c.trailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
 	fs.StringVar(&c.authFile, "auth-file", "", "file of user:role:bcrypt-hash lines; turns on HTTP basic auth (roles read, write, admin)")
