@@ -15,8 +15,9 @@ import (
 // encoded); with a threshold proportional to the registry it stays flat.
 // The price is a longer log to replay after a restart: replaying an entry
 // costs about three times restoring an instance from the snapshot
-// (BENCHMARKS.md, "Scale: 10,000 to 200,000 instances"), so a quarter of the registry's worth of
-// entries adds about three quarters of the restore time.
+// (BENCHMARKS.md, "Scale: 10,000 to 200,000 instances"), so a quarter of
+// the registry's worth of entries adds about three quarters of the
+// restore time.
 const snapshotShare = 4
 
 // snapshotFollowEvery is how often the threshold follows the registry.
