@@ -42,7 +42,11 @@ type Config struct {
 	// CommitTimeout is how long the leader waits without new entries before
 	// it tells followers the commit index anyway; it bounds how late a
 	// follower applies (and so serves) a write.
-	CommitTimeout     time.Duration
+	CommitTimeout time.Duration
+	// SnapshotThreshold is the number of log entries between snapshots for
+	// a small registry; a large one snapshots after one entry per
+	// snapshotShare instances held (snapshotThreshold), so that the cost of
+	// snapshots per write does not grow with the registry.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64

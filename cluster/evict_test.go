@@ -38,8 +38,47 @@ func TestDeadlines_EarliestWinsAndDueOrder(t *testing.T) {
 	}
 }
 
+// TestScheduleDirty_OnlyChangedInstances: a registration into a large
+// application schedules the deadline of the instance it changed, not of
+// every instance of the application (the leader's work per write stays
+// flat as applications grow); a change naming no instance still schedules
+// its whole application, and a restore everything.
+func TestScheduleDirty_OnlyChangedInstances(t *testing.T) {
+	n := singleNode(t, DefaultLeaseConfig())
+	for i := range 50 {
+		register(t, n, "BIG", fmt.Sprintf("big-%d", i), 90)
+	}
+	register(t, n, "OTHER", "other-1", 90)
+	k := newLeaseKeeper(n) // a second keeper, driven by hand
+	k.tracking.Store(true)
+	schedule := func(c fsm.Change) int {
+		dl := newDeadlines()
+		k.onChange(c)
+		k.scheduleDirty(dl)
+		return dl.len()
+	}
+	if got := schedule(fsm.Change{Apps: []string{"BIG"}, Keys: []fsm.KeyBody{{App: "BIG", ID: "big-7"}}}); got != 1 {
+		t.Fatalf("one registration in BIG scheduled %d deadlines, want 1", got)
+	}
+	if got := schedule(fsm.Change{Apps: []string{"BIG"}, Keys: []fsm.KeyBody{{App: "BIG", ID: "gone"}}}); got != 0 {
+		t.Fatalf("a change to an instance no longer held scheduled %d deadlines, want 0", got)
+	}
+	if got := schedule(fsm.Change{Apps: []string{"BIG"}}); got != 50 {
+		t.Fatalf("a change naming only BIG scheduled %d deadlines, want 50", got)
+	}
+	if got := schedule(fsm.Change{All: true}); got != 51 {
+		t.Fatalf("a restore scheduled %d deadlines, want 51", got)
+	}
+}
+
 // testNode starts a single-node cluster in a temporary directory.
 func singleNode(t *testing.T, lease LeaseConfig) *Node {
+	t.Helper()
+	return singleNodeWith(t, func(c *Config) { c.Lease = lease })
+}
+
+// singleNodeWith starts a single-node cluster whose config set changes.
+func singleNodeWith(t *testing.T, set func(*Config)) *Node {
 	t.Helper()
 	st, err := store.Open(store.DefaultConfig(t.TempDir()), nil)
 	if err != nil {
@@ -55,7 +94,7 @@ func singleNode(t *testing.T, lease LeaseConfig) *Node {
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.RaftBind, cfg.HTTPAdvertise = "n1", addr, "127.0.0.1:1"
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
-	cfg.Lease = lease
+	set(&cfg)
 	n, err := New(cfg, Deps{Store: st}, fsm.New(3*time.Minute, nil), nil)
 	if err != nil {
 		t.Fatal(err)

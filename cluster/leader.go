@@ -32,11 +32,14 @@ type leaseKeeper struct {
 	windowEvicted int
 
 	// tracking is set while run is running; changes to the registry then
-	// mark their applications dirty so their deadlines are scheduled.
-	tracking atomic.Bool
-	dirtyMu  sync.Mutex
-	dirty    map[string]bool
-	allDirty bool
+	// mark the instances they changed dirty so their deadlines are
+	// scheduled (dirtyApps: every instance of an application, for a change
+	// that names no instance).
+	tracking  atomic.Bool
+	dirtyMu   sync.Mutex
+	dirty     map[fsm.KeyBody]struct{}
+	dirtyApps map[string]bool
+	allDirty  bool
 }
 
 // minPassGap spaces eviction passes triggered by deadlines: expiries close
@@ -44,9 +47,8 @@ type leaseKeeper struct {
 // most a few times a second.
 const minPassGap = 250 * time.Millisecond
 
-// scheduleEvery is how often the applications changed meanwhile have
-// their instances' deadlines scheduled: a burst of registrations into one
-// large application costs one scan of it per tick, not one per write.
+// scheduleEvery is how often the instances changed meanwhile have their
+// deadlines scheduled, in one registry read per tick.
 const scheduleEvery = 100 * time.Millisecond
 
 // retryEvictAfter is when a lease that expired but was not evicted
@@ -54,23 +56,34 @@ const scheduleEvery = 100 * time.Millisecond
 const retryEvictAfter = time.Second
 
 func newLeaseKeeper(n *Node) *leaseKeeper {
-	k := &leaseKeeper{n: n, rate: newRateCounter(n.cfg.Lease.RenewalRateWindow), dirty: map[string]bool{}}
+	k := &leaseKeeper{n: n, rate: newRateCounter(n.cfg.Lease.RenewalRateWindow),
+		dirty: map[fsm.KeyBody]struct{}{}, dirtyApps: map[string]bool{}}
 	n.Observe(k.onChange)
 	return k
 }
 
-// onChange runs for every applied change: it only notes which applications
-// changed, the keeper's goroutine schedules their deadlines.
+// onChange runs for every applied change: it only notes which instances
+// changed, the keeper's goroutine schedules their deadlines. Only the
+// changed instances: a registration into an application of thousands
+// costs one deadline, so the leader's work per write does not grow with
+// the application (renewals are not changes here: a renewed lease is
+// rescheduled when its old deadline comes, see dueExpired).
 func (k *leaseKeeper) onChange(c fsm.Change) {
 	if !k.tracking.Load() || c.Empty() {
 		return
 	}
 	k.dirtyMu.Lock()
-	if c.All {
+	switch {
+	case c.All:
 		k.allDirty = true
-	}
-	for _, a := range c.Apps {
-		k.dirty[a] = true
+	case len(c.Keys) == 0:
+		for _, a := range c.Apps {
+			k.dirtyApps[a] = true
+		}
+	default:
+		for _, key := range c.Keys {
+			k.dirty[key] = struct{}{}
+		}
 	}
 	k.dirtyMu.Unlock()
 }
@@ -88,9 +101,12 @@ func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
 	var expired []fsm.KeyBody
 	maxGrace := since
 	k.n.fsm.Read(func(r *fsm.Registry) {
-		r.Each(func(e *fsm.Entry) {
+		r.Range(func(e *fsm.Entry) {
 			intervals = append(intervals, e.Instance.RenewalIntervalSecs)
-			last := max(e.LastRenewalTs, pending[leaseKey(e.App, e.ID)])
+			last := e.LastRenewalTs
+			if len(pending) > 0 { // no key built per instance when nothing is pending
+				last = max(last, pending[leaseKey(e.App, e.ID)])
+			}
 			maxGrace = max(maxGrace, since+e.DurationMs())
 			if leaseExpired(last, e.DurationMs(), since, nowMs) {
 				expired = append(expired, fsm.KeyBody{App: e.App, ID: e.ID})
@@ -185,17 +201,17 @@ func (k *leaseKeeper) deadlineOf(e *fsm.Entry, pending map[string]int64, since i
 	return max(last, since) + e.DurationMs()
 }
 
-// scheduleDirty schedules the deadlines of the instances of the
-// applications changed since the last call (all of them after a restore or
-// at the start of leadership).
+// scheduleDirty schedules the deadlines of the instances changed since the
+// last call (all of them after a restore or at the start of leadership).
 func (k *leaseKeeper) scheduleDirty(dl *deadlines) {
 	k.dirtyMu.Lock()
-	all, apps := k.allDirty, k.dirty
-	k.allDirty, k.dirty = false, map[string]bool{}
-	k.dirtyMu.Unlock()
-	if !all && len(apps) == 0 {
+	all, keys, apps := k.allDirty, k.dirty, k.dirtyApps
+	if !all && len(keys) == 0 && len(apps) == 0 {
+		k.dirtyMu.Unlock()
 		return
 	}
+	k.allDirty, k.dirty, k.dirtyApps = false, map[fsm.KeyBody]struct{}{}, map[string]bool{}
+	k.dirtyMu.Unlock()
 	k.mu.Lock()
 	since := k.leaderSince
 	k.mu.Unlock()
@@ -203,8 +219,13 @@ func (k *leaseKeeper) scheduleDirty(dl *deadlines) {
 	k.n.fsm.Read(func(r *fsm.Registry) {
 		add := func(e *fsm.Entry) { dl.schedule(leaseKey(e.App, e.ID), k.deadlineOf(e, pending, since)) }
 		if all {
-			r.Each(add)
+			r.Range(add)
 			return
+		}
+		for key := range keys {
+			if e := r.Get(key.App, key.ID); e != nil {
+				add(e) // a cancelled one leaves the schedule in dueExpired
+			}
 		}
 		for app := range apps {
 			for _, e := range r.AppEntries(app) {

@@ -174,6 +174,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	go n.registerSelf()
 	go func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) }()
 	go func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) }()
+	go func() { defer n.wg.Done(); n.followSnapshotThreshold(n.stopCh) }()
 	started = true
 	return n, nil
 }

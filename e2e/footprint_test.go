@@ -30,8 +30,13 @@ import (
 // bytes (alternating in halves, as heureka bench does), and then how long a
 // killed follower takes after its restart to serve the whole registry, and a
 // new fourth node to join and hold it. BENCH_SERVE_ARGS adds flags to every
-// node (to compare a setting against the defaults). With BENCH_PPROF_DIR set, the nodes
-// serve /debug/pprof and each node's heap profile is written there.
+// node (to compare a setting against the defaults). With BENCH_PPROF_DIR
+// set, the nodes serve /debug/pprof and each node's heap profile is written
+// there, CPU profiles of every node covering the registrations and the
+// renewals (profileCPU), and the logs of the restarted and the joining
+// node. BENCH_STOP=register ends the run after the registrations,
+// BENCH_STOP=renew after the renewals (their CPU at a size whose full run
+// takes long).
 func BenchmarkFootprint(b *testing.B) {
 	wl := bench.DefaultWorkload()
 	if s := os.Getenv("BENCH_INSTANCES"); s != "" {
@@ -54,6 +59,7 @@ func BenchmarkFootprint(b *testing.B) {
 	client := bench.NewClient(64)
 	ctx := context.Background()
 
+	stopProfile := profileCPU(b, c, pprofDir, "register", n)
 	cpu0, start := clusterCPU(c), time.Now()
 	// On a loaded machine a leader election may fail some registrations:
 	// those are sent again (a few rounds), as clients would.
@@ -90,6 +96,12 @@ func BenchmarkFootprint(b *testing.B) {
 		todo = failed
 	}
 	regCPU, regTook := clusterCPU(c)-cpu0, time.Since(start)
+	stopProfile()
+	b.Logf("CPU per registration %.0f µs (3 nodes, %d), %.0f registrations/s, load average %s",
+		regCPU/float64(n)*1e6, n, float64(n)/regTook.Seconds(), loadAvg())
+	if os.Getenv("BENCH_STOP") == "register" {
+		return
+	}
 	WaitFor(b, 300*time.Second, func() bool {
 		for _, nd := range c.Nodes {
 			if st, err := nd.TryStatus(); err != nil || st.Instances != n {
@@ -98,6 +110,7 @@ func BenchmarkFootprint(b *testing.B) {
 		}
 		return true
 	}, "every node holds every instance")
+	stopProfile = profileCPU(b, c, pprofDir, "renew", n)
 	cpu0, start = clusterCPU(c), time.Now()
 	ren := bench.RunFunc(ctx, bench.LoadConfig{Concurrency: 64, Duration: time.Hour, MaxRequests: int64(n)},
 		func(ctx context.Context, w, i int, seq int64) (int64, error) {
@@ -109,10 +122,15 @@ func BenchmarkFootprint(b *testing.B) {
 			return 0, err
 		})
 	renCPU, renTook := clusterCPU(c)-cpu0, time.Since(start)
+	stopProfile()
 	if ren.Errors > 0 {
 		b.Logf("renew: %d of %d failed (%s)", ren.Errors, ren.Requests, ren.FirstError)
 	}
-	b.Logf("registered %d instances in %s, renewed each once in %s", n, regTook.Round(time.Millisecond), renTook.Round(time.Millisecond))
+	b.Logf("registered %d instances in %s, renewed each once in %s; CPU per renewal %.0f µs, load average %s", n,
+		regTook.Round(time.Millisecond), renTook.Round(time.Millisecond), renCPU/float64(max(ren.Requests, 1))*1e6, loadAvg())
+	if os.Getenv("BENCH_STOP") == "renew" {
+		return
+	}
 
 	paths := []string{"/eureka/apps", "/eureka/apps/delta"}
 	for a := 0; a < wl.Apps; a++ {
@@ -220,6 +238,13 @@ func BenchmarkFootprint(b *testing.B) {
 	n4 := c.StartNode(b, "n4", leader.HTTPAddr)
 	WaitFor(b, 300*time.Second, func() bool { return servesAll(n4) }, "the new node serves the registry")
 	join := time.Since(start)
+	if pprofDir != "" { // what the restarted and the joining node did, with timestamps
+		for _, nd := range []*Node{follower, n4} {
+			if log, err := os.ReadFile(nd.LogPath); err == nil {
+				_ = os.WriteFile(filepath.Join(pprofDir, fmt.Sprintf("log-%d-%s.txt", n, nd.ID)), log, 0o644)
+			}
+		}
+	}
 
 	variantNames := "JSON and XML, plain and gzip"
 	if clientsOnly {
@@ -234,6 +259,47 @@ func BenchmarkFootprint(b *testing.B) {
 		float64(sizes[variant{"application/json", ""}])/(1<<20), float64(sizes[variant{"application/json", "gzip"}])/(1<<20),
 		regCPU/float64(n)*1e6, renCPU/float64(max(ren.Requests, 1))*1e6, n, float64(n)/regTook.Seconds(), ren.PerSec,
 		restart.Round(10*time.Millisecond), join.Round(10*time.Millisecond), strings.Join(rows, "\n"))
+}
+
+// profileCPU takes back-to-back CPU profiles (5 s each) of every node until
+// the returned stop is called, which waits for the profiles under way; they
+// are written to dir as cpu-<phase>-<instances>-<node>-<k>.pb.gz, and `go
+// tool pprof` merges one node's files into the profile of the whole phase.
+// With dir empty it does nothing.
+func profileCPU(b *testing.B, c *Cluster, dir, phase string, n int) (stop func()) {
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	client := bench.NewClient(4)
+	for _, nd := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				body, _, err := bench.Fetch(client, nd.URL("/debug/pprof/profile?seconds=5"), nil)
+				if err != nil {
+					b.Logf("cpu profile of %s: %v", nd.ID, err)
+					return
+				}
+				f := filepath.Join(dir, fmt.Sprintf("cpu-%s-%d-%s-%03d.pb.gz", phase, n, nd.ID, k))
+				if err := os.WriteFile(f, body, 0o644); err != nil {
+					b.Logf("cpu profile of %s: %v", nd.ID, err)
+					return
+				}
+			}
+		}()
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
+	b.Cleanup(stop) // before the cluster's own cleanup stops the nodes
+	return stop
 }
 
 // loadAvg is the first three fields of /proc/loadavg, or "?".

@@ -251,3 +251,39 @@ func TestRegistry_CloneLeavesSharedEntriesAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestFSM_SnapshotEntriesSorted: Snapshot takes the entries in map order
+// (under the lock, no sort), and Persist and Export still give them in
+// application and id order, so equal states encode to equal bytes.
+func TestFSM_SnapshotEntriesSorted(t *testing.T) {
+	f := New(0, nil)
+	var entries [][]byte
+	for i := range 200 {
+		in := testInstance(fmt.Sprintf("APP-%d", i%7), fmt.Sprintf("i-%03d", (i*37)%200), StatusUp, 1)
+		entries = append(entries, mustEncode(t, CmdRegister, 1000, &RegisterBody{Instance: in}))
+	}
+	applyAll(f, entries)
+	sorted := func(what string, es []*Entry) {
+		t.Helper()
+		if len(es) != 200 {
+			t.Fatalf("%s: %d entries, want 200", what, len(es))
+		}
+		for i := 1; i < len(es); i++ {
+			a, b := es[i-1], es[i]
+			if a.App > b.App || a.App == b.App && a.ID >= b.ID {
+				t.Fatalf("%s: entry %d (%s %s) after (%s %s)", what, i, b.App, b.ID, a.App, a.ID)
+			}
+		}
+	}
+	st, err := ReadSnapshot(bytes.NewReader(snapshotBytes(t, f)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted("persisted snapshot", st.Entries)
+	sorted("Export", f.Export().Entries)
+	n := 0
+	f.Read(func(r *Registry) { r.Range(func(*Entry) { n++ }) })
+	if n != 200 {
+		t.Fatalf("Range visited %d entries, want 200", n)
+	}
+}

@@ -199,6 +199,16 @@ func (r *Registry) FindByID(id string) *Entry {
 	return nil
 }
 
+// Range calls fn for every entry in no particular order: for scans that
+// do not need Each's order, which costs a sort of every application.
+func (r *Registry) Range(fn func(*Entry)) {
+	for _, a := range r.apps {
+		for _, e := range a.Instances {
+			fn(e)
+		}
+	}
+}
+
 // Each calls fn for every entry, applications and ids in sorted order.
 func (r *Registry) Each(fn func(*Entry)) {
 	for _, name := range r.AppNames() {

@@ -43,7 +43,9 @@ func (r *Registry) export(lastIndex uint64) *State {
 	for name, a := range r.apps {
 		st.AppVersions[name] = a.Version
 	}
-	r.Each(func(e *Entry) { st.Entries = append(st.Entries, e) })
+	// Unsorted: export runs under the FSM's lock, where a sort of the
+	// whole registry would hold up applies; Encode and Export sort.
+	r.Range(func(e *Entry) { st.Entries = append(st.Entries, e) })
 	for _, d := range r.delta {
 		st.Delta = append(st.Delta, *d)
 	}
@@ -74,8 +76,22 @@ func importState(st *State, retentionMs int64) *Registry {
 	return r
 }
 
-// Encode writes the state in snapshot format.
+// sortEntries puts the entries in application and id order, so that the
+// same state always encodes to the same bytes.
+func (st *State) sortEntries() {
+	sort.Slice(st.Entries, func(i, j int) bool {
+		a, b := st.Entries[i], st.Entries[j]
+		if a.App != b.App {
+			return a.App < b.App
+		}
+		return a.ID < b.ID
+	})
+}
+
+// Encode writes the state in snapshot format, its entries in application
+// and id order (it sorts st.Entries).
 func (st *State) Encode(w io.Writer) error {
+	st.sortEntries()
 	if _, err := w.Write(snapshotMagic); err != nil {
 		return err
 	}
@@ -131,9 +147,12 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 // Release implements raft.FSMSnapshot.
 func (s *snapshot) Release() {}
 
-// Export returns the FSM's current state (for tests and tools).
+// Export returns the FSM's current state (for tests and tools), its
+// entries in application and id order.
 func (f *FSM) Export() *State {
 	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.reg.export(f.lastIndex)
+	st := f.reg.export(f.lastIndex)
+	f.mu.RUnlock()
+	st.sortEntries()
+	return st
 }

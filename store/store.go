@@ -84,8 +84,14 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 	s.bolt, err = raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(cfg.Dir, LogFile),
 		// Our own lock already excludes other processes; the timeout only
-		// guards against a stuck bolt lock.
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
+		// guards against a stuck bolt lock. The log is appended to and
+		// cut at the front after every snapshot, which leaves many free
+		// pages: bolt's default freelist (a sorted array, written out
+		// whole at every commit and merged on every free) then costs each
+		// write more the longer the node has run. The hash-map freelist
+		// is not written at all (bolt rebuilds it by scanning the file
+		// when it opens, quick for a log of this size).
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
 	})
 	if err != nil {
 		s.unlock()

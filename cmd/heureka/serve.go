@@ -111,7 +111,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&def.ElectionTimeout, "raft-election-timeout", def.ElectionTimeout, "Raft election timeout")
 	fs.DurationVar(&def.LeaderLeaseTimeout, "raft-leader-lease-timeout", def.LeaderLeaseTimeout, "Raft leader lease timeout")
 	fs.DurationVar(&def.CommitTimeout, "raft-commit-timeout", def.CommitTimeout, "longest a quiet leader waits before telling followers the commit index")
-	fs.Uint64Var(&def.SnapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "log entries between snapshots")
+	fs.Uint64Var(&def.SnapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "log entries between snapshots (a registry of more than four times as many instances: a quarter of its instance count)")
 	fs.DurationVar(&def.SnapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often to check whether to snapshot")
 	fs.Uint64Var(&def.TrailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
 	fs.StringVar(&c.authFile, "auth-file", "", "file of user:role:bcrypt-hash lines; turns on HTTP basic auth (roles read, write, admin)")
