@@ -167,14 +167,18 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.wg.Add(6)
-	go n.leaderLoop()
-	go func() { defer n.wg.Done(); n.nudger.run(n.raft, n.stopCh) }()
-	go n.watchReady()
-	go n.registerSelf()
-	go func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) }()
-	go func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) }()
-	go func() { defer n.wg.Done(); n.followSnapshotThreshold(n.stopCh) }()
+	// Each goroutine below calls n.wg.Done when it ends.
+	background := []func(){
+		n.leaderLoop, n.watchReady, n.registerSelf,
+		func() { defer n.wg.Done(); n.nudger.run(n.raft, n.stopCh) },
+		func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) },
+		func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) },
+		func() { defer n.wg.Done(); n.followSnapshotThreshold(n.stopCh) },
+	}
+	n.wg.Add(len(background))
+	for _, run := range background {
+		go run()
+	}
 	started = true
 	return n, nil
 }
