@@ -27,9 +27,10 @@ type views struct {
 	mu    sync.Mutex
 	frags map[fragKey]fragment
 	// deltaInst keeps, per format, the encoded instances of the last delta
-	// build: entries are immutable, so an instance still in the delta is
-	// not encoded again, and its bytes (one segment each) keep their
-	// compressed piece in the cache's gzip (v.mu).
+	// build for applications the delta holds only part of: entries are
+	// immutable, so an instance still in the delta is not encoded again,
+	// and its bytes (one segment each) keep their compressed piece in the
+	// cache's gzip (v.mu).
 	deltaInst map[eureka.Format]map[*fsm.Entry][]byte
 	// scratch is the encoding buffer reused for stored fragments (v.mu).
 	scratch []byte
@@ -165,8 +166,15 @@ func (v *views) apps(f eureka.Format) ([][]byte, uint64, error) {
 
 // delta is GET /apps/delta: the recently changed instances grouped per application in
 // order of first appearance, with the hash of the full registry taken from
-// the same view (docs/eureka-api.md, "Hash code").
+// the same view (docs/eureka-api.md, "Hash code"). An application whose
+// every current instance is in the delta (after a registration burst, the
+// whole registry) is the same bytes as its stored fragment, instances in
+// id order, so the delta shares that fragment (and its compressed piece)
+// instead of encoding a copy. The fragment lock is held for the whole
+// build, as in apps.
 func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	var parts []part
 	var hash string
 	var version uint64
@@ -182,16 +190,23 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 			}
 			parts[i].entries = append(parts[i].entries, d.Entry)
 		}
+		for i, p := range parts {
+			if isWholeApp(p.entries, r.AppEntries(p.name)) {
+				parts[i] = v.wholeApp(r, f, p.name)
+			}
+		}
 		hash, version = r.HashCode(), r.Version()
 	})
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	prefix, sep, suffix := eureka.ApplicationsParts(f, strconv.FormatUint(version, 10), hash)
 	old, next := v.deltaInst[f], map[*fsm.Entry][]byte{}
 	segs := [][]byte{prefix}
 	for i, p := range parts {
 		if i > 0 && len(sep) > 0 {
 			segs = append(segs, sep)
+		}
+		if p.whole {
+			segs = append(segs, v.fragmentLocked(f, p))
+			continue
 		}
 		appPrefix, instSep, appSuffix := eureka.ApplicationParts(f, p.name)
 		segs = append(segs, appPrefix)
@@ -212,6 +227,22 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 	}
 	v.deltaInst[f] = next
 	return append(segs, suffix), version, nil
+}
+
+// isWholeApp reports whether the delta's entries of an application are
+// exactly its current entries all (which are sorted by id), each once.
+func isWholeApp(delta, all []*fsm.Entry) bool {
+	if len(delta) != len(all) || len(all) == 0 {
+		return false
+	}
+	sorted := slices.Clone(delta)
+	slices.SortFunc(sorted, func(a, b *fsm.Entry) int { return strings.Compare(a.ID, b.ID) })
+	for i := range sorted {
+		if sorted[i] != all[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // app is GET /apps/{app}, sharing the fragment the full registry uses.
