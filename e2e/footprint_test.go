@@ -187,7 +187,8 @@ func BenchmarkFootprint(b *testing.B) {
 		if nd == leader {
 			role = "leader"
 		}
-		mem = append(mem, fmt.Sprintf("| %s (%s) | %.0f MiB | %.0f MiB | %.0f MiB |", nd.ID, role, rss,
+		anon, file := procStatusMiB(nd.PID(), "RssAnon:"), procStatusMiB(nd.PID(), "RssFile:")
+		mem = append(mem, fmt.Sprintf("| %s (%s) | %.0f MiB | %.0f / %.0f MiB | %.0f MiB | %.0f MiB |", nd.ID, role, rss, anon, file,
 			float64(st.Memory.HeapInuseBytes)/(1<<20), float64(st.Memory.HeapAllocBytes)/(1<<20)))
 		b.ReportMetric(rss, nd.ID+"-rss-MiB")
 		if pprofDir != "" {
@@ -225,7 +226,7 @@ func BenchmarkFootprint(b *testing.B) {
 	if clientsOnly {
 		variantNames = "JSON gzip"
 	}
-	b.Logf("\n%d instances, %s, load average %s, warm: %s\n\n| node | RSS | Go heap in use | heap live (alloc) |\n|---|---|---|---|\n%s\n\n"+
+	b.Logf("\n%d instances, %s, load average %s, warm: %s\n\n| node | RSS | anon / file-backed | Go heap in use | heap live (alloc) |\n|---|---|---|---|---|\n%s\n\n"+
 		"full registry (GET /eureka/apps JSON): %.1f MiB plain, %.1f MiB gzip\n"+
 		"CPU per registration %.0f µs, per renewal %.0f µs (3 nodes, %d each); %.0f registrations/s, %.0f renewals/s\n"+
 		"restarted follower serves the whole registry after %s; a joining node after %s\n\n"+
@@ -243,4 +244,23 @@ func loadAvg() string {
 		return "?"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// procStatusMiB is a kB field of /proc/pid/status (e.g. "RssAnon:", the
+// process's own memory, or "RssFile:", mapped file pages such as bolt's
+// log and the binary's text) in MiB, or -1.
+func procStatusMiB(pid int, field string) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb); err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return -1
 }
