@@ -27,10 +27,10 @@ type views struct {
 	mu    sync.Mutex
 	frags map[fragKey]fragment
 	// deltaInst keeps, per format, the encoded instances of the last delta
-	// build for applications the delta holds only part of: entries are
-	// immutable, so an instance still in the delta is not encoded again,
-	// and its bytes (one segment each) keep their compressed piece in the
-	// cache's gzip (v.mu).
+	// build that no current fragment holds (deleted or since replaced):
+	// entries are immutable, so an instance still in the delta is not
+	// encoded again, and its bytes (one segment each) keep their
+	// compressed piece in the cache's gzip (v.mu).
 	deltaInst map[eureka.Format]map[*fsm.Entry][]byte
 	// scratch is the encoding buffer reused for stored fragments (v.mu).
 	scratch []byte
@@ -44,6 +44,26 @@ type fragKey struct {
 type fragment struct {
 	version uint64
 	body    []byte
+	// entries are the application's instances in the fragment (in id
+	// order) and ends the offset in body where each one's encoding ends:
+	// the delta takes an instance's bytes from here instead of encoding a
+	// copy (instanceBytes).
+	entries []*fsm.Entry
+	ends    []uint32
+}
+
+// instanceBytes returns the encoding of e inside the fragment, if the
+// fragment holds that very entry.
+func (fr fragment) instanceBytes(e *fsm.Entry, prefixLen, sepLen int) ([]byte, bool) {
+	i, ok := slices.BinarySearchFunc(fr.entries, e.ID, func(x *fsm.Entry, id string) int { return strings.Compare(x.ID, id) })
+	if !ok || fr.entries[i] != e {
+		return nil, false
+	}
+	start := prefixLen
+	if i > 0 {
+		start = int(fr.ends[i-1]) + sepLen
+	}
+	return fr.body[start:fr.ends[i]:fr.ends[i]], true
 }
 
 func newViews(read func(func(*fsm.Registry)), cfg Config) *views {
@@ -111,11 +131,22 @@ func (v *views) fragmentLocked(f eureka.Format, p part) []byte {
 	if fr, ok := v.frags[k]; ok && fr.version == p.version {
 		return fr.body
 	}
+	// Encoded as AppendApplication does, noting where each instance ends.
+	prefix, sep, suffix := eureka.ApplicationParts(f, p.name)
+	b := append(v.scratch[:0], prefix...)
+	ends := make([]uint32, len(p.entries))
+	for i, e := range p.entries {
+		if i > 0 {
+			b = append(b, sep...)
+		}
+		b = eureka.AppendInstance(b, f, e)
+		ends[i] = uint32(len(b))
+	}
+	v.scratch = append(b, suffix...)
 	// Stored fragments live until their application changes: keep them
 	// at their exact size rather than with append's spare capacity.
-	v.scratch = eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries)
 	body := bytes.Clone(v.scratch)
-	v.frags[k] = fragment{version: p.version, body: body}
+	v.frags[k] = fragment{version: p.version, body: body, entries: p.entries, ends: ends}
 	return body
 }
 
@@ -178,6 +209,10 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 	var parts []part
 	var hash string
 	var version uint64
+	// current holds the whole form of the applications the delta holds
+	// only in part: their fragments supply the bytes of the instances
+	// that are still current.
+	current := map[string]part{}
 	v.read(func(r *fsm.Registry) {
 		since := v.cfg.Now().Add(-r.DeltaRetention()).UnixMilli()
 		index := map[string]int{}
@@ -191,8 +226,12 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 			parts[i].entries = append(parts[i].entries, d.Entry)
 		}
 		for i, p := range parts {
-			if isWholeApp(p.entries, r.AppEntries(p.name)) {
+			all := r.AppEntries(p.name)
+			switch {
+			case isWholeApp(p.entries, all):
 				parts[i] = v.wholeApp(r, f, p.name)
+			case len(all) > 0:
+				current[p.name] = v.wholeApp(r, f, p.name)
 			}
 		}
 		hash, version = r.HashCode(), r.Version()
@@ -209,17 +248,26 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 			continue
 		}
 		appPrefix, instSep, appSuffix := eureka.ApplicationParts(f, p.name)
+		var fr fragment
+		if wp, ok := current[p.name]; ok {
+			v.fragmentLocked(f, wp)
+			fr = v.frags[fragKey{p.name, f}]
+		}
 		segs = append(segs, appPrefix)
 		for j, e := range p.entries {
 			if j > 0 && len(instSep) > 0 {
 				segs = append(segs, instSep)
 			}
-			b, ok := next[e]
+			b, ok := fr.instanceBytes(e, len(appPrefix), len(instSep))
 			if !ok {
-				if b, ok = old[e]; !ok {
-					b = eureka.AppendInstance(nil, f, e)
+				// Not in the current fragment (deleted, or replaced since):
+				// encoded for the delta, once while it stays in it.
+				if b, ok = next[e]; !ok {
+					if b, ok = old[e]; !ok {
+						b = eureka.AppendInstance(nil, f, e)
+					}
+					next[e] = b
 				}
-				next[e] = b
 			}
 			segs = append(segs, b)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/fsm"
@@ -24,9 +25,18 @@ func holds(segs [][]byte, frag []byte) bool {
 	return false
 }
 
+// within reports whether s lies inside frag's bytes.
+func within(s, frag []byte) bool {
+	return len(s) > 0 && len(frag) > 0 &&
+		uintptr(unsafe.Pointer(&s[0])) >= uintptr(unsafe.Pointer(&frag[0])) &&
+		uintptr(unsafe.Pointer(&s[len(s)-1])) <= uintptr(unsafe.Pointer(&frag[len(frag)-1]))
+}
+
 // After a registration burst the delta holds every instance: it shares the
-// full registry's fragments instead of encoding a second copy, except for
-// an application with a deleted instance, which it encodes on its own.
+// full registry's fragments instead of encoding a second copy; of an
+// application it holds in part (one instance deleted) it takes the current
+// instances' bytes from the application's fragment and encodes only the
+// deleted one.
 func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 	f, idx := benchRegistry(t, 140, 7)
 	applyCmd(t, f, idx, fsm.CmdCancel, &fsm.KeyBody{App: "APP-004", ID: "10.0.0.4:app-004:8080"})
@@ -52,8 +62,26 @@ func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 		if holds(delta, own) || !strings.Contains(string(cache.NewValue(delta, 0).Bytes()), "DELETED") {
 			t.Fatalf("%s: APP-004, with a deleted instance, must be encoded with it", format)
 		}
-		if kept != 20 { // APP-004's instances, the deleted one included
-			t.Fatalf("%s: the delta keeps %d instance encodings of its own, want APP-004's 20", format, kept)
+		var want []byte
+		f.Read(func(r *fsm.Registry) {
+			want = eureka.AppendApplication(nil, format, "APP-001", r.AppEntries("APP-001"))
+		})
+		if !bytes.Equal(shared, want) {
+			t.Fatalf("%s: the stored fragment differs from AppendApplication's encoding", format)
+		}
+		// APP-004's other 19 instances are slices of its current fragment;
+		// only the deleted one is encoded for the delta.
+		if kept != 1 {
+			t.Fatalf("%s: the delta keeps %d instance encodings of its own, want 1 (the deleted instance)", format, kept)
+		}
+		inFrag := 0
+		for _, s := range delta {
+			if len(s) > 0 && len(own) > 0 && &s[0] != &own[0] && within(s, own) {
+				inFrag++
+			}
+		}
+		if inFrag != 19 {
+			t.Fatalf("%s: %d of APP-004's instances are slices of its fragment, want 19", format, inFrag)
 		}
 	}
 }
