@@ -12,13 +12,7 @@ import (
 // registry and one application of 10,000 instances in 500 applications:
 // the response cache's serving cost, socket writes included.
 func BenchmarkServeCachedGzip(b *testing.B) {
-	f, _ := benchRegistry(b, 10000, 500)
-	s, err := New(DefaultConfig(), &fakeCluster{fsm: f}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	ts := httptest.NewServer(s.Handler())
+	ts := httptest.NewServer(benchServer(b, 10000, 500).Handler())
 	defer ts.Close()
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}}
 	for _, path := range []string{"/eureka/apps", "/eureka/apps/APP-042"} {
@@ -47,4 +41,16 @@ func BenchmarkServeCachedGzip(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchServer is a server over a registry of n instances in apps
+// applications, closed when the benchmark ends.
+func benchServer(b *testing.B, n, apps int) *Server {
+	f, _ := benchRegistry(b, n, apps)
+	s, err := New(DefaultConfig(), &fakeCluster{fsm: f}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	return s
 }
