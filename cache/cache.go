@@ -154,6 +154,13 @@ func (v *Value) WriteGzipTo(w io.Writer) (int64, error) {
 	return writeParts(w, v.served().parts)
 }
 
+// AppendGzipParts appends the slices that make up the gzip-compressed
+// body, in order, to dst (for a vectored write; they must not be
+// modified).
+func (v *Value) AppendGzipParts(dst [][]byte) [][]byte {
+	return append(dst, v.served().parts...)
+}
+
 // Gzip returns the gzip-compressed body as one new slice (tests, and
 // callers that need one; servers write it with WriteGzipTo).
 func (v *Value) Gzip() []byte {

@@ -500,6 +500,9 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	gz := strings.Contains(c.GetHeader("Accept-Encoding"), "gzip")
 	docHeaders(c.Writer.Header(), v, f, gz)
 	c.Status(http.StatusOK)
+	if gz && writeVectored(c.Writer, v) {
+		return
+	}
 	writeDoc(c.Writer, v, gz)
 }
 

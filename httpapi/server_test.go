@@ -114,7 +114,10 @@ func newTestServerWith(t *testing.T, adjust func(*Config)) (*httptest.Server, *f
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
+	// As cmd/heureka serves: gzip documents go out with writev.
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Listener = Listener(ts.Listener)
+	ts.Start()
 	t.Cleanup(ts.Close)
 	t.Cleanup(s.Close)
 	return ts, fc

@@ -349,6 +349,7 @@ func serve(args []string) int {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
+	ln = httpapi.Listener(ln) // gzip documents go out with writev
 	if c.tls != nil {
 		srv.TLSConfig = c.tls.server
 		ln = tls.NewListener(ln, c.tls.server)
