@@ -12,7 +12,9 @@ import (
 // registry and one application of 10,000 instances in 500 applications:
 // the response cache's serving cost, socket writes included.
 func BenchmarkServeCachedGzip(b *testing.B) {
-	ts := httptest.NewServer(benchServer(b, 10000, 500).Handler())
+	ts := httptest.NewUnstartedServer(benchServer(b, 10000, 500).Handler())
+	ts.Listener = Listener(ts.Listener) // as cmd/heureka serves
+	ts.Start()
 	defer ts.Close()
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}}
 	for _, path := range []string{"/eureka/apps", "/eureka/apps/APP-042"} {
