@@ -104,7 +104,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log as JSON lines")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiler under /debug/pprof")
-	fs.StringVar(&c.memoryLimit, "memory-limit", memlimit.Auto, "the Go runtime's soft memory limit: auto (the live heap + 1/8 + 24 MiB, followed as the registry grows, at most 90% of the cgroup memory limit; GOMEMLIMIT, if set, wins), off (Go's defaults), or a size such as 512MiB")
+	fs.StringVar(&c.memoryLimit, "memory-limit", memlimit.Auto, "the Go runtime's soft memory limit: auto (the live heap + 1/8 + the runtime's own memory + 24 MiB, followed as the registry grows, at most 90% of the cgroup memory limit; GOMEMLIMIT, if set, wins), off (Go's defaults), or a size such as 512MiB")
 	fs.DurationVar(&c.cacheUpdateInterval, "response-cache-update-interval", 30*time.Second, "full readOnly cache refresh interval: the upper bound on how stale a cached read can be (changes are pushed within --response-cache-push-window)")
 	fs.DurationVar(&c.cachePushWindow, "response-cache-push-window", 2*time.Millisecond, "after a change, how long to gather further changes before the readOnly documents they touch are rebuilt; 0 = refresh only every --response-cache-update-interval, as eureka-server does")
 	fs.DurationVar(&c.cacheAutoExpiration, "response-cache-auto-expiration", 180*time.Second, "readWrite cache expiry")
