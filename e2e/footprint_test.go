@@ -163,8 +163,11 @@ func BenchmarkFootprint(b *testing.B) {
 		limitURL := startLimitServer(b, body, "application/json")
 		lc := bench.LoadConfig{Concurrency: tg.conc, Duration: 2 * time.Second}
 		var hs, ls []bench.Result
+		gcs := uint32(0) // the follower's collections while it serves
 		for range 2 {
+			gc0 := follower.Status(b).Memory.NumGC
 			hs = append(hs, bench.Run(ctx, client, lc, bench.Request{URL: follower.URL(tg.path), Header: hdr}))
+			gcs += follower.Status(b).Memory.NumGC - gc0
 			ls = append(ls, bench.Run(ctx, client, lc, bench.Request{URL: limitURL + tg.path, Header: hdr}))
 		}
 		var hr, lr float64
@@ -174,8 +177,8 @@ func BenchmarkFootprint(b *testing.B) {
 			}
 			hr, lr = hr+hs[i].PerSec/2, lr+ls[i].PerSec/2
 		}
-		rows = append(rows, fmt.Sprintf("| GET %s gzip (%d clients, %d KB) | %.0f | %s | %.0f | %s | %.2f |", tg.path, tg.conc, len(body)/1024,
-			hr, hs[1].P99.Round(10*time.Microsecond), lr, ls[1].P99.Round(10*time.Microsecond), hr/lr))
+		rows = append(rows, fmt.Sprintf("| GET %s gzip (%d clients, %d KB) | %.0f | %s | %d | %.0f | %s | %.2f |", tg.path, tg.conc, len(body)/1024,
+			hr, hs[1].P99.Round(10*time.Microsecond), gcs, lr, ls[1].P99.Round(10*time.Microsecond), hr/lr))
 	}
 
 	time.Sleep(5 * time.Second) // let the runtime collect the warm-up's garbage
@@ -230,7 +233,7 @@ func BenchmarkFootprint(b *testing.B) {
 		"full registry (GET /eureka/apps JSON): %.1f MiB plain, %.1f MiB gzip\n"+
 		"CPU per registration %.0f µs, per renewal %.0f µs (3 nodes, %d each); %.0f registrations/s, %.0f renewals/s\n"+
 		"restarted follower serves the whole registry after %s; a joining node after %s\n\n"+
-		"| read (follower) | heureka req/s | p99 | limit req/s | p99 | ratio |\n|---|---|---|---|---|---|\n%s",
+		"| read (follower) | heureka req/s | p99 | GCs (4 s) | limit req/s | p99 | ratio |\n|---|---|---|---|---|---|---|\n%s",
 		n, time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAvg(), variantNames, strings.Join(mem, "\n"),
 		float64(sizes[variant{"application/json", ""}])/(1<<20), float64(sizes[variant{"application/json", "gzip"}])/(1<<20),
 		regCPU/float64(n)*1e6, renCPU/float64(max(ren.Requests, 1))*1e6, n, float64(n)/regTook.Seconds(), ren.PerSec,
