@@ -62,10 +62,20 @@ func (b *vecBody) Read(p []byte) (int, error) { return b.bufs.Read(p) }
 
 var vecBodies = sync.Pool{New: func() any { return new(vecBody) }}
 
-// writeVectored writes v's gzip form through w's ReadFrom when the writer
-// under gin's supports it (net/http's own; the caller has set the
-// Content-Length), and reports whether it did.
+// vectorMin is the gzip size from which a document is written with
+// writev. A smaller one (an application's document: a few KiB) is
+// gathered in a buffer and written once, as before: copying a few KiB
+// costs less than net/http's ReadFrom path (it writes the header and the
+// first 512 bytes in a write of their own).
+const vectorMin = 64 << 10
+
+// writeVectored writes v's gzip form through w's ReadFrom when it is large
+// and the writer under gin's supports it (net/http's own; the caller has
+// set the Content-Length), and reports whether it did.
 func writeVectored(w gin.ResponseWriter, v *cache.Value) bool {
+	if v.GzipLen() < vectorMin {
+		return false
+	}
 	if _, rewritten := w.(*v1Writer); rewritten {
 		return false
 	}
