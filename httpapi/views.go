@@ -46,24 +46,27 @@ type fragment struct {
 	body    []byte
 	// entries are the application's instances in the fragment (in id
 	// order) and ends the offset in body where each one's encoding ends:
-	// the delta takes an instance's bytes from here instead of encoding a
-	// copy (instanceBytes).
+	// the delta takes instances' bytes from here instead of encoding a
+	// copy (currentRuns).
 	entries []*fsm.Entry
 	ends    []uint32
 }
 
-// instanceBytes returns the encoding of e inside the fragment, if the
-// fragment holds that very entry.
-func (fr fragment) instanceBytes(e *fsm.Entry, prefixLen, sepLen int) ([]byte, bool) {
+// index returns e's position in the fragment, if the fragment holds that
+// very entry.
+func (fr fragment) index(e *fsm.Entry) (int, bool) {
 	i, ok := slices.BinarySearchFunc(fr.entries, e.ID, func(x *fsm.Entry, id string) int { return strings.Compare(x.ID, id) })
-	if !ok || fr.entries[i] != e {
-		return nil, false
-	}
+	return i, ok && fr.entries[i] == e
+}
+
+// span returns the encoding of the fragment's instances i to j, the
+// separators between them included.
+func (fr fragment) span(i, j, prefixLen, sepLen int) []byte {
 	start := prefixLen
 	if i > 0 {
 		start = int(fr.ends[i-1]) + sepLen
 	}
-	return fr.body[start:fr.ends[i]:fr.ends[i]], true
+	return fr.body[start:fr.ends[j]:fr.ends[j]]
 }
 
 func newViews(read func(func(*fsm.Registry)), cfg Config) *views {
@@ -253,20 +256,22 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 			v.fragmentLocked(f, wp)
 			fr = v.frags[fragKey{p.name, f}]
 		}
+		items := fr.currentRuns(p.entries, len(appPrefix), len(instSep))
 		segs = append(segs, appPrefix)
-		for j, e := range p.entries {
+		for j, it := range items {
 			if j > 0 && len(instSep) > 0 {
 				segs = append(segs, instSep)
 			}
-			b, ok := fr.instanceBytes(e, len(appPrefix), len(instSep))
-			if !ok {
+			b := it.bytes
+			if b == nil {
 				// Not in the current fragment (deleted, or replaced since):
 				// encoded for the delta, once while it stays in it.
-				if b, ok = next[e]; !ok {
-					if b, ok = old[e]; !ok {
-						b = eureka.AppendInstance(nil, f, e)
+				var ok bool
+				if b, ok = next[it.entry]; !ok {
+					if b, ok = old[it.entry]; !ok {
+						b = eureka.AppendInstance(nil, f, it.entry)
 					}
-					next[e] = b
+					next[it.entry] = b
 				}
 			}
 			segs = append(segs, b)
@@ -275,6 +280,57 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 	}
 	v.deltaInst[f] = next
 	return append(segs, suffix), version, nil
+}
+
+// deltaItem is what the delta lists of an application it holds in part:
+// bytes of the current fragment (one instance, or a run of them), or an
+// entry the fragment does not hold.
+type deltaItem struct {
+	bytes []byte
+	entry *fsm.Entry
+}
+
+// currentRuns lists the delta's entries of one application as items: the
+// ones the fragment holds as slices of it. When each instance appears
+// once, their order does not matter to a client, so they are put in the
+// fragment's order and neighbours merged into one slice (one segment, and
+// one compressed piece, per run instead of per instance); when an
+// instance appears twice (changed, or cancelled and registered again),
+// clients apply the items in turn, so the delta's order is kept.
+func (fr fragment) currentRuns(entries []*fsm.Entry, prefixLen, sepLen int) []deltaItem {
+	items := make([]deltaItem, 0, len(entries))
+	seen := make(map[string]struct{}, len(entries))
+	for _, e := range entries {
+		seen[e.ID] = struct{}{}
+	}
+	if len(seen) < len(entries) || fr.body == nil {
+		for _, e := range entries {
+			if i, ok := fr.index(e); ok {
+				items = append(items, deltaItem{bytes: fr.span(i, i, prefixLen, sepLen)})
+			} else {
+				items = append(items, deltaItem{entry: e})
+			}
+		}
+		return items
+	}
+	var idx []int
+	for _, e := range entries {
+		if i, ok := fr.index(e); ok {
+			idx = append(idx, i)
+		} else {
+			items = append(items, deltaItem{entry: e})
+		}
+	}
+	slices.Sort(idx)
+	for k := 0; k < len(idx); {
+		j := k
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		items = append(items, deltaItem{bytes: fr.span(idx[k], idx[j], prefixLen, sepLen)})
+		k = j + 1
+	}
+	return items
 }
 
 // isWholeApp reports whether the delta's entries of an application are

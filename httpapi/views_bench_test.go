@@ -229,7 +229,8 @@ func TestViews_DeltaFromKeptInstancesMatchesAFreshEncoding(t *testing.T) {
 		// From scratch: one fragment per application, in order of first
 		// appearance, as the delta lists them; an application the delta
 		// holds whole has its instances in id order, as the fragment the
-		// delta shares then.
+		// delta shares then, and one whose instances each appear once has
+		// the current ones in id order too.
 		var order []string
 		byApp := map[string][]*fsm.Entry{}
 		var hash string
@@ -247,10 +248,22 @@ func TestViews_DeltaFromKeptInstancesMatchesAFreshEncoding(t *testing.T) {
 					byApp[a] = all
 					continue
 				}
+				ids := map[string]bool{}
+				var cur, rest []*fsm.Entry
 				for _, e := range es {
-					if !slices.Contains(all, e) {
+					ids[e.ID] = true
+					if slices.Contains(all, e) {
+						cur = append(cur, e)
+					} else {
+						rest = append(rest, e)
 						parted++ // not in the current fragment: encoded for the delta
 					}
+				}
+				if len(ids) == len(es) {
+					// Each instance once: the ones gone first, then the
+					// current ones in id order (runs of the fragment).
+					slices.SortFunc(cur, func(a, b *fsm.Entry) int { return strings.Compare(a.ID, b.ID) })
+					byApp[a] = append(rest, cur...)
 				}
 			}
 			hash = r.HashCode()
