@@ -15,8 +15,6 @@
 package cache
 
 import (
-	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -79,12 +77,14 @@ type Value struct {
 	// BuiltAt is when the build finished.
 	BuiltAt time.Time
 
+	// The gzip form, assembled on first use from the segments' shared
+	// compressed pieces (gzip.go).
 	gzipOnce sync.Once
-	gzipped  []byte
+	gz       *gzDoc
 	gzDone   atomic.Bool
 	gzServed atomic.Bool // a reader asked for the gzip form
 	onGzip   func(*Value, int)
-	slot     *gzSlot
+	pieces   *pieceStore
 
 	// held and gzCounted are the cache's byte accounting (Cache.mu): held
 	// while readWrite holds the value, gzCounted once its gzip copy is
@@ -123,15 +123,7 @@ func NewValue(segments [][]byte, version uint64) *Value {
 
 // WriteTo writes the uncompressed body.
 func (v *Value) WriteTo(w io.Writer) (int64, error) {
-	var n int64
-	for _, s := range v.Segments {
-		m, err := w.Write(s)
-		n += int64(m)
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return writeParts(w, v.Segments)
 }
 
 // Bytes returns the uncompressed body as one slice (a copy when the value
@@ -147,36 +139,55 @@ func (v *Value) Bytes() []byte {
 	return out
 }
 
-// Gzip returns the gzip-compressed body, compressing it on first use only.
-// It is what readers call: the cache keeps making the gzip form of a
-// document's next builds ahead of time only while readers use it.
+// GzipLen returns the length of the gzip-compressed body, compressing it
+// on first use only. It and WriteGzipTo are what readers call: the cache
+// keeps making the gzip form of a document's next builds ahead of time
+// only while readers use it.
+func (v *Value) GzipLen() int {
+	return v.served().n
+}
+
+// WriteGzipTo writes the gzip-compressed body, piece by piece: the
+// compressed bytes of the fragments are shared with other documents, and
+// no finished copy of the whole is kept.
+func (v *Value) WriteGzipTo(w io.Writer) (int64, error) {
+	return writeParts(w, v.served().parts)
+}
+
+// AppendGzipParts appends the slices that make up the gzip-compressed
+// body, in order, to dst (for a vectored write; they must not be
+// modified).
+func (v *Value) AppendGzipParts(dst [][]byte) [][]byte {
+	return append(dst, v.served().parts...)
+}
+
+// Gzip returns the gzip-compressed body as one new slice (tests, and
+// callers that need one; servers write it with WriteGzipTo).
 func (v *Value) Gzip() []byte {
+	d := v.served()
+	out := make([]byte, 0, d.n)
+	for _, p := range d.parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func (v *Value) served() *gzDoc {
 	if !v.gzServed.Load() { // read-mostly: no store on every call
 		v.gzServed.Store(true)
 	}
 	return v.gzip()
 }
 
-func (v *Value) gzip() []byte {
+func (v *Value) gzip() *gzDoc {
 	v.gzipOnce.Do(func() {
-		if v.slot != nil {
-			// Cached documents reuse the compressed segments of the
-			// key's previous build (gzip.go).
-			v.gzipped = gzipSegments(v.Segments, v.slot)
-		} else {
-			var buf bytes.Buffer
-			buf.Grow(v.Len/4 + 64)
-			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-			_, _ = v.WriteTo(zw)
-			_ = zw.Close()
-			v.gzipped = bytes.Clone(buf.Bytes()) // exact size: it lives as long as the value
-		}
+		v.gz = gzipSegments(v.Segments, v.pieces)
 		v.gzDone.Store(true)
 		if v.onGzip != nil {
-			v.onGzip(v, len(v.gzipped))
+			v.onGzip(v, v.gz.n)
 		}
 	})
-	return v.gzipped
+	return v.gz
 }
 
 // Builder builds the document for a key from the current registry, as
@@ -241,9 +252,9 @@ type Cache struct {
 
 	mu sync.Mutex
 	rw map[Key]*entry
-	// gz keeps, per key, the compressed segments of its last gzipped
-	// build for the next one (gzip.go).
-	gz map[Key]*gzSlot
+	// pieces holds the compressed pieces of the segments that gzipped
+	// documents alive hold, for every document to share (gzip.go).
+	pieces *pieceStore
 	// instKeys indexes the instance keys per application for invalidation.
 	instKeys map[string]map[Key]struct{}
 	// dirty is set by invalidation and cleared by the refresher.
@@ -282,7 +293,7 @@ func New(cfg Config, build Builder, log hclog.Logger) (*Cache, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{}, gz: map[Key]*gzSlot{},
+	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{}, pieces: newPieceStore(),
 		instKeys: map[string]map[Key]struct{}{}, watchers: map[topic]chan struct{}{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range c.lanes {
@@ -392,15 +403,9 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 		c.stats.buildErrors.Add(1)
 	} else {
 		val = NewValue(segments, version)
-		val.onGzip = c.countGzip
+		val.onGzip, val.pieces = c.countGzip, c.pieces
 	}
 	c.mu.Lock()
-	if val != nil && key.Entity != EntityInstance { // instance documents are one small segment
-		if val.slot = c.gz[key]; val.slot == nil {
-			val.slot = &gzSlot{}
-			c.gz[key] = val.slot
-		}
-	}
 	e.val, e.err = val, err
 	current := c.rw[key] == e
 	switch {
@@ -431,16 +436,10 @@ func (c *Cache) countGzip(v *Value, n int) {
 // instances) when the cache is full, so hostile names cannot grow it
 // without bound. The registry-wide documents are never shed.
 func (c *Cache) shedLocked() {
-	for k := range c.gz {
-		if c.rw[k] == nil && (k.Entity == EntityVIP || k.Entity == EntitySVIP) {
-			delete(c.gz, k)
-		}
-	}
 	for k, e := range c.rw {
 		if k.Entity == EntityVIP || k.Entity == EntitySVIP || k.Entity == EntityInstance {
 			c.dropLocked(k, e)
 			c.ro.Delete(k)
-			delete(c.gz, k)
 			if len(c.rw) < c.cfg.MaxEntries*9/10 {
 				return
 			}

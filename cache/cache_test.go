@@ -229,8 +229,9 @@ func TestCache_ErrorsAreNotCached(t *testing.T) {
 func TestCache_GzipBuiltOnceAndValid(t *testing.T) {
 	c, _ := newTestCache(t, nil)
 	v, _ := c.Get(kApps)
-	z1, z2 := v.Gzip(), v.Gzip()
-	if &z1[0] != &z2[0] {
+	z1 := v.Gzip()
+	d := v.gz
+	if z2 := v.Gzip(); v.gz != d || !bytes.Equal(z1, z2) {
 		t.Fatal("gzip built twice")
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(z1))

@@ -5,105 +5,203 @@ import (
 	"compress/flate"
 	"encoding/binary"
 	"hash/crc32"
+	"io"
+	"runtime"
 	"sync"
+	"weak"
 )
 
-// Gzip by segment. Documents are built from segments that other documents
-// and earlier builds share (one per application); compressing the whole
-// body again after each change would cost far more than building it (the
-// full registry at 10,000 instances is 18 MB). Instead each segment is
+// Gzip from shared pieces. Documents are built from segments that other
+// documents and earlier builds share (one per application and format: the
+// full registry, the application's own document, its VIPs and, after a
+// registration burst, the delta hold the same fragment). Each segment is
 // deflated on its own and ended with a sync flush, which leaves the
 // compressed stream byte-aligned and independent of what came before, so
-// the compressed pieces of unchanged segments are reused as they are and
-// concatenated between a gzip header and trailer; the trailer's CRC-32 is
-// combined from the segments' own. The result is an ordinary one-member
-// gzip stream.
+// the compressed form of a segment (its piece) is made once and shared by
+// every gzip document holding the segment: a document's gzip form is a
+// header, its segments' pieces in turn and a trailer whose CRC-32 is
+// combined from the pieces' own, an ordinary one-member gzip stream that
+// is written piece by piece and never copied into one buffer.
+//
+// The piece store finds a segment's piece. It holds its pieces weakly: a
+// piece lives while some document holding it does (a document keeps its
+// pieces), and leaves the store when the last such document is collected,
+// so the store never holds more than the documents alive use.
 
-// gzSlot holds the compressed pieces of the last gzipped build of one key,
-// for the next build of that key to reuse.
-type gzSlot struct {
-	mu     sync.Mutex
-	pieces map[pieceID]piece
-}
+// storedMax is the size up to which a segment is written as a stored
+// (uncompressed) block of its own document instead of a shared piece:
+// separators, prefixes and suffixes are a few bytes, which a stored block
+// carries for 5 bytes more, where a compressed piece costs a flate
+// writer's flush and an entry in the store.
+const storedMax = 128
 
-// pieceID names a segment: by its backing array and length (segments are
-// never modified, and the map holding the piece keeps the array alive, so
-// the address cannot be reused), or, for small segments that builds make
-// afresh (separators, a document's prefix), by content.
-type pieceID struct {
-	p *byte
-	n int
-	s string
-}
+var (
+	// gzipHeader is a gzip member header: deflate, no name, no time,
+	// unknown OS.
+	gzipHeader = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
+	// finalBlock is an empty final stored block: it ends the deflate
+	// stream after the last segment's sync flush.
+	finalBlock = []byte{1, 0, 0, 0xff, 0xff}
+)
 
-// smallSegment is the size under which segments are named by content.
-const smallSegment = 64
-
-func idOf(seg []byte) pieceID {
-	if len(seg) < smallSegment {
-		return pieceID{s: string(seg)}
-	}
-	return pieceID{p: &seg[0], n: len(seg)}
-}
-
-// piece is one segment deflated and sync-flushed, with its CRC-32 and the
-// operator that shifts a CRC past it (for combining).
+// piece is one segment deflated and sync-flushed, with the segment's
+// CRC-32, its length and the operator that shifts a CRC past it (for
+// combining).
 type piece struct {
 	z     []byte
 	crc   uint32
 	shift uint32
+	n     int
+}
+
+// segKey names a segment by its first byte and length: segments are never
+// modified, and a weak pointer names one object for as long as it lives
+// (and never another after it is collected), so a key cannot come to name
+// other bytes.
+type segKey struct {
+	p weak.Pointer[byte]
+	n int
+}
+
+// pieceStore finds the pieces of segments that documents alive hold.
+type pieceStore struct {
+	mu sync.Mutex
+	m  map[segKey]weak.Pointer[piece]
+}
+
+func newPieceStore() *pieceStore {
+	return &pieceStore{m: map[segKey]weak.Pointer[piece]{}}
+}
+
+// len returns the number of entries (tests).
+func (s *pieceStore) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// get returns seg's piece, from the store when a document alive holds
+// one, else deflating seg and storing the result. s nil stores nothing.
+func (s *pieceStore) get(seg []byte) *piece {
+	if s == nil {
+		return deflate(seg)
+	}
+	k := segKey{weak.Make(&seg[0]), len(seg)}
+	s.mu.Lock()
+	p := s.m[k].Value()
+	s.mu.Unlock()
+	if p != nil {
+		return p
+	}
+	p = deflate(seg) // outside the lock: builds of other documents go on
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.m[k].Value(); q != nil {
+		return q // a concurrent build stored one first: share that
+	}
+	w := weak.Make(p)
+	s.m[k] = w
+	runtime.AddCleanup(p, s.forget, storeEntry{k, w})
+	return p
+}
+
+type storeEntry struct {
+	k segKey
+	w weak.Pointer[piece]
+}
+
+// forget removes a collected piece's entry, unless a newer piece of the
+// same segment took its place.
+func (s *pieceStore) forget(e storeEntry) {
+	s.mu.Lock()
+	if s.m[e.k] == e.w {
+		delete(s.m, e.k)
+	}
+	s.mu.Unlock()
 }
 
 var flaters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(nil, flate.BestSpeed)
+	w, _ := flate.NewWriter(nil, flate.BestSpeed) // BestSpeed is a valid level: no error
 	return w
 }}
 
-// gzipSegments returns the gzip stream of the concatenation of segments,
-// reusing slot's pieces where the segments are the same, and leaves in slot
-// the pieces of these segments.
-func gzipSegments(segments [][]byte, slot *gzSlot) []byte {
-	slot.mu.Lock()
-	defer slot.mu.Unlock()
-	fw := flaters.Get().(*flate.Writer)
-	defer flaters.Put(fw)
-	next := make(map[pieceID]piece, len(segments))
+// deflate makes seg's piece.
+func deflate(seg []byte) *piece {
 	var buf bytes.Buffer
-	pieces := make([]piece, 0, len(segments))
-	size, total := 0, 0
-	for _, seg := range segments {
-		if len(seg) == 0 {
-			continue
-		}
-		id := idOf(seg)
-		pc, ok := next[id]
-		if !ok {
-			pc, ok = slot.pieces[id]
-		}
-		if !ok {
-			buf.Reset()
-			fw.Reset(&buf)
-			_, _ = fw.Write(seg)
-			_ = fw.Flush()
-			pc = piece{z: bytes.Clone(buf.Bytes()), crc: crc32.ChecksumIEEE(seg), shift: crcShift(len(seg))}
-		}
-		next[id] = pc
-		pieces = append(pieces, pc)
-		size += len(pc.z)
-		total += len(seg)
-	}
-	slot.pieces = next
+	buf.Grow(len(seg)/4 + 64)
+	fw := flaters.Get().(*flate.Writer)
+	fw.Reset(&buf)
+	_, _ = fw.Write(seg) // writes to a bytes.Buffer do not fail
+	_ = fw.Flush()
+	fw.Reset(nil)
+	flaters.Put(fw)
+	// Exact size: the piece lives as long as the documents holding it.
+	return &piece{z: bytes.Clone(buf.Bytes()), crc: crc32.ChecksumIEEE(seg), shift: crcShift(len(seg)), n: len(seg)}
+}
 
-	out := make([]byte, 0, 10+size+5+8)
-	out = append(out, 0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff) // gzip header: deflate, no name, no mtime, OS unknown
-	var crc uint32
-	for _, pc := range pieces {
-		out = append(out, pc.z...)
-		crc = crcMul(pc.shift, crc) ^ pc.crc
+// gzDoc is a document's gzip form.
+type gzDoc struct {
+	// parts are written in turn: the header with the first stored blocks,
+	// the pieces and the stored blocks between them, the final block and
+	// the trailer.
+	parts [][]byte
+	// held keeps the shared pieces alive while the document is.
+	held []*piece
+	n    int
+}
+
+// gzipSegments assembles the gzip form of the concatenation of segments,
+// taking the pieces of the larger segments from store.
+func gzipSegments(segments [][]byte, store *pieceStore) *gzDoc {
+	d := &gzDoc{parts: make([][]byte, 0, len(segments)/2+3)}
+	// own gathers the bytes of this document only (header, stored blocks,
+	// trailer) between two pieces.
+	own := append(make([]byte, 0, 64), gzipHeader...)
+	var crc, total uint32 // gzip keeps the length modulo 2^32
+	for _, seg := range segments {
+		switch {
+		case len(seg) == 0:
+			continue
+		case len(seg) <= storedMax:
+			// A non-final stored block: header bits 000, padded to the byte.
+			own = append(own, 0)
+			own = binary.LittleEndian.AppendUint16(own, uint16(len(seg)))
+			own = binary.LittleEndian.AppendUint16(own, ^uint16(len(seg)))
+			own = append(own, seg...)
+			crc = crc32.Update(crc, crc32.IEEETable, seg)
+		default:
+			p := store.get(seg)
+			if len(own) > 0 {
+				d.parts = append(d.parts, own)
+				own = make([]byte, 0, 64)
+			}
+			d.parts = append(d.parts, p.z)
+			d.held = append(d.held, p)
+			crc = crcMul(p.shift, crc) ^ p.crc
+		}
+		total += uint32(len(seg))
 	}
-	out = append(out, 1, 0, 0, 0xff, 0xff) // the final block: stored, empty
-	out = binary.LittleEndian.AppendUint32(out, crc)
-	return binary.LittleEndian.AppendUint32(out, uint32(total))
+	own = append(own, finalBlock...)
+	own = binary.LittleEndian.AppendUint32(own, crc)
+	own = binary.LittleEndian.AppendUint32(own, total)
+	d.parts = append(d.parts, own)
+	for _, p := range d.parts {
+		d.n += len(p)
+	}
+	return d
+}
+
+// writeParts writes parts to w in turn.
+func writeParts(w io.Writer, parts [][]byte) (int64, error) {
+	var n int64
+	for _, p := range parts {
+		m, err := w.Write(p)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // CRC-32 (IEEE, reflected) arithmetic modulo its polynomial, for combining

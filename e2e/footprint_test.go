@@ -181,8 +181,11 @@ func BenchmarkFootprint(b *testing.B) {
 		limitURL := startLimitServer(b, body, "application/json")
 		lc := bench.LoadConfig{Concurrency: tg.conc, Duration: 2 * time.Second}
 		var hs, ls []bench.Result
+		gcs := uint32(0) // the follower's collections while it serves
 		for range 2 {
+			gc0 := follower.Status(b).Memory.NumGC
 			hs = append(hs, bench.Run(ctx, client, lc, bench.Request{URL: follower.URL(tg.path), Header: hdr}))
+			gcs += follower.Status(b).Memory.NumGC - gc0
 			ls = append(ls, bench.Run(ctx, client, lc, bench.Request{URL: limitURL + tg.path, Header: hdr}))
 		}
 		var hr, lr float64
@@ -192,8 +195,8 @@ func BenchmarkFootprint(b *testing.B) {
 			}
 			hr, lr = hr+hs[i].PerSec/2, lr+ls[i].PerSec/2
 		}
-		rows = append(rows, fmt.Sprintf("| GET %s gzip (%d clients, %d KB) | %.0f | %s | %.0f | %s | %.2f |", tg.path, tg.conc, len(body)/1024,
-			hr, hs[1].P99.Round(10*time.Microsecond), lr, ls[1].P99.Round(10*time.Microsecond), hr/lr))
+		rows = append(rows, fmt.Sprintf("| GET %s gzip (%d clients, %d KB) | %.0f | %s | %d | %.0f | %s | %.2f |", tg.path, tg.conc, len(body)/1024,
+			hr, hs[1].P99.Round(10*time.Microsecond), gcs, lr, ls[1].P99.Round(10*time.Microsecond), hr/lr))
 	}
 
 	time.Sleep(5 * time.Second) // let the runtime collect the warm-up's garbage
@@ -205,7 +208,8 @@ func BenchmarkFootprint(b *testing.B) {
 		if nd == leader {
 			role = "leader"
 		}
-		mem = append(mem, fmt.Sprintf("| %s (%s) | %.0f MiB | %.0f MiB | %.0f MiB |", nd.ID, role, rss,
+		anon, file := procStatusMiB(nd.PID(), "RssAnon:"), procStatusMiB(nd.PID(), "RssFile:")
+		mem = append(mem, fmt.Sprintf("| %s (%s) | %.0f MiB | %.0f / %.0f MiB | %.0f MiB | %.0f MiB |", nd.ID, role, rss, anon, file,
 			float64(st.Memory.HeapInuseBytes)/(1<<20), float64(st.Memory.HeapAllocBytes)/(1<<20)))
 		b.ReportMetric(rss, nd.ID+"-rss-MiB")
 		if pprofDir != "" {
@@ -250,11 +254,11 @@ func BenchmarkFootprint(b *testing.B) {
 	if clientsOnly {
 		variantNames = "JSON gzip"
 	}
-	b.Logf("\n%d instances, %s, load average %s, warm: %s\n\n| node | RSS | Go heap in use | heap live (alloc) |\n|---|---|---|---|\n%s\n\n"+
+	b.Logf("\n%d instances, %s, load average %s, warm: %s\n\n| node | RSS | anon / file-backed | Go heap in use | heap live (alloc) |\n|---|---|---|---|---|\n%s\n\n"+
 		"full registry (GET /eureka/apps JSON): %.1f MiB plain, %.1f MiB gzip\n"+
 		"CPU per registration %.0f µs, per renewal %.0f µs (3 nodes, %d each); %.0f registrations/s, %.0f renewals/s\n"+
 		"restarted follower serves the whole registry after %s; a joining node after %s\n\n"+
-		"| read (follower) | heureka req/s | p99 | limit req/s | p99 | ratio |\n|---|---|---|---|---|---|\n%s",
+		"| read (follower) | heureka req/s | p99 | GCs (4 s) | limit req/s | p99 | ratio |\n|---|---|---|---|---|---|---|\n%s",
 		n, time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAvg(), variantNames, strings.Join(mem, "\n"),
 		float64(sizes[variant{"application/json", ""}])/(1<<20), float64(sizes[variant{"application/json", "gzip"}])/(1<<20),
 		regCPU/float64(n)*1e6, renCPU/float64(max(ren.Requests, 1))*1e6, n, float64(n)/regTook.Seconds(), ren.PerSec,
@@ -309,4 +313,23 @@ func loadAvg() string {
 		return "?"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// procStatusMiB is a kB field of /proc/pid/status (e.g. "RssAnon:", the
+// process's own memory, or "RssFile:", mapped file pages such as bolt's
+// log and the binary's text) in MiB, or -1.
+func procStatusMiB(pid int, field string) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb); err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return -1
 }

@@ -441,7 +441,17 @@ func (s *Server) readGate(c *gin.Context) (readSource, error) {
 	return fromCache, nil
 }
 
-var segmentWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
+// segmentWriters gather a document's segments (or a gzip document's
+// pieces) into fewer writes; a large document (the full registry) gets a
+// larger buffer, so that it goes out in about as few socket writes as one
+// finished copy would.
+var (
+	segmentWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
+	largeWriters   = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 256<<10) }}
+)
+
+// largeDoc is the size from which a document is gathered in largeWriters.
+const largeDoc = 1 << 20
 
 // serve answers a read from the response cache, gzipped when the client
 // accepts it.
@@ -490,6 +500,9 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	gz := strings.Contains(c.GetHeader("Accept-Encoding"), "gzip")
 	docHeaders(c.Writer.Header(), v, f, gz)
 	c.Status(http.StatusOK)
+	if gz && writeVectored(c.Writer, v) {
+		return
+	}
 	writeDoc(c.Writer, v, gz)
 }
 
@@ -535,7 +548,7 @@ func docHeaders(h http.Header, v *cache.Value, f eureka.Format, gz bool) {
 		h["Content-Encoding"] = gzipValue
 		gzLen := hv.gzLength.Load()
 		if gzLen == nil {
-			l := []string{strconv.Itoa(len(v.Gzip()))}
+			l := []string{strconv.Itoa(v.GzipLen())}
 			gzLen = &l
 			hv.gzLength.Store(gzLen)
 		}
@@ -547,20 +560,26 @@ func docHeaders(h http.Header, v *cache.Value, f eureka.Format, gz bool) {
 
 // writeDoc writes a registry document's body.
 func writeDoc(w io.Writer, v *cache.Value, gz bool) {
-	if gz {
-		_, _ = w.Write(v.Gzip())
-		return
-	}
-	if len(v.Segments) == 1 {
+	if !gz && len(v.Segments) == 1 {
 		_, _ = w.Write(v.Segments[0])
 		return
 	}
-	// Many small segments would each be a write through the connection's
-	// small buffer; gather them in a larger one first.
-	bw := segmentWriters.Get().(*bufio.Writer)
+	// Many small segments (and a gzip document is always several: the
+	// header, the compressed pieces it shares with other documents, the
+	// trailer) would each be a write through the connection's small
+	// buffer; gather them in a larger one first.
+	pool := &segmentWriters
+	if v.Len >= largeDoc {
+		pool = &largeWriters
+	}
+	bw := pool.Get().(*bufio.Writer)
 	bw.Reset(w)
-	_, _ = v.WriteTo(bw)
+	if gz {
+		_, _ = v.WriteGzipTo(bw)
+	} else {
+		_, _ = v.WriteTo(bw)
+	}
 	_ = bw.Flush()
 	bw.Reset(nil)
-	segmentWriters.Put(bw)
+	pool.Put(bw)
 }

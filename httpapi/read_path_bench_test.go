@@ -25,13 +25,7 @@ func (w *discardWriter) Write(p []byte) (int, error) { w.n += len(p); return len
 // repeats most, once its document is in the readOnly cache: the
 // per-request overhead around a small cached document.
 func BenchmarkServeOneAppCached(b *testing.B) {
-	f, _ := benchRegistry(b, 1000, 50) // 20 instances per application
-	s, err := New(DefaultConfig(), &fakeCluster{fsm: f}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(s.Close)
-	h := s.Handler()
+	h := benchServer(b, 1000, 50).Handler() // 20 instances per application
 	req := httptest.NewRequest(http.MethodGet, "/eureka/apps/APP-007", nil)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Accept-Encoding", "gzip")

@@ -123,7 +123,10 @@ func startTestServer(t *testing.T, cfg Config, c Cluster, log hclog.Logger) (*ht
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
+	// As cmd/heureka serves: gzip documents go out with writev.
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Listener = Listener(ts.Listener)
+	ts.Start()
 	t.Cleanup(ts.Close)
 	t.Cleanup(s.Close)
 	return ts, s

@@ -27,8 +27,9 @@ type views struct {
 	mu    sync.Mutex
 	frags map[fragKey]fragment
 	// deltaInst keeps, per format, the encoded instances of the last delta
-	// build: entries are immutable, so an instance still in the delta is
-	// not encoded again, and its bytes (one segment each) keep their
+	// build that no current fragment holds (deleted or since replaced):
+	// entries are immutable, so an instance still in the delta is not
+	// encoded again, and its bytes (one segment each) keep their
 	// compressed piece in the cache's gzip (v.mu).
 	deltaInst map[eureka.Format]map[*fsm.Entry][]byte
 	// scratch is the encoding buffer reused for stored fragments (v.mu).
@@ -43,6 +44,29 @@ type fragKey struct {
 type fragment struct {
 	version uint64
 	body    []byte
+	// entries are the application's instances in the fragment (in id
+	// order) and ends the offset in body where each one's encoding ends:
+	// the delta takes instances' bytes from here instead of encoding a
+	// copy (currentRuns).
+	entries []*fsm.Entry
+	ends    []uint32
+}
+
+// index returns e's position in the fragment, if the fragment holds that
+// very entry.
+func (fr fragment) index(e *fsm.Entry) (int, bool) {
+	i, ok := slices.BinarySearchFunc(fr.entries, e.ID, func(x *fsm.Entry, id string) int { return strings.Compare(x.ID, id) })
+	return i, ok && fr.entries[i] == e
+}
+
+// span returns the encoding of the fragment's instances i to j, the
+// separators between them included.
+func (fr fragment) span(i, j, prefixLen, sepLen int) []byte {
+	start := prefixLen
+	if i > 0 {
+		start = int(fr.ends[i-1]) + sepLen
+	}
+	return fr.body[start:fr.ends[j]:fr.ends[j]]
 }
 
 func newViews(read func(func(*fsm.Registry)), cfg Config) *views {
@@ -110,11 +134,22 @@ func (v *views) fragmentLocked(f eureka.Format, p part) []byte {
 	if fr, ok := v.frags[k]; ok && fr.version == p.version {
 		return fr.body
 	}
+	// Encoded as AppendApplication does, noting where each instance ends.
+	prefix, sep, suffix := eureka.ApplicationParts(f, p.name)
+	b := append(v.scratch[:0], prefix...)
+	ends := make([]uint32, len(p.entries))
+	for i, e := range p.entries {
+		if i > 0 {
+			b = append(b, sep...)
+		}
+		b = eureka.AppendInstance(b, f, e)
+		ends[i] = uint32(len(b))
+	}
+	v.scratch = append(b, suffix...)
 	// Stored fragments live until their application changes: keep them
 	// at their exact size rather than with append's spare capacity.
-	v.scratch = eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries)
 	body := bytes.Clone(v.scratch)
-	v.frags[k] = fragment{version: p.version, body: body}
+	v.frags[k] = fragment{version: p.version, body: body, entries: p.entries, ends: ends}
 	return body
 }
 
@@ -165,11 +200,22 @@ func (v *views) apps(f eureka.Format) ([][]byte, uint64, error) {
 
 // delta is GET /apps/delta: the recently changed instances grouped per application in
 // order of first appearance, with the hash of the full registry taken from
-// the same view (docs/eureka-api.md, "Hash code").
+// the same view (docs/eureka-api.md, "Hash code"). An application whose
+// every current instance is in the delta (after a registration burst, the
+// whole registry) is the same bytes as its stored fragment, instances in
+// id order, so the delta shares that fragment (and its compressed piece)
+// instead of encoding a copy. The fragment lock is held for the whole
+// build, as in apps.
 func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	var parts []part
 	var hash string
 	var version uint64
+	// current holds the whole form of the applications the delta holds
+	// only in part: their fragments supply the bytes of the instances
+	// that are still current.
+	current := map[string]part{}
 	v.read(func(r *fsm.Registry) {
 		since := v.cfg.Now().Add(-r.DeltaRetention()).UnixMilli()
 		index := map[string]int{}
@@ -182,10 +228,17 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 			}
 			parts[i].entries = append(parts[i].entries, d.Entry)
 		}
+		for i, p := range parts {
+			all := r.AppEntries(p.name)
+			switch {
+			case isWholeApp(p.entries, all):
+				parts[i] = v.wholeApp(r, f, p.name)
+			case len(all) > 0:
+				current[p.name] = v.wholeApp(r, f, p.name)
+			}
+		}
 		hash, version = r.HashCode(), r.Version()
 	})
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	prefix, sep, suffix := eureka.ApplicationsParts(f, strconv.FormatUint(version, 10), hash)
 	old, next := v.deltaInst[f], map[*fsm.Entry][]byte{}
 	segs := [][]byte{prefix}
@@ -193,18 +246,33 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 		if i > 0 && len(sep) > 0 {
 			segs = append(segs, sep)
 		}
+		if p.whole {
+			segs = append(segs, v.fragmentLocked(f, p))
+			continue
+		}
 		appPrefix, instSep, appSuffix := eureka.ApplicationParts(f, p.name)
+		var fr fragment
+		if wp, ok := current[p.name]; ok {
+			v.fragmentLocked(f, wp)
+			fr = v.frags[fragKey{p.name, f}]
+		}
+		items := fr.currentRuns(p.entries, len(appPrefix), len(instSep))
 		segs = append(segs, appPrefix)
-		for j, e := range p.entries {
+		for j, it := range items {
 			if j > 0 && len(instSep) > 0 {
 				segs = append(segs, instSep)
 			}
-			b, ok := next[e]
-			if !ok {
-				if b, ok = old[e]; !ok {
-					b = eureka.AppendInstance(nil, f, e)
+			b := it.bytes
+			if b == nil {
+				// Not in the current fragment (deleted, or replaced since):
+				// encoded for the delta, once while it stays in it.
+				var ok bool
+				if b, ok = next[it.entry]; !ok {
+					if b, ok = old[it.entry]; !ok {
+						b = eureka.AppendInstance(nil, f, it.entry)
+					}
+					next[it.entry] = b
 				}
-				next[e] = b
 			}
 			segs = append(segs, b)
 		}
@@ -212,6 +280,73 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 	}
 	v.deltaInst[f] = next
 	return append(segs, suffix), version, nil
+}
+
+// deltaItem is what the delta lists of an application it holds in part:
+// bytes of the current fragment (one instance, or a run of them), or an
+// entry the fragment does not hold.
+type deltaItem struct {
+	bytes []byte
+	entry *fsm.Entry
+}
+
+// currentRuns lists the delta's entries of one application as items: the
+// ones the fragment holds as slices of it. When each instance appears
+// once, their order does not matter to a client, so they are put in the
+// fragment's order and neighbours merged into one slice (one segment, and
+// one compressed piece, per run instead of per instance); when an
+// instance appears twice (changed, or cancelled and registered again),
+// clients apply the items in turn, so the delta's order is kept.
+func (fr fragment) currentRuns(entries []*fsm.Entry, prefixLen, sepLen int) []deltaItem {
+	items := make([]deltaItem, 0, len(entries))
+	seen := make(map[string]struct{}, len(entries))
+	for _, e := range entries {
+		seen[e.ID] = struct{}{}
+	}
+	if len(seen) < len(entries) || fr.body == nil {
+		for _, e := range entries {
+			if i, ok := fr.index(e); ok {
+				items = append(items, deltaItem{bytes: fr.span(i, i, prefixLen, sepLen)})
+			} else {
+				items = append(items, deltaItem{entry: e})
+			}
+		}
+		return items
+	}
+	var idx []int
+	for _, e := range entries {
+		if i, ok := fr.index(e); ok {
+			idx = append(idx, i)
+		} else {
+			items = append(items, deltaItem{entry: e})
+		}
+	}
+	slices.Sort(idx)
+	for k := 0; k < len(idx); {
+		j := k
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		items = append(items, deltaItem{bytes: fr.span(idx[k], idx[j], prefixLen, sepLen)})
+		k = j + 1
+	}
+	return items
+}
+
+// isWholeApp reports whether the delta's entries of an application are
+// exactly its current entries all (which are sorted by id), each once.
+func isWholeApp(delta, all []*fsm.Entry) bool {
+	if len(delta) != len(all) || len(all) == 0 {
+		return false
+	}
+	sorted := slices.Clone(delta)
+	slices.SortFunc(sorted, func(a, b *fsm.Entry) int { return strings.Compare(a.ID, b.ID) })
+	for i := range sorted {
+		if sorted[i] != all[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // app is GET /apps/{app}, sharing the fragment the full registry uses.

@@ -90,19 +90,24 @@ const (
 	// all the time for nothing (a node holds a few MiB before any
 	// registration).
 	minLimit = 32 << 20
-	// margin is the room above the live heap: the limit is live + live/8
-	// + margin. Requests, builds and Raft batches allocate into it between
-	// collections; a larger registry gets proportionally more.
+	// margin is the room above the live heap and the runtime's own
+	// memory: the limit is live + live/8 + runtime + margin. Requests,
+	// builds and Raft batches allocate into it between collections; a
+	// larger registry gets proportionally more.
 	margin = 24 << 20
 	// cgroupShare is the part of a cgroup memory limit the Go runtime may
 	// use: the rest is for bolt's memory-mapped pages and the kernel.
 	cgroupShare = 0.9
 )
 
-// AutoLimit is the automatic limit for a live heap of live bytes under a
-// cgroup limit of cgroup bytes (0: none).
-func AutoLimit(live, cgroup int64) int64 {
-	l := max(live+live/8+margin, minLimit)
+// AutoLimit is the automatic limit for a live heap of live bytes and the
+// runtime's memory outside the heap (goroutine stacks, the collector's
+// metadata) of runtime bytes, under a cgroup limit of cgroup bytes (0:
+// none). The Go runtime holds its whole memory to the limit, not only the
+// heap: without the runtime's share counted, a small heap would get far
+// less room than the margin and be collected again and again.
+func AutoLimit(live, runtime, cgroup int64) int64 {
+	l := max(live+live/8+runtime+margin, minLimit)
 	if cgroup > 0 {
 		l = min(l, int64(float64(cgroup)*cgroupShare))
 	}
@@ -132,14 +137,27 @@ func CgroupLimit(root string) int64 {
 	return 0
 }
 
-// liveHeap is the heap marked live by the last collection.
-func liveHeap() int64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+// usage is the heap marked live by the last collection and the runtime's
+// memory outside the heap's spans (all it has mapped and not returned,
+// less the heap's objects, its spans' unused slots and its free pages).
+func usage() (live, runtime int64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+	var v [6]int64
+	for i := range s {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			v[i] = int64(s[i].Value.Uint64())
+		}
 	}
-	return int64(s[0].Value.Uint64())
+	return v[0], max(v[1]-v[2]-v[3]-v[4]-v[5], 0)
+}
+
+// autoLimit is the automatic limit now.
+func autoLimit(cgroup int64) int64 {
+	live, runtime := usage()
+	return AutoLimit(live, runtime, cgroup)
 }
 
 // Apply puts policy p in force until ctx ends. A fixed limit is set once;
@@ -158,8 +176,8 @@ func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logg
 	case os.Getenv("GOMEMLIMIT") != "":
 		log.Info("memory limit from GOMEMLIMIT", "limit_mib", debug.SetMemoryLimit(-1)>>20)
 	default:
-		debug.SetMemoryLimit(AutoLimit(liveHeap(), cgroup))
-		log.Info("memory limit automatic: live heap + 1/8 + 24 MiB", "cgroup_limit_mib", cgroup>>20)
+		debug.SetMemoryLimit(autoLimit(cgroup))
+		log.Info("memory limit automatic: live heap + 1/8 + the runtime's own + 24 MiB", "cgroup_limit_mib", cgroup>>20)
 		go follow(ctx, cgroup, interval)
 	}
 }
@@ -174,7 +192,7 @@ func follow(ctx context.Context, cgroup int64, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			debug.SetMemoryLimit(AutoLimit(liveHeap(), cgroup))
+			debug.SetMemoryLimit(autoLimit(cgroup))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package memlimit
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -25,14 +26,29 @@ func TestParse(t *testing.T) {
 }
 
 func TestAutoLimit(t *testing.T) {
-	if got := AutoLimit(0, 0); got != minLimit {
+	if got := AutoLimit(0, 0, 0); got != minLimit {
 		t.Errorf("empty heap: %d, want the floor %d", got, minLimit)
 	}
-	if got := AutoLimit(800<<20, 0); got != 800<<20+100<<20+margin {
+	if got := AutoLimit(800<<20, 0, 0); got != 800<<20+100<<20+margin {
 		t.Errorf("800 MiB live: %d MiB", got>>20)
 	}
-	if got := AutoLimit(800<<20, 500<<20); got != 450<<20 {
+	// The runtime's own memory counts against the limit: it is added, so
+	// that the heap keeps its margin.
+	if got := AutoLimit(80<<20, 16<<20, 0); got != 80<<20+10<<20+16<<20+margin {
+		t.Errorf("80 MiB live, 16 MiB runtime: %d MiB", got>>20)
+	}
+	if got := AutoLimit(800<<20, 16<<20, 500<<20); got != 450<<20 {
 		t.Errorf("under a 500 MiB cgroup: %d MiB, want 450", got>>20)
+	}
+}
+
+// The runtime's own share is measured: stacks and metadata are never zero
+// in a running program, and never all of its memory.
+func TestUsage(t *testing.T) {
+	runtime.GC() // live is what a collection marked
+	live, own := usage()
+	if live <= 0 || own <= 0 || own > 1<<30 {
+		t.Fatalf("usage: live %d, runtime's own %d", live, own)
 	}
 }
 

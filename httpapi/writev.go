@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/heureka-registry/heureka/cache"
+)
+
+// A gzip document is many slices (the header, the compressed pieces it
+// shares with other documents, the trailer; about a thousand for the full
+// registry). Copying them into a buffer before the socket would add a
+// copy of every byte served; writing each to the socket would add a
+// system call per piece. Instead they go to the socket in one writev:
+// net/http hands a body written with io.ReaderFrom to its connection's
+// ReadFrom once the header is out, and the connections of Listener answer
+// that for a document's pieces with net.Buffers' writev.
+
+// Listener wraps ln so that gzip documents are written with writev (its
+// TCP connections keep every method of *net.TCPConn, so that parking a
+// blocking read still reaches the socket).
+func Listener(ln net.Listener) net.Listener { return vecListener{ln} }
+
+type vecListener struct{ net.Listener }
+
+func (l vecListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		return vecConn{tc}, nil
+	}
+	return c, err
+}
+
+type vecConn struct{ *net.TCPConn }
+
+// vectoredWrites counts the documents written with writev (tests).
+var vectoredWrites atomic.Int64
+
+// ReadFrom writes a document's remaining pieces with writev, and anything
+// else as *net.TCPConn does.
+func (c vecConn) ReadFrom(r io.Reader) (int64, error) {
+	if b, ok := r.(*vecBody); ok {
+		vectoredWrites.Add(1)
+		return b.bufs.WriteTo(c.TCPConn)
+	}
+	return c.TCPConn.ReadFrom(r)
+}
+
+// vecBody is a document's parts as a reader; net/http reads its first
+// bytes (for content sniffing) before handing the rest to ReadFrom.
+type vecBody struct {
+	bufs net.Buffers
+	keep [][]byte // the backing array of bufs, which reading consumes
+}
+
+func (b *vecBody) Read(p []byte) (int, error) { return b.bufs.Read(p) }
+
+var vecBodies = sync.Pool{New: func() any { return new(vecBody) }}
+
+// vectorMin is the gzip size from which a document is written with
+// writev. A smaller one (an application's document: a few KiB) is
+// gathered in a buffer and written once, as before: copying a few KiB
+// costs less than net/http's ReadFrom path (it writes the header and the
+// first 512 bytes in a write of their own).
+const vectorMin = 64 << 10
+
+// writeVectored writes v's gzip form through w's ReadFrom when it is large
+// and the writer under gin's supports it (net/http's own; the caller has
+// set the Content-Length), and reports whether it did.
+func writeVectored(w gin.ResponseWriter, v *cache.Value) bool {
+	if v.GzipLen() < vectorMin {
+		return false
+	}
+	if _, rewritten := w.(*v1Writer); rewritten {
+		return false
+	}
+	u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+	if !ok {
+		return false
+	}
+	rf, ok := u.Unwrap().(io.ReaderFrom)
+	if !ok {
+		return false
+	}
+	b := vecBodies.Get().(*vecBody)
+	b.keep = v.AppendGzipParts(b.keep[:0])
+	b.bufs = b.keep
+	w.WriteHeaderNow()
+	_, _ = rf.ReadFrom(b)
+	clear(b.keep) // no document kept alive by the pool
+	b.bufs = nil
+	vecBodies.Put(b)
+	return true
+}
