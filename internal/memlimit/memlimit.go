@@ -91,9 +91,17 @@ const (
 	// registration).
 	minLimit = 32 << 20
 	// margin is the room above the live heap and the runtime's own
-	// memory: the limit is live + live/8 + runtime + margin. Requests,
-	// builds and Raft batches allocate into it between collections; a
-	// larger registry gets proportionally more.
+	// memory: the limit is live + live/2 + runtime + margin. Requests,
+	// builds and Raft batches allocate into it between collections.
+	//
+	// The room grows with the heap (half of it) because a collection
+	// marks the whole live heap: with a fixed room, or a small share, the
+	// collector's work per write or read grows with the registry. At
+	// 200,000 instances a room of an eighth made the collector the larger
+	// part of a registration's CPU, and a restarted node, whose heap grows
+	// by the whole registry while it restores its snapshot, was collected
+	// back to back and served after 20 s instead of 5 (BENCHMARKS.md,
+	// "Scale: 10,000 to 200,000 instances").
 	margin = 24 << 20
 	// cgroupShare is the part of a cgroup memory limit the Go runtime may
 	// use: the rest is for bolt's memory-mapped pages and the kernel.
@@ -107,7 +115,7 @@ const (
 // heap: without the runtime's share counted, a small heap would get far
 // less room than the margin and be collected again and again.
 func AutoLimit(live, runtime, cgroup int64) int64 {
-	l := max(live+live/8+runtime+margin, minLimit)
+	l := max(live+live/2+runtime+margin, minLimit)
 	if cgroup > 0 {
 		l = min(l, int64(float64(cgroup)*cgroupShare))
 	}
@@ -177,7 +185,7 @@ func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logg
 		log.Info("memory limit from GOMEMLIMIT", "limit_mib", debug.SetMemoryLimit(-1)>>20)
 	default:
 		debug.SetMemoryLimit(autoLimit(cgroup))
-		log.Info("memory limit automatic: live heap + 1/8 + the runtime's own + 24 MiB", "cgroup_limit_mib", cgroup>>20)
+		log.Info("memory limit automatic: live heap + 1/2 + the runtime's own + 24 MiB", "cgroup_limit_mib", cgroup>>20)
 		go follow(ctx, cgroup, interval)
 	}
 }

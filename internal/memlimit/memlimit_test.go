@@ -29,12 +29,12 @@ func TestAutoLimit(t *testing.T) {
 	if got := AutoLimit(0, 0, 0); got != minLimit {
 		t.Errorf("empty heap: %d, want the floor %d", got, minLimit)
 	}
-	if got := AutoLimit(800<<20, 0, 0); got != 800<<20+100<<20+margin {
+	if got := AutoLimit(800<<20, 0, 0); got != 800<<20+400<<20+margin {
 		t.Errorf("800 MiB live: %d MiB", got>>20)
 	}
 	// The runtime's own memory counts against the limit: it is added, so
 	// that the heap keeps its margin.
-	if got := AutoLimit(80<<20, 16<<20, 0); got != 80<<20+10<<20+16<<20+margin {
+	if got := AutoLimit(80<<20, 16<<20, 0); got != 80<<20+40<<20+16<<20+margin {
 		t.Errorf("80 MiB live, 16 MiB runtime: %d MiB", got>>20)
 	}
 	if got := AutoLimit(800<<20, 16<<20, 500<<20); got != 450<<20 {
