@@ -150,7 +150,7 @@ func AppendApplication(dst []byte, f Format, name string, entries []*fsm.Entry) 
 // and after the instances of application name, so that a document can be
 // sent as segments sharing encoded instances.
 func ApplicationParts(f Format, name string) (prefix, sep, suffix []byte) {
-	if f == XML {
+	if f.Base() == XML {
 		prefix = append(prefix, "<application><name>"...)
 		prefix = appendXMLText(prefix, name)
 		return append(prefix, "</name>"...), nil, []byte("</application>")
