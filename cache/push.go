@@ -31,13 +31,17 @@ type pace struct {
 	cost time.Duration
 }
 
-// paceFactor bounds the share of a core the pusher spends on one key: a
-// key whose rebuild took d is rebuilt again no sooner than paceFactor × d
-// after the last rebuild started. Cheap documents (an application, the
-// delta) follow every change; a large gzip-served full registry under a
-// stream of changes is rebuilt every few hundred milliseconds instead of
-// once per change, keeping read throughput where it was.
-const paceFactor = 8
+// Pacing bounds the share of a core the pusher spends on one key: a key
+// whose rebuild took d is rebuilt again no sooner than pace × d after the
+// last rebuild started, pace being the lane's. In the wide lane (8) a large
+// gzip-served full registry under a stream of changes is rebuilt every few
+// hundred milliseconds instead of once per change, keeping read throughput
+// where it was. In the small lane (1) an application's document follows
+// every pass unless its rebuild took longer than the time since the last
+// one: a rebuild's measured cost includes waiting for the builder's lock
+// while a registry-wide document is built, and eight times that held
+// blocking readers of a busy application back by tens of milliseconds.
+var lanePace = [numLanes]time.Duration{laneSmall: 1, laneWide: 8}
 
 // Lanes: registry-wide documents (the full registry, the delta) cost far
 // more to rebuild than one application's; each kind has its own pusher.
@@ -180,7 +184,7 @@ func (c *Cache) pushLoop(l *lane) {
 
 // push rebuilds the readOnly documents of lane l's pending topics and
 // wakes their watchers, each topic's as soon as its documents are in. A
-// topic with a key rebuilt too recently for its cost (paceFactor) stays
+// topic with a key rebuilt too recently for its cost (lanePace) stays
 // pending, untouched; push returns how long until the first such key is
 // due (0 when none is left).
 func (c *Cache) push(l *lane) time.Duration {
@@ -211,7 +215,7 @@ func (c *Cache) push(l *lane) time.Duration {
 		for f := uint8(0); f < c.cfg.Formats; f++ {
 			k := Key{Entity: t.entity, Name: t.name, Format: f}
 			if p, ok := l.pace[k]; ok {
-				if left := p.at.Add(paceFactor * p.cost).Sub(now); left > 0 {
+				if left := p.at.Add(lanePace[l.idx] * p.cost).Sub(now); left > 0 {
 					due = false
 					if wait == 0 || left < wait {
 						wait = left

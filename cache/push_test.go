@@ -87,7 +87,8 @@ func TestPush_PacesExpensiveDocuments(t *testing.T) {
 	b.delay = 20 * time.Millisecond // every build is "expensive"
 	mustGet(t, c, kApps)
 	// A stream of changes, one per millisecond, for 100 ms: the document
-	// is rebuilt at most once per paceFactor × 20 ms, yet ends current.
+	// is rebuilt at most once per 8 × 20 ms (the wide lane's pace), yet
+	// ends current.
 	for i := 1; i <= 100; i++ {
 		b.gen.Store(uint64(i))
 		c.Invalidate(fsm.Change{Apps: []string{"A"}})
@@ -289,5 +290,25 @@ func TestPush_LeadingEdgeOfWindow(t *testing.T) {
 	waitFor(t, "the later changes pushed", func() bool { return mustGet(t, c, kAppA) == "app/A/0@3" })
 	if n := b.count(kAppA) - builds; n != 1 {
 		t.Fatalf("%d rebuilds for two changes within one window, want 1", n)
+	}
+}
+
+// An application's document (the small lane) is spaced by its rebuild
+// cost only, not eight times it as registry-wide documents are: a change
+// that comes after the last rebuild took its time is pushed at once.
+func TestPush_ApplicationDocumentsPacedByTheirCost(t *testing.T) {
+	c, b := newTestCache(t, withPush)
+	b.delay = 20 * time.Millisecond // paced as the full registry is, a rebuild would wait up to 160 ms
+	mustGet(t, c, kAppA)
+	for i := 1; i <= 3; i++ {
+		time.Sleep(40 * time.Millisecond) // twice the cost since the last rebuild ended
+		start := time.Now()
+		b.gen.Store(uint64(i))
+		c.Invalidate(fsm.Change{Apps: []string{"A"}})
+		want := fmt.Sprintf("app/A/0@%d", i)
+		waitFor(t, "change "+want, func() bool { return mustGet(t, c, kAppA) == want })
+		if d := time.Since(start); d >= 90*time.Millisecond {
+			t.Fatalf("change %d pushed after %v: the application's document waited out eight times its cost", i, d)
+		}
 	}
 }
