@@ -132,11 +132,7 @@ func (v *Value) Bytes() []byte {
 	if len(v.Segments) == 1 {
 		return v.Segments[0]
 	}
-	out := make([]byte, 0, v.Len)
-	for _, s := range v.Segments {
-		out = append(out, s...)
-	}
-	return out
+	return joinParts(v.Segments, v.Len)
 }
 
 // GzipLen returns the length of the gzip-compressed body, compressing it
@@ -165,11 +161,7 @@ func (v *Value) AppendGzipParts(dst [][]byte) [][]byte {
 // callers that need one; servers write it with WriteGzipTo).
 func (v *Value) Gzip() []byte {
 	d := v.served()
-	out := make([]byte, 0, d.n)
-	for _, p := range d.parts {
-		out = append(out, p...)
-	}
-	return out
+	return joinParts(d.parts, d.n)
 }
 
 func (v *Value) served() *gzDoc {

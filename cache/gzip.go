@@ -191,6 +191,15 @@ func gzipSegments(segments [][]byte, store *pieceStore) *gzDoc {
 	return d
 }
 
+// joinParts returns parts, of n bytes in all, as one new slice.
+func joinParts(parts [][]byte, n int) []byte {
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
 // writeParts writes parts to w in turn.
 func writeParts(w io.Writer, parts [][]byte) (int64, error) {
 	var n int64
