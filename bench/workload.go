@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	"github.com/heureka-registry/heureka/internal/instance"
 )
 
 // Workload is the fixed, documented population `heureka bench` registers
@@ -140,49 +142,18 @@ func InstanceJSON(s Spec) []byte {
 	if status == "" {
 		status = "UP"
 	}
-	host := strings.ReplaceAll(s.IP, ".", "-") + ".bench.internal"
-	base := "http://" + host + ":8080"
-	vip := strings.ToLower(s.App)
-	md := map[string]any{"@class": "java.util.Collections$EmptyMap"}
+	var md map[string]any // nil: the empty-map marker
 	if len(s.Metadata) > 0 {
 		md = make(map[string]any, len(s.Metadata))
 		for k, v := range s.Metadata {
 			md[k] = v
 		}
 	}
-	dirty := strconv.FormatInt(s.DirtyMillis, 10)
-	doc := map[string]any{
-		"instanceId":       s.ID,
-		"hostName":         host,
-		"app":              s.App,
-		"ipAddr":           s.IP,
-		"status":           status,
-		"overriddenStatus": "UNKNOWN",
-		"port":             map[string]any{"$": 8080, "@enabled": "true"},
-		"securePort":       map[string]any{"$": 8443, "@enabled": "false"},
-		"countryId":        1,
-		"dataCenterInfo": map[string]any{
-			"@class": "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo",
-			"name":   "MyOwn",
-		},
-		"leaseInfo": map[string]any{
-			"renewalIntervalInSecs": s.RenewalSecs,
-			"durationInSecs":        s.LeaseSecs,
-			"registrationTimestamp": 0,
-			"lastRenewalTimestamp":  0,
-			"evictionTimestamp":     0,
-			"serviceUpTimestamp":    0,
-		},
-		"metadata":                      md,
-		"homePageUrl":                   base + "/",
-		"statusPageUrl":                 base + "/actuator/info",
-		"healthCheckUrl":                base + "/actuator/health",
-		"vipAddress":                    vip,
-		"secureVipAddress":              vip,
-		"isCoordinatingDiscoveryServer": "false",
-		"lastUpdatedTimestamp":          dirty,
-		"lastDirtyTimestamp":            dirty,
-	}
+	doc := instance.Doc(instance.Fields{
+		ID: s.ID, App: s.App, Host: strings.ReplaceAll(s.IP, ".", "-") + ".bench.internal", IP: s.IP, Status: status,
+		VIP: strings.ToLower(s.App), RenewalSecs: s.RenewalSecs, LeaseSecs: s.LeaseSecs, Metadata: md,
+		Timestamp: strconv.FormatInt(s.DirtyMillis, 10),
+	})
 	b, err := json.Marshal(doc)
 	if err != nil {
 		panic(err) // only strings, numbers and maps of them go in

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heureka-registry/heureka/internal/instance"
 	"github.com/heureka-registry/heureka/opapi"
 )
 
@@ -150,39 +151,10 @@ func DoWith(c *http.Client, method, url string, body []byte, headers ...string) 
 func InstanceMap(app, instanceID string, extra map[string]any) map[string]any {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	host := "host-" + strings.NewReplacer(":", "-", "/", "-").Replace(instanceID) + ".e2e.test"
-	base := "http://" + host + ":8080"
-	m := map[string]any{
-		"instanceId":       instanceID,
-		"hostName":         host,
-		"app":              strings.ToUpper(app),
-		"ipAddr":           "10.0.0.1",
-		"status":           "UP",
-		"overriddenStatus": "UNKNOWN",
-		"port":             map[string]any{"$": 8080, "@enabled": "true"},
-		"securePort":       map[string]any{"$": 8443, "@enabled": "false"},
-		"countryId":        1,
-		"dataCenterInfo": map[string]any{
-			"@class": "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo",
-			"name":   "MyOwn",
-		},
-		"leaseInfo": map[string]any{
-			"renewalIntervalInSecs": 30,
-			"durationInSecs":        90,
-			"registrationTimestamp": 0,
-			"lastRenewalTimestamp":  0,
-			"evictionTimestamp":     0,
-			"serviceUpTimestamp":    0,
-		},
-		"metadata":                      map[string]any{"@class": "java.util.Collections$EmptyMap"},
-		"homePageUrl":                   base + "/",
-		"statusPageUrl":                 base + "/actuator/info",
-		"healthCheckUrl":                base + "/actuator/health",
-		"vipAddress":                    strings.ToLower(app),
-		"secureVipAddress":              strings.ToLower(app),
-		"isCoordinatingDiscoveryServer": "false",
-		"lastUpdatedTimestamp":          now,
-		"lastDirtyTimestamp":            now,
-	}
+	m := instance.Doc(instance.Fields{
+		ID: instanceID, App: strings.ToUpper(app), Host: host, IP: "10.0.0.1", Status: "UP",
+		VIP: strings.ToLower(app), RenewalSecs: 30, LeaseSecs: 90, Timestamp: now,
+	})
 	for k, v := range extra {
 		if v == nil {
 			delete(m, k)
