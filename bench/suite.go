@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // Suite is one `heureka bench` run: the workload, its bounds, and the
@@ -348,17 +350,10 @@ func (s *Suite) timed(ctx context.Context, system, label string, lc LoadConfig, 
 	go func() {
 		defer wg.Done()
 		t0 := time.Now()
-		tick := time.NewTicker(2 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				n := done.Load()
-				s.logf(system, "%s: %s done (%s)", label, group(n), fmtRate(float64(n)/time.Since(t0).Seconds()))
-			}
-		}
+		launch.Every(stop, 2*time.Second, func() {
+			n := done.Load()
+			s.logf(system, "%s: %s done (%s)", label, group(n), fmtRate(float64(n)/time.Since(t0).Seconds()))
+		})
 	}()
 	res, lat := runFunc(ctx, lc, func(ctx context.Context, w, i int, seq int64) (int64, error) {
 		n, err := op(ctx, w, i, seq)

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 const (
@@ -137,14 +139,7 @@ func (c *dtClient) states() []string {
 // mismatch it reconciles with a full fetch, as the Java client does (the
 // mismatch is still counted and fails the test).
 func (c *dtClient) run(stop <-chan struct{}, changing *atomic.Bool) {
-	tick := time.NewTicker(dtFetchTick)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
+	launch.Every(stop, dtFetchTick, func() {
 		_, err := c.fetchDelta(changing.Load())
 		switch {
 		case err == errHashMismatch:
@@ -154,7 +149,7 @@ func (c *dtClient) run(stop <-chan struct{}, changing *atomic.Bool) {
 		case err != nil:
 			c.addErr("delta fetch: " + err.Error())
 		}
-	}
+	})
 }
 
 func (c *dtClient) addErr(s string) {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // BenchmarkPeerReplication measures replication between an eureka-server
@@ -73,14 +75,7 @@ func BenchmarkPeerReplication(b *testing.B) {
 				for _, i := range mine {
 					_ = TryRegisterJSON(bases[i%len(bases)], "LOAD"+side, fmt.Sprintf("%s-%04d", side, i), nil)
 				}
-				tick := time.NewTicker(interval)
-				defer tick.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-tick.C:
-					}
+				launch.Every(stop, interval, func() {
 					for _, i := range mine {
 						u := fmt.Sprintf("%s/eureka/apps/LOAD%s/%s-%04d", bases[i%len(bases)], side, side, i)
 						req, _ := http.NewRequest(http.MethodPut, u, nil)
@@ -88,7 +83,7 @@ func BenchmarkPeerReplication(b *testing.B) {
 							resp.Body.Close()
 						}
 					}
-				}
+				})
 			}()
 		}
 	}

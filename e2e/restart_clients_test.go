@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/hudl/fargo"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 const (
@@ -173,18 +175,11 @@ func TestClientsKeepViewAcrossClusterRestart(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tk := time.NewTicker(100 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-			}
+		launch.Every(done, 100*time.Millisecond, func() {
 			got, err := fgXML.GetApps()
 			if err != nil {
 				xmlView.failed()
-				continue
+				return
 			}
 			n := 0
 			for _, a := range apps {
@@ -193,7 +188,7 @@ func TestClientsKeepViewAcrossClusterRestart(t *testing.T) {
 				}
 			}
 			xmlView.observe(n, want)
-		}
+		})
 	}()
 	WaitFor(t, rcReadyWait, func() bool {
 		jsonView.mu.Lock()

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 const (
@@ -66,51 +68,47 @@ func rsPoll1(nd *Node, want int) *rsPoller {
 	return &rsPoller{nd: nd, want: want, other: map[int]int{}, started: time.Now()}
 }
 
-// run polls until stop closes.
+// run polls every rsPoll until stop closes.
 func (p *rsPoller) run(stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
-	t := time.NewTicker(rsPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		code, body, hdr, err := TryDo("GET", p.nd.URL("/eureka/apps"), nil, "Accept", "application/json")
-		if err != nil {
-			continue // not listening yet (or just killed)
-		}
-		now := time.Now()
-		p.mu.Lock()
-		if p.first.IsZero() {
-			p.first = now
-		}
-		switch code {
-		case http.StatusOK:
-			p.ok++
-			n := rsCount(body)
-			stale := hdr.Get("X-Heureka-Stale") == "true"
-			if stale {
-				p.stale++
-			}
-			if n < p.want {
-				p.partial = append(p.partial, fmt.Sprintf("%s +%v: 200 with %d of %d instances (stale=%v, hash %q)",
-					p.nd.ID, now.Sub(p.started).Round(time.Millisecond), n, p.want, stale, rsHash(body)))
-			} else if p.firstFull.IsZero() {
-				p.firstFull = now
-			}
-		case http.StatusServiceUnavailable:
-			p.refused++
-			p.lastRefused = now
-			if len(body) != 0 {
-				p.partial = append(p.partial, fmt.Sprintf("%s: 503 with a body %.100q (fargo would decode it)", p.nd.ID, body))
-			}
-		default:
-			p.other[code]++
-		}
-		p.mu.Unlock()
+	launch.Every(stop, rsPoll, p.poll)
+}
+
+// poll reads the node's registry once and counts the answer.
+func (p *rsPoller) poll() {
+	code, body, hdr, err := TryDo("GET", p.nd.URL("/eureka/apps"), nil, "Accept", "application/json")
+	if err != nil {
+		return // not listening yet (or just killed)
 	}
+	now := time.Now()
+	p.mu.Lock()
+	if p.first.IsZero() {
+		p.first = now
+	}
+	switch code {
+	case http.StatusOK:
+		p.ok++
+		n := rsCount(body)
+		stale := hdr.Get("X-Heureka-Stale") == "true"
+		if stale {
+			p.stale++
+		}
+		if n < p.want {
+			p.partial = append(p.partial, fmt.Sprintf("%s +%v: 200 with %d of %d instances (stale=%v, hash %q)",
+				p.nd.ID, now.Sub(p.started).Round(time.Millisecond), n, p.want, stale, rsHash(body)))
+		} else if p.firstFull.IsZero() {
+			p.firstFull = now
+		}
+	case http.StatusServiceUnavailable:
+		p.refused++
+		p.lastRefused = now
+		if len(body) != 0 {
+			p.partial = append(p.partial, fmt.Sprintf("%s: 503 with a body %.100q (fargo would decode it)", p.nd.ID, body))
+		}
+	default:
+		p.other[code]++
+	}
+	p.mu.Unlock()
 }
 
 func rsHash(body []byte) string {

@@ -14,6 +14,7 @@ import (
 	logging "github.com/op/go-logging"
 
 	"github.com/heureka-registry/heureka/e2e"
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // fargoClients is a real Eureka client (hudl/fargo) pinned to each node in
@@ -77,14 +78,7 @@ func runClients(fc *fargoClients, app string, ins []*fargo.Instance, stop <-chan
 	}
 	go func() {
 		defer close(cl.done)
-		tick := time.NewTicker(500 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
+		launch.Every(stop, 500*time.Millisecond, func() {
 			for _, in := range ins {
 				err := fc.try(func(c *fargo.EurekaConnection) error { return c.HeartBeatInstance(in) })
 				cl.note(err == nil, "heartbeat %s: %v", in.Id(), err)
@@ -102,7 +96,7 @@ func runClients(fc *fargoClients, app string, ins []*fargo.Instance, stop <-chan
 				return nil
 			})
 			if !cl.note(err == nil, "fetch %s: %v", app, err) {
-				continue
+				return
 			}
 			cl.mu.Lock()
 			cl.fetches++
@@ -111,7 +105,7 @@ func runClients(fc *fargoClients, app string, ins []*fargo.Instance, stop <-chan
 				sort.Strings(got)
 				cl.note(false, "fetch %s lacked %v (got %v)", app, m, got)
 			}
-		}
+		})
 	}()
 	return cl
 }
