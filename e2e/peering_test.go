@@ -161,21 +161,26 @@ func (w *watcher) expect(keys ...string) {
 // converged reports whether every observer that is on lists every
 // expected instance.
 func (w *watcher) converged() bool {
+	exp, _ := w.state()
+	return w.listedEverywhere(exp...)
+}
+
+// state returns the expected instances and the observers, read under the
+// lock; whether an observer is on is read when it is asked.
+func (w *watcher) state() ([]string, []*observer) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	exp := make([]string, 0, len(w.expected))
 	for k := range w.expected {
 		exp = append(exp, k)
 	}
-	w.mu.Unlock()
-	return w.listedEverywhere(exp...)
+	return exp, append([]*observer(nil), w.observers...)
 }
 
 // listedEverywhere reports whether every observer that is on lists all of
 // keys.
 func (w *watcher) listedEverywhere(exp ...string) bool {
-	w.mu.Lock()
-	obs := append([]*observer(nil), w.observers...)
-	w.mu.Unlock()
+	_, obs := w.state()
 	for _, o := range obs {
 		if !o.on.Load() {
 			continue
@@ -200,13 +205,7 @@ func (w *watcher) run(stop <-chan struct{}) {
 			return
 		case <-time.After(500 * time.Millisecond):
 		}
-		w.mu.Lock()
-		exp := make([]string, 0, len(w.expected))
-		for k := range w.expected {
-			exp = append(exp, k)
-		}
-		obs := append([]*observer(nil), w.observers...)
-		w.mu.Unlock()
+		exp, obs := w.state()
 		for _, o := range obs {
 			if !o.on.Load() {
 				continue
@@ -447,13 +446,7 @@ func TestEurekaPeerMigration(t *testing.T) {
 // missingNow names, per observer that is on, the expected instances it
 // does not list (for failure messages).
 func (w *watcher) missingNow() []string {
-	w.mu.Lock()
-	exp := make([]string, 0, len(w.expected))
-	for k := range w.expected {
-		exp = append(exp, k)
-	}
-	obs := append([]*observer(nil), w.observers...)
-	w.mu.Unlock()
+	exp, obs := w.state()
 	var out []string
 	for _, o := range obs {
 		if !o.on.Load() {
