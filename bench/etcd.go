@@ -147,15 +147,7 @@ func (r *etcdRun) roles(ctx context.Context) error {
 		}
 		r.term = max(r.term, st.RaftTerm)
 	}
-	n := len(r.clients)
-	r.a, r.b = 0, min(1, n-1)
-	switch {
-	case len(followers) >= 2:
-		r.b, r.a = followers[0], followers[1]
-	case len(followers) == 1:
-		r.b = followers[0]
-		r.a = (r.b + 1) % n
-	}
+	r.a, r.b = pickRoles(followers, len(r.clients))
 	return nil
 }
 

@@ -98,26 +98,32 @@ func (s *Suite) heurekaSteps(ctx context.Context, t *HeurekaTarget, sys, lim *Sy
 // another follower when there is one. Targets without /v1/status
 // (eureka-server) get A = first URL, B = second.
 func (r *heurekaRun) roles(ctx context.Context) {
-	n := len(r.t.URLs)
-	r.a, r.b = 0, min(1, n-1)
 	var followers []int
 	for i, u := range r.t.URLs {
 		st, err := getHeurekaStatus(ctx, u)
 		if err != nil {
-			return
+			followers = nil
+			break
 		}
 		if st.State != "Leader" {
 			followers = append(followers, i)
 		}
 		r.term = max(r.term, st.Term)
 	}
+	r.a, r.b = pickRoles(followers, len(r.t.URLs))
+}
+
+// pickRoles chooses, among n members, the writer A and the reader B: B is
+// the first follower, A another follower, or the member after B when B is
+// the only one. Without followers it is A = 0, B = 1 (0 for a single member).
+func pickRoles(followers []int, n int) (a, b int) {
 	switch {
 	case len(followers) >= 2:
-		r.b, r.a = followers[0], followers[1]
+		return followers[1], followers[0]
 	case len(followers) == 1:
-		r.b = followers[0]
-		r.a = (r.b + 1) % n
+		return (followers[0] + 1) % n, followers[0]
 	}
+	return 0, min(1, n-1)
 }
 
 func (r *heurekaRun) url(node int, path string) string { return r.t.URLs[node] + path }

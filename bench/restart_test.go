@@ -21,3 +21,20 @@ func TestHashCount(t *testing.T) {
 		t.Error("hashCount of a document without a hash code: no error")
 	}
 }
+
+func TestPickRoles(t *testing.T) {
+	for _, c := range []struct {
+		followers []int
+		n, wa, wb int
+	}{
+		{[]int{2, 0}, 3, 0, 2},
+		{[]int{1}, 3, 2, 1},
+		{[]int{2}, 3, 0, 2},
+		{nil, 3, 0, 1},
+		{nil, 1, 0, 0},
+	} {
+		if a, b := pickRoles(c.followers, c.n); a != c.wa || b != c.wb {
+			t.Errorf("pickRoles(%v, %d) = A %d, B %d; want A %d, B %d", c.followers, c.n, a, b, c.wa, c.wb)
+		}
+	}
+}
