@@ -209,14 +209,7 @@ func TestComposeTopologyRunsAsProcesses(t *testing.T) {
 		r.start(name)
 	}
 	WaitFor(t, 30*time.Second, func() bool {
-		ms := leader.Members(t).Members
-		voters := 0
-		for _, m := range ms {
-			if m.Voter {
-				voters++
-			}
-		}
-		return voters == 5
+		return Voters(leader.Members(t).Members) == 5
 	}, "five voters")
 	leader = r.c.WaitLeader(t, 20*time.Second)
 	for _, name := range joiners {

@@ -39,6 +39,17 @@ type Members = opapi.Members
 // Member is one entry of Members.
 type Member = opapi.Member
 
+// Voters counts the voters among ms.
+func Voters(ms []Member) int {
+	n := 0
+	for _, m := range ms {
+		if m.Voter {
+			n++
+		}
+	}
+	return n
+}
+
 // httpClient is used for every request the harness makes. It never uses a
 // proxy and gives up after 15 s.
 var httpClient = &http.Client{

@@ -27,13 +27,7 @@ func TestComposeUp(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		voters := 0
-		for _, m := range members {
-			if m.Voter {
-				voters++
-			}
-		}
-		return voters == 5
+		return e2e.Voters(members) == 5
 	}, "five voters")
 	p.waitAll([]string{"heureka4", "heureka5"}, "UPAPP", []string{"up-1"}, cacheBound)
 
