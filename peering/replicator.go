@@ -60,26 +60,22 @@ func DefaultConfig() Config {
 
 func (c *Config) fill() {
 	d := DefaultConfig()
-	if c.BatchSize <= 0 {
-		c.BatchSize = d.BatchSize
-	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = d.QueueSize
-	}
-	if c.BatchDelay <= 0 {
-		c.BatchDelay = d.BatchDelay
-	}
-	if c.RetryDelay <= 0 {
-		c.RetryDelay = d.RetryDelay
-	}
-	if c.MaxRetryDelay <= 0 {
-		c.MaxRetryDelay = d.MaxRetryDelay
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = d.Timeout
-	}
+	positiveOr(&c.BatchSize, d.BatchSize)
+	positiveOr(&c.QueueSize, d.QueueSize)
+	positiveOr(&c.BatchDelay, d.BatchDelay)
+	positiveOr(&c.RetryDelay, d.RetryDelay)
+	positiveOr(&c.MaxRetryDelay, d.MaxRetryDelay)
+	positiveOr(&c.Timeout, d.Timeout)
 	if c.Client == nil {
 		c.Client = &http.Client{Timeout: c.Timeout}
+	}
+}
+
+// positiveOr sets *v to d unless *v is positive (a zero Config field means
+// the default).
+func positiveOr[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
 	}
 }
 
