@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -39,8 +38,7 @@ Flags:
 
 // benchCmd is `heureka bench`.
 func benchCmd(args []string) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("bench")
 	var s bench.Suite
 	d := bench.DefaultWorkload()
 	local := fs.Int("local", 0, "start a local heureka cluster of this many nodes (from this executable) and bench it")

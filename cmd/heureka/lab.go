@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,8 +16,7 @@ import (
 
 // runLab is `heureka lab`: AP and CP side by side on a local cluster.
 func runLab(args []string) int {
-	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("lab")
 	nodes := fs.Int("nodes", 3, "cluster size: 3 or 5")
 	modes := fs.String("modes", "ap,cp", "modes to play, in order")
 	phase := fs.Duration("phase", 5*time.Second, "how long each fault lasts")

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,8 +16,7 @@ import (
 // compare heureka with the cheapest server of the same bytes under the same
 // conditions (its own process, same HTTP stack).
 func limitServer(args []string) int {
-	fs := flag.NewFlagSet("limit-server", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("limit-server")
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
 	bodyFile := fs.String("body-file", "", "file whose bytes every response carries")
 	contentType := fs.String("content-type", "application/json", "Content-Type of the answers")

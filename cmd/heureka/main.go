@@ -7,7 +7,9 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -64,4 +66,12 @@ func run(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "heureka: unknown command %q (try heureka --help)\n", args[0])
 	return 2
+}
+
+// newFlagSet returns a subcommand's flag set, silent: each command reports a
+// parse error (or its --help) in its own words.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
 }

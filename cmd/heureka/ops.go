@@ -66,8 +66,7 @@ var errUsage = errors.New("usage")
 
 // opsFlags declares the flags every operator command shares.
 func opsFlags(name string, c *opsClient, timeout *time.Duration, def time.Duration) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet(name)
 	addr := os.Getenv("HEUREKA_ADDR")
 	if addr == "" {
 		addr = defaultOpsAddr

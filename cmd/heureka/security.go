@@ -147,8 +147,7 @@ func authCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, authUsage)
 		return 2
 	}
-	fs := flag.NewFlagSet("auth hash", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("auth hash")
 	cost := fs.Int("cost", bcrypt.DefaultCost, "bcrypt cost (4..31)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
