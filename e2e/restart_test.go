@@ -170,18 +170,13 @@ func TestRestartSingleNodeNeverPartial(t *testing.T) {
 	rsWaitHeld(t, nd)
 	for round := 1; round <= 2; round++ {
 		nd.Kill()
-		p := rsPoll1(nd, rsInstances)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go p.run(stop, &wg)
+		ps, stop := rsPollAll([]*Node{nd})
 		rsStart(t, nd)
 		rsWaitServing(t, nd)
 		time.Sleep(time.Second) // keep polling a while after it serves
-		close(stop)
-		wg.Wait()
+		stop()
 		t.Logf("round %d", round)
-		p.check(t)
+		ps[0].check(t)
 		var st struct {
 			Ready    bool   `json:"ready"`
 			ReadGate string `json:"read_gate"`
@@ -276,11 +271,7 @@ func TestRestartPartitionedAP(t *testing.T) {
 	isolated := c.Followers(leader)[0]
 	proxy.Isolate(isolated.ID)
 	isolated.Kill()
-	p := rsPoll1(isolated, rsInstances)
-	stopCh := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go p.run(stopCh, &wg)
+	ps, stop := rsPollAll([]*Node{isolated})
 	rsStart(t, isolated)
 	WaitFor(t, rsServeWait, func() bool {
 		code, body, hdr, err := TryDo("GET", isolated.URL("/eureka/apps"), nil, "Accept", "application/json")
@@ -299,7 +290,6 @@ func TestRestartPartitionedAP(t *testing.T) {
 	proxy.Heal()
 	rsWaitServing(t, isolated)
 	time.Sleep(time.Second)
-	close(stopCh)
-	wg.Wait()
-	p.check(t)
+	stop()
+	ps[0].check(t)
 }
