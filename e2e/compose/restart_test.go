@@ -262,14 +262,7 @@ func TestComposePause(t *testing.T) {
 	}
 	go func() {
 		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Second):
-				beat()
-			}
-		}
+		launch.Every(stop, time.Second, beat)
 	}()
 	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(3 * time.Second)
