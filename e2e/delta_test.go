@@ -125,15 +125,7 @@ func (c *dtClient) fetchDelta(changing bool) (string, error) {
 var errHashMismatch = fmt.Errorf("hash mismatch")
 
 // states returns the sorted State lines of the local registry.
-func (c *dtClient) states() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	local := make([]edInstance, 0, len(c.local))
-	for _, in := range c.local {
-		local = append(local, in)
-	}
-	return edStates(local)
-}
+func (c *dtClient) states() []string { return edStates(c.localInstances()) }
 
 // run fetches a delta every dtFetchTick until stop is closed. On a hash
 // mismatch it reconciles with a full fetch, as the Java client does (the
@@ -473,7 +465,7 @@ func TestDeltaConsistency(t *testing.T) {
 		if fullErr != nil {
 			t.Fatalf("full fetch after the changes: %v", fullErr)
 		}
-		t.Fatalf("delta client never converged on the full registry within %v: %s", dtConverge, edDiff(edStates(full.Instances), final))
+		t.Fatalf("delta client never converged on the full registry within %v: %s", dtConverge, diffKeys(edStates(full.Instances), final))
 	}
 
 	client.mu.Lock()
@@ -513,7 +505,7 @@ func TestDeltaConsistency(t *testing.T) {
 					problems = append(problems, fmt.Sprintf("%s %s full fetch: %v", nd.ID, format, err))
 				case !slices.Equal(edStates(doc.Instances), final):
 					problems = append(problems, fmt.Sprintf("%s %s full fetch differs from the delta client's registry: %s",
-						nd.ID, format, edDiff(final, edStates(doc.Instances))))
+						nd.ID, format, diffKeys(final, edStates(doc.Instances))))
 				case doc.HashCode != wantHash:
 					problems = append(problems, fmt.Sprintf("%s %s full fetch: apps__hashcode %q, want %q", nd.ID, format, doc.HashCode, wantHash))
 				}

@@ -12,7 +12,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -361,29 +360,6 @@ func edAdd[I interface{ record(string) edInstance }](d *edDoc, app string, insta
 		d.Instances = append(d.Instances, rec)
 	}
 	return nil
-}
-
-// edDiff describes how two sorted lists of lines differ (at most 5 each way).
-func edDiff(want, got []string) string {
-	var missing, extra []string
-	for _, w := range want {
-		if !slices.Contains(got, w) {
-			missing = append(missing, w)
-		}
-	}
-	for _, g := range got {
-		if !slices.Contains(want, g) {
-			extra = append(extra, g)
-		}
-	}
-	return fmt.Sprintf("%d missing %q; %d unexpected %q", len(missing), edHead(missing, 5), len(extra), edHead(extra, 5))
-}
-
-func edHead(s []string, n int) []string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // edMillis is an epoch-millisecond value as Eureka writes it.

@@ -165,7 +165,8 @@ func waitAppsKeys(t *testing.T, nd *Node, want []string, timeout time.Duration) 
 	return last
 }
 
-// diffKeys describes the difference between two sorted key lists.
+// diffKeys describes how two lists of keys (or lines) differ, at most 5
+// each way.
 func diffKeys(want, got []string) string {
 	w := map[string]bool{}
 	for _, k := range want {
@@ -186,7 +187,7 @@ func diffKeys(want, got []string) string {
 			extra = append(extra, k)
 		}
 	}
-	return fmt.Sprintf("missing %d %v, unexpected %d %v", len(missing), head(missing, 5), len(extra), head(extra, 5))
+	return fmt.Sprintf("missing %d %q, unexpected %d %q", len(missing), head(missing, 5), len(extra), head(extra, 5))
 }
 
 func head(s []string, n int) []string {
