@@ -130,7 +130,7 @@ func (s *Suite) eurekaServerColumn(ctx context.Context, es *System) (*column, er
 		es.NotRun = "local peers did not start"
 		return nil, err
 	}
-	s.logf("eureka-server", "peers %v, pids %v", l.URLs, l.PIDs())
+	stop := s.started("eureka-server", "peers", "peers", l)
 	es.Settings = l.Settings
 	t := &HeurekaTarget{URLs: l.URLs, PIDs: l.PIDs(), Settings: l.Settings,
 		DeltaRetention: 5 * time.Second, CacheRefresh: time.Second, EvictionInterval: time.Second}
@@ -140,10 +140,6 @@ func (s *Suite) eurekaServerColumn(ctx context.Context, es *System) (*column, er
 	if err != nil {
 		l.Stop()
 		return nil, err
-	}
-	stop := func() {
-		s.logf("eureka-server", "stopping the local peers (pids %v)", l.PIDs())
-		l.Stop()
 	}
 	return &column{name: ColumnEurekaServer, steps: steps, close: func() { closeFn(); stop() }}, nil
 }

@@ -219,6 +219,17 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 	return rep, errors.Join(errs...)
 }
 
+// started logs the addresses and PIDs of a local cluster a column just
+// started (its members called members, the whole called group) and returns
+// the column's stop, which logs the PIDs it stops.
+func (s *Suite) started(system, members, group string, l *Local) (stop func()) {
+	s.logf(system, "%s %v, pids %v", members, l.URLs, l.PIDs())
+	return func() {
+		s.logf(system, "stopping the local %s (pids %v)", group, l.PIDs())
+		l.Stop()
+	}
+}
+
 // heurekaColumn starts the local heureka cluster if asked for, and prepares
 // its steps; nil when there is no heureka target.
 func (s *Suite) heurekaColumn(ctx context.Context, h, lim *System) (*column, error) {
@@ -236,11 +247,7 @@ func (s *Suite) heurekaColumn(ctx context.Context, h, lim *System) (*column, err
 			h.NotRun = "local cluster did not start"
 			return nil, err
 		}
-		stop = func() {
-			s.logf("heureka", "stopping the local cluster (pids %v)", l.PIDs())
-			l.Stop()
-		}
-		s.logf("heureka", "nodes %v, pids %v", l.URLs, l.PIDs())
+		stop = s.started("heureka", "nodes", "cluster", l)
 		t = &HeurekaTarget{URLs: l.URLs, PIDs: l.PIDs(), Settings: l.Settings,
 			DeltaRetention: 5 * time.Second, EvictionInterval: 60 * time.Second,
 			Restart: func() ([]int, error) { return l.KillAndRestart(rand.Perm(len(l.Procs))) }}
@@ -284,11 +291,7 @@ func (s *Suite) etcdColumn(ctx context.Context, e *System) (*column, error) {
 			e.NotRun = "local cluster did not start"
 			return nil, err
 		}
-		stop = func() {
-			s.logf("etcd", "stopping the local cluster (pids %v)", l.PIDs())
-			l.Stop()
-		}
-		s.logf("etcd", "members %v, pids %v", l.URLs, l.PIDs())
+		stop = s.started("etcd", "members", "cluster", l)
 		t = &EtcdTarget{Endpoints: l.URLs, PIDs: l.PIDs(), Settings: l.Settings}
 	case t == nil:
 		e.NotRun = "disabled (give --etcd local or --etcd-endpoints)"
