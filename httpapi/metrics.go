@@ -179,8 +179,14 @@ func routeName(c *gin.Context) string {
 	return "unmatched"
 }
 
+// nodeDescs is every descriptor desc made, in the order declared: what
+// nodeCollector describes, so a new series cannot be left out of Describe.
+var nodeDescs []*prometheus.Desc
+
 func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(metricsNamespace+"_"+name, help, labels, nil)
+	d := prometheus.NewDesc(metricsNamespace+"_"+name, help, labels, nil)
+	nodeDescs = append(nodeDescs, d)
+	return d
 }
 
 // Descriptions of the series nodeCollector reports.
@@ -234,12 +240,7 @@ type nodeCollector struct{ s *Server }
 
 // Describe implements prometheus.Collector.
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descRaftLeader, descRaftTerm, descCommitIndex, descAppliedIndex,
-		descLastLogIndex, descSnapshotIndex, descLastContact, descLogBytes, descMembers, descQuorum, descMode, descReady, descReadGate,
-		descFallback, descJournalItems, descJournalBytes, descJournalFull, descInstances, descApps, descByStatus, descRegVersion,
-		descRenewals, descThreshold, descExpected, descSPEnabled, descSPActive, descExpired, descEvicted,
-		descLeaseKnown, descCacheHits, descCacheMisses, descCacheEntries, descCacheBuilds, descCacheBuildErr,
-		descCacheBuildSec, descCacheBytes, descCacheInval, descCacheRefresh, descCachePushes, descBlocking, descPeerReceived} {
+	for _, d := range nodeDescs {
 		ch <- d
 	}
 }

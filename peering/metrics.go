@@ -8,8 +8,13 @@ func (r *Replicator) Collector() prometheus.Collector { return collector{r} }
 
 type collector struct{ r *Replicator }
 
+// descs is every descriptor pdesc made: what collector describes.
+var descs []*prometheus.Desc
+
 func pdesc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc("heureka_peer_replication_"+name, help, labels, nil)
+	d := prometheus.NewDesc("heureka_peer_replication_"+name, help, labels, nil)
+	descs = append(descs, d)
+	return d
 }
 
 var (
@@ -26,8 +31,7 @@ var (
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descActive, descQueued, descBatches, descItems, descFailures, descRetries,
-		descDropped, descReregisters, descConflicts, descLag} {
+	for _, d := range descs {
 		ch <- d
 	}
 }
