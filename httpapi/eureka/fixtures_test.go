@@ -11,45 +11,42 @@ import (
 // two instances (one OUT_OF_SERVICE with empty metadata) and PAYMENTS on
 // Amazon without an instanceId.
 
-func orderA() *fsm.Entry {
+// orderService is an UP ORDER-SERVICE instance on ip, without metadata or
+// timestamps: what the two ORDER-SERVICE fixtures share.
+func orderService(ip string) *fsm.Entry {
+	id, base := ip+":order-service:8080", "http://"+ip+":8080"
 	return &fsm.Entry{
-		App: "ORDER-SERVICE", ID: "10.20.1.15:order-service:8080",
+		App: "ORDER-SERVICE", ID: id,
 		Instance: &fsm.Instance{
-			InstanceID: "10.20.1.15:order-service:8080", HostName: "10.20.1.15", App: "ORDER-SERVICE",
-			IPAddr: "10.20.1.15", Sid: "na", Status: fsm.StatusUp, OverriddenStatus: fsm.StatusUnknown,
+			InstanceID: id, HostName: ip, App: "ORDER-SERVICE",
+			IPAddr: ip, Sid: "na", Status: fsm.StatusUp, OverriddenStatus: fsm.StatusUnknown,
 			Port: 8080, PortEnabled: true, SecurePort: 443, CountryID: 1,
 			DataCenterInfo:      fsm.DataCenterInfo{Class: classDefaultInfo, Name: "MyOwn"},
 			RenewalIntervalSecs: 30, DurationSecs: 90,
-			Metadata:       map[string]string{"management.port": "8081", "zone": "rack-a"},
-			HomePageURL:    "http://10.20.1.15:8080/",
-			StatusPageURL:  "http://10.20.1.15:8080/actuator/info",
-			HealthCheckURL: "http://10.20.1.15:8080/actuator/health",
+			HomePageURL:    base + "/",
+			StatusPageURL:  base + "/actuator/info",
+			HealthCheckURL: base + "/actuator/health",
 			VIPAddress:     "order-service", SecureVIPAddress: "order-service",
-			LastDirtyTimestamp: 1717999998877,
 		},
-		RegistrationTs: 1718000000123, LastRenewalTs: 1718000480311, ServiceUpTs: 1718000000120,
-		LastUpdatedTs: 1718000000123, ActionType: fsm.ActionAdded,
 	}
 }
 
+func orderA() *fsm.Entry {
+	e := orderService("10.20.1.15")
+	e.Instance.Metadata = map[string]string{"management.port": "8081", "zone": "rack-a"}
+	e.Instance.LastDirtyTimestamp = 1717999998877
+	e.RegistrationTs, e.LastRenewalTs, e.ServiceUpTs = 1718000000123, 1718000480311, 1718000000120
+	e.LastUpdatedTs, e.ActionType = 1718000000123, fsm.ActionAdded
+	return e
+}
+
 func orderB() *fsm.Entry {
-	return &fsm.Entry{
-		App: "ORDER-SERVICE", ID: "10.20.1.16:order-service:8080", Override: fsm.StatusOutOfService,
-		Instance: &fsm.Instance{
-			InstanceID: "10.20.1.16:order-service:8080", HostName: "10.20.1.16", App: "ORDER-SERVICE",
-			IPAddr: "10.20.1.16", Sid: "na", Status: fsm.StatusOutOfService, OverriddenStatus: fsm.StatusOutOfService,
-			Port: 8080, PortEnabled: true, SecurePort: 443, CountryID: 1,
-			DataCenterInfo:      fsm.DataCenterInfo{Class: classDefaultInfo, Name: "MyOwn"},
-			RenewalIntervalSecs: 30, DurationSecs: 90,
-			HomePageURL:    "http://10.20.1.16:8080/",
-			StatusPageURL:  "http://10.20.1.16:8080/actuator/info",
-			HealthCheckURL: "http://10.20.1.16:8080/actuator/health",
-			VIPAddress:     "order-service", SecureVIPAddress: "order-service",
-			LastDirtyTimestamp: 1718000004410,
-		},
-		RegistrationTs: 1718000005001, LastRenewalTs: 1718000485990, ServiceUpTs: 1718000005001,
-		LastUpdatedTs: 1718000300002, ActionType: fsm.ActionModified,
-	}
+	e := orderService("10.20.1.16")
+	e.Override, e.Instance.Status, e.Instance.OverriddenStatus = fsm.StatusOutOfService, fsm.StatusOutOfService, fsm.StatusOutOfService
+	e.Instance.LastDirtyTimestamp = 1718000004410
+	e.RegistrationTs, e.LastRenewalTs, e.ServiceUpTs = 1718000005001, 1718000485990, 1718000005001
+	e.LastUpdatedTs, e.ActionType = 1718000300002, fsm.ActionModified
+	return e
 }
 
 func payments() *fsm.Entry {
