@@ -204,11 +204,7 @@ func parseBlockingQuery(raw string) (blocking, bool, error) {
 // timeouts (short here, 30 s and 60 s in `heureka serve`) must not cut a
 // blocking read off before its wait ends.
 func TestBlocking_OutlastsServerTimeouts(t *testing.T) {
-	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := newBareServer(t)
 	ts := httptest.NewUnstartedServer(s.Handler())
 	ts.Config.ReadTimeout = 100 * time.Millisecond
 	ts.Config.WriteTimeout = 100 * time.Millisecond
@@ -310,11 +306,7 @@ func TestBlocking_CloseReleasesParkedReads(t *testing.T) {
 // TestBlocking_HTTP2WaitsInTheHandler: HTTP/2 connections cannot be taken
 // over; their blocking reads wait in the handler, woken the same way.
 func TestBlocking_HTTP2WaitsInTheHandler(t *testing.T) {
-	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := newBareServer(t)
 	ts := httptest.NewUnstartedServer(s.Handler())
 	ts.EnableHTTP2 = true
 	ts.StartTLS()

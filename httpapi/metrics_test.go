@@ -236,11 +236,7 @@ func TestMetricsExposition(t *testing.T) {
 // TestEurekaKind: the dispatcher names each Eureka endpoint for the metrics
 // (the route label is "eureka_" and the endpoint's kind).
 func TestEurekaKind(t *testing.T) {
-	srv, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := newBareServer(t)
 	eurekaKind := func(method, path string) string {
 		ctx, _ := gin.CreateTestContext(httptest.NewRecorder())
 		ctx.Request = httptest.NewRequest(method, path, nil)

@@ -101,6 +101,18 @@ func newTestServer(t *testing.T) (*httptest.Server, *fakeCluster) {
 	return newTestServerWith(t, nil)
 }
 
+// newBareServer is a Server with the default config over an empty fake
+// cluster, closed with the test; the caller serves it as it needs.
+func newBareServer(t *testing.T) *Server {
+	t.Helper()
+	s, err := New(DefaultConfig(), &fakeCluster{fsm: fsm.New(0, nil)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // newTestServerWith is newTestServer with a hook to adjust the config.
 func newTestServerWith(t *testing.T, adjust func(*Config)) (*httptest.Server, *fakeCluster) {
 	t.Helper()
