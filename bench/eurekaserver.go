@@ -137,9 +137,5 @@ func (s *Suite) eurekaServerColumn(ctx context.Context, es *System) (*column, er
 	// The limit column measures what heureka serves; it is not run again.
 	noLimit := &System{Name: ColumnLimit, NotRun: "measured against heureka"}
 	steps, closeFn, err := s.heurekaSteps(ctx, t, es, noLimit)
-	if err != nil {
-		l.Stop()
-		return nil, err
-	}
-	return &column{name: ColumnEurekaServer, steps: steps, close: func() { closeFn(); stop() }}, nil
+	return newColumn(ColumnEurekaServer, steps, closeFn, err, stop)
 }

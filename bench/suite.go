@@ -141,6 +141,26 @@ type column struct {
 	close func()
 }
 
+// newColumn is a column of prepared steps whose close runs closeFn and then
+// stop (ending what the column started); when preparing the steps failed,
+// stop runs at once and err is returned.
+func newColumn(name string, steps []step, closeFn func(), err error, stop func()) (*column, error) {
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &column{name: name, steps: steps, close: func() { closeFn(); stop() }}, nil
+}
+
+// settingsOr is a target's settings, or for a target given only its
+// endpoints, those.
+func settingsOr(settings string, endpoints []string) string {
+	if settings == "" {
+		return "existing endpoints " + strings.Join(endpoints, ", ")
+	}
+	return settings
+}
+
 // Run starts the configured systems (local clusters first, so that both are
 // up before anything is measured), then runs the workload interleaved, one
 // workload at a time on each system in turn (W1 on heureka, W1 on etcd, W2
@@ -255,16 +275,9 @@ func (s *Suite) heurekaColumn(ctx context.Context, h, lim *System) (*column, err
 		h.NotRun = "no target (give --local N or --targets)"
 		return nil, nil
 	}
-	h.Settings = t.Settings
-	if h.Settings == "" {
-		h.Settings = "existing endpoints " + strings.Join(t.URLs, ", ")
-	}
+	h.Settings = settingsOr(t.Settings, t.URLs)
 	steps, closeFn, err := s.heurekaSteps(ctx, t, h, lim)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	return &column{name: ColumnHeureka, steps: steps, close: func() { closeFn(); stop() }}, nil
+	return newColumn(ColumnHeureka, steps, closeFn, err, stop)
 }
 
 // etcdColumn starts the local etcd cluster if asked for (or marks the
@@ -297,16 +310,9 @@ func (s *Suite) etcdColumn(ctx context.Context, e *System) (*column, error) {
 		e.NotRun = "disabled (give --etcd local or --etcd-endpoints)"
 		return nil, nil
 	}
-	e.Settings = t.Settings
-	if e.Settings == "" {
-		e.Settings = "existing endpoints " + strings.Join(t.Endpoints, ", ")
-	}
+	e.Settings = settingsOr(t.Settings, t.Endpoints)
 	steps, closeFn, err := s.etcdSteps(ctx, t, e)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	return &column{name: ColumnEtcd, steps: steps, close: func() { closeFn(); stop() }}, nil
+	return newColumn(ColumnEtcd, steps, closeFn, err, stop)
 }
 
 // registerBodies generates W1's register bodies once, so that building
