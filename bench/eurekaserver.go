@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -111,11 +112,7 @@ func StartEurekaServer(ctx context.Context, java, jar string, n int, readOnly bo
 // steps: the heureka column's Eureka REST code paths, driven the same way.
 // A missing java or jar marks the column not run.
 func (s *Suite) eurekaServerColumn(ctx context.Context, es *System) (*column, error) {
-	java := s.Java
-	if java == "" {
-		java = "java"
-	}
-	path, err := exec.LookPath(java)
+	path, err := exec.LookPath(cmp.Or(s.Java, "java"))
 	if err != nil {
 		es.NotRun = "java not installed"
 		return nil, nil

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -287,10 +288,7 @@ func (s *Suite) etcdColumn(ctx context.Context, e *System) (*column, error) {
 	stop := func() {}
 	switch {
 	case s.LocalEtcd > 0:
-		bin := s.EtcdBinary
-		if bin == "" {
-			bin = "etcd"
-		}
+		bin := cmp.Or(s.EtcdBinary, "etcd")
 		path, err := exec.LookPath(bin)
 		if err != nil {
 			e.NotRun = "etcd not installed"
