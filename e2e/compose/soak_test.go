@@ -54,6 +54,19 @@ func TestComposeSoak(t *testing.T) {
 	var mu sync.Mutex
 	ids := map[string]*soakID{}
 	var regs, cancels, beats, unacked atomic.Int64
+	// settle records what a register (present) or cancel did to id: done
+	// when acknowledged, counted in acked; unknown otherwise.
+	settle := func(id *soakID, err error, present bool, acked *atomic.Int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			id.ambiguous = true
+			unacked.Add(1)
+			return
+		}
+		id.present = present
+		acked.Add(1)
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -77,16 +90,7 @@ func TestComposeSoak(t *testing.T) {
 					ids[id.ins.Id()] = id
 					mu.Unlock()
 					mine = append(mine, id)
-					err := conn.ReregisterInstance(id.ins)
-					mu.Lock()
-					if err == nil {
-						id.present = true
-						regs.Add(1)
-					} else {
-						id.ambiguous = true
-						unacked.Add(1)
-					}
-					mu.Unlock()
+					settle(id, conn.ReregisterInstance(id.ins), true, &regs)
 				case r < 6: // cancel one that is registered
 					k := rng.IntN(len(mine))
 					id := mine[k]
@@ -96,16 +100,7 @@ func TestComposeSoak(t *testing.T) {
 					if skip {
 						continue
 					}
-					err := conn.DeregisterInstance(id.ins)
-					mu.Lock()
-					if err == nil {
-						id.present = false
-						cancels.Add(1)
-					} else {
-						id.ambiguous = true
-						unacked.Add(1)
-					}
-					mu.Unlock()
+					settle(id, conn.DeregisterInstance(id.ins), false, &cancels)
 					mine = append(mine[:k], mine[k+1:]...)
 				default: // heartbeat a few
 					for range 5 {
