@@ -327,6 +327,16 @@ func (r *etcdRun) propagation(ctx context.Context, row string) {
 		key := prefix + id
 		sp := Spec{App: PropApp, ID: id, IP: ipOf(1<<23 + w<<12 + n), LeaseSecs: r.s.Workload.LeaseSecs,
 			RenewalSecs: r.s.Workload.RenewalSecs, Metadata: Metadata(n, 256), DirtyMillis: time.Now().UnixMilli()}
+		// seen records how long B takes to show a write acknowledged just
+		// now; false once ctx has ended (the sample is cut off, not failed).
+		seen := func(rev int64, del bool) bool {
+			d, ok := visible(ctx, key, rev, del, time.Now())
+			if ctx.Err() != nil {
+				return false
+			}
+			record(d, ok)
+			return true
+		}
 		lr, err := A.Grant(ctx, int64(sp.LeaseSecs))
 		if err != nil {
 			return err
@@ -335,30 +345,22 @@ func (r *etcdRun) propagation(ctx context.Context, row string) {
 		if err != nil {
 			return err
 		}
-		d, ok := visible(ctx, key, put.Header.Revision, false, time.Now())
-		if ctx.Err() != nil {
+		if !seen(put.Header.Revision, false) {
 			return nil
 		}
-		record(d, ok)
 		sp.Status = "OUT_OF_SERVICE"
 		put, err = A.Put(ctx, key, string(InstanceJSON(sp)), clientv3.WithLease(lr.ID))
 		if err != nil {
 			return err
 		}
-		d, ok = visible(ctx, key, put.Header.Revision, false, time.Now())
-		if ctx.Err() != nil {
+		if !seen(put.Header.Revision, false) {
 			return nil
 		}
-		record(d, ok)
 		rv, err := A.Revoke(ctx, lr.ID)
 		if err != nil {
 			return err
 		}
-		d, ok = visible(ctx, key, rv.Header.Revision, true, time.Now())
-		if ctx.Err() != nil {
-			return nil
-		}
-		record(d, ok)
+		seen(rv.Header.Revision, true)
 		return nil
 	}
 	r.sys.Set(row, s.sample(ctx, "etcd", label, s.PropWorkers, 0, cycle))
