@@ -2,6 +2,7 @@ package eureka
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"strconv"
 	"strings"
@@ -172,12 +173,8 @@ func DecodeApplications(body []byte, f Format) (*Applications, error) {
 		return nil, err
 	}
 	apps := &Applications{}
-	for i := range fs {
-		v := &fs[i].val
-		if v.kind == kNull {
-			continue
-		}
-		switch fs[i].name {
+	for name, v := range nonNull(fs) {
+		switch name {
 		case "versions__delta":
 			apps.VersionsDelta, err = d.text("versions__delta", v)
 		case "apps__hashcode":
@@ -242,6 +239,18 @@ func each(n *node, fn func(*node) error) error {
 	return nil
 }
 
+// nonNull yields the name and value of each member of an object that is not
+// null, in document order: a null member leaves its field as it was.
+func nonNull(fs []field) iter.Seq2[string, *node] {
+	return func(yield func(string, *node) bool) {
+		for i := range fs {
+			if v := &fs[i].val; v.kind != kNull && !yield(fs[i].name, v) {
+				return
+			}
+		}
+	}
+}
+
 // decoder maps parsed trees onto the fsm model.
 type decoder struct {
 	xml bool
@@ -262,12 +271,8 @@ func (d *decoder) application(n *node) (Application, error) {
 	if err != nil {
 		return a, err
 	}
-	for i := range fs {
-		v := &fs[i].val
-		if v.kind == kNull {
-			continue
-		}
-		switch fs[i].name {
+	for name, v := range nonNull(fs) {
+		switch name {
 		case "name":
 			a.Name, err = d.text("application.name", v)
 		case "instance":
@@ -302,11 +307,7 @@ func (d *decoder) instance(n *node) (*fsm.Entry, error) {
 		CountryID:        1,
 	}
 	e := &fsm.Entry{Instance: in}
-	for i := range fs {
-		name, v := fs[i].name, &fs[i].val
-		if v.kind == kNull {
-			continue
-		}
+	for name, v := range nonNull(fs) {
 		switch name {
 		case "instanceId":
 			in.InstanceID, err = d.text(name, v)
@@ -395,12 +396,8 @@ func (d *decoder) dataCenter(n *node) (fsm.DataCenterInfo, error) {
 		return dc, err
 	}
 	var md map[string]string
-	for i := range fs {
-		v := &fs[i].val
-		if v.kind == kNull {
-			continue
-		}
-		switch fs[i].name {
+	for name, v := range nonNull(fs) {
+		switch name {
 		case "@class":
 			dc.Class, err = d.text("dataCenterInfo.@class", v)
 		case "name":
@@ -449,12 +446,8 @@ func (d *decoder) lease(n *node, e *fsm.Entry) error {
 		return err
 	}
 	in := e.Instance
-	for i := range fs {
-		v := &fs[i].val
-		if v.kind == kNull {
-			continue
-		}
-		switch name := fs[i].name; name {
+	for name, v := range nonNull(fs) {
+		switch name {
 		case "renewalIntervalInSecs":
 			in.RenewalIntervalSecs, err = d.int32("leaseInfo."+name, v, 0)
 			in.RenewalIntervalSecs = max(in.RenewalIntervalSecs, 0)
@@ -544,12 +537,8 @@ func (d *decoder) port(name string, n *node, num int32, enabled, secure bool) (i
 		num, err = d.int32(name, n, num)
 		return num, true, err
 	case kObj:
-		for i := range n.fields {
-			v := &n.fields[i].val
-			if v.kind == kNull {
-				continue
-			}
-			switch n.fields[i].name {
+		for member, v := range nonNull(n.fields) {
+			switch member {
 			case "$":
 				num, err = d.int32(name+".$", v, num)
 			case "@enabled":
