@@ -29,7 +29,6 @@ func (n *Node) Status() Status {
 		LastLogIndex:      n.raft.LastIndex(),
 		LastSnapshotIndex: u("last_snapshot_index"),
 		SnapshotThreshold: n.raft.ReloadableConfig().SnapshotThreshold,
-		TrailingLogs:      n.raft.ReloadableConfig().TrailingLogs,
 		Mode:              n.Mode(),
 		Quorum:            n.HasQuorum(),
 		Ready:             n.Ready(),

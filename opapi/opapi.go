@@ -26,11 +26,9 @@ type NodeStatus struct {
 	// SnapshotThreshold is how many log entries past LastSnapshotIndex
 	// make Raft take the next snapshot (it follows the registry's size).
 	SnapshotThreshold uint64 `json:"snapshot_threshold"`
-	// TrailingLogs is how many entries before a snapshot the log keeps.
-	TrailingLogs  uint64 `json:"trailing_logs"`
-	LastContactMs int64  `json:"last_contact_ms"`
-	Mode          string `json:"mode"`
-	Quorum        bool   `json:"quorum"`
+	LastContactMs     int64  `json:"last_contact_ms"`
+	Mode              string `json:"mode"`
+	Quorum            bool   `json:"quorum"`
 	// Ready is set once the node caught up after starting.
 	Ready bool `json:"ready"`
 	// ReadGate is how registry reads are answered: open, durable_stale
