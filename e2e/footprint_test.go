@@ -38,10 +38,10 @@ import (
 // node (to compare a setting against the defaults). With BENCH_PPROF_DIR
 // set, the nodes serve /debug/pprof and each node's heap profile is written
 // there, CPU profiles of every node covering the registrations, the wait
-// for snapshots and the renewals (profileCPU), and the logs of the restarted and the joining
-// node. BENCH_STOP=register ends the run after the registrations,
-// BENCH_STOP=renew after the renewals (their CPU at a size whose full run
-// takes long).
+// for snapshots and the renewals (profileCPU), and the logs of the
+// restarted and the joining node. BENCH_STOP=register ends the run after
+// the registrations, BENCH_STOP=renew after the renewals (their CPU at a
+// size whose full run takes long).
 func BenchmarkFootprint(b *testing.B) {
 	wl := bench.DefaultWorkload()
 	if s := os.Getenv("BENCH_INSTANCES"); s != "" {
