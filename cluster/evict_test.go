@@ -224,3 +224,33 @@ func TestLeaderWorkStopsWithLeadership(t *testing.T) {
 		t.Fatal("lease tracking still on after shutdown")
 	}
 }
+
+// TestLeaseScan_AllocatesNothingPerInstance: the leader's lease scan runs
+// for every /v1/status and /metrics request and every eviction interval, so
+// it must not allocate per instance, with or without renewals pending.
+func TestLeaseScan_AllocatesNothingPerInstance(t *testing.T) {
+	n := singleNode(t, DefaultLeaseConfig())
+	const instances = 200
+	for i := range instances {
+		register(t, n, fmt.Sprintf("APP-%d", i%5), fmt.Sprintf("i-%d.a-host-name-longer-than-a-stack-buffer", i), 90)
+	}
+	k := n.leases
+	for _, pending := range []bool{false, true} {
+		if pending {
+			n.renew.mu.Lock()
+			id := "i-1.a-host-name-longer-than-a-stack-buffer"
+			n.renew.pending[leaseKey("APP-1", id)] = fsm.Renewal{App: "APP-1", ID: id, Ts: time.Now().UnixMilli()}
+			n.renew.mu.Unlock()
+		}
+		var st LeaseStatus
+		allocs := testing.AllocsPerRun(10, func() { st, _ = k.evaluate(time.Now()) })
+		if st.Instances != instances || st.ExpectedRenewsPerMin != 60*instances || st.Expired != 0 {
+			t.Fatalf("pending %v: scan saw %d instances, %.0f renewals/min expected, %d expired; want %d, %d, 0",
+				pending, st.Instances, st.ExpectedRenewsPerMin, st.Expired, instances, 60*instances)
+		}
+		t.Logf("pending %v: %.0f allocations", pending, allocs)
+		if allocs > 5 {
+			t.Errorf("pending %v: the scan of %d instances made %.0f allocations, want a few, none per instance", pending, instances, allocs)
+		}
+	}
+}

@@ -97,29 +97,32 @@ func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
 	k.mu.Unlock()
 	pending := k.n.renew.pendingTimes()
 	nowMs := now.UnixMilli()
-	var intervals []int32
+	// The scan allocates nothing per instance: it runs for every status
+	// and metrics request as well as every eviction interval, and the
+	// registry may hold hundreds of thousands of instances.
+	var expected float64
+	var count int
 	var expired []fsm.KeyBody
 	maxGrace := since
 	k.n.fsm.Read(func(r *fsm.Registry) {
 		r.Range(func(e *fsm.Entry) {
-			intervals = append(intervals, e.Instance.RenewalIntervalSecs)
-			last := e.LastRenewalTs
-			if len(pending) > 0 { // no key built per instance when nothing is pending
-				last = max(last, pending[leaseKey(e.App, e.ID)])
-			}
+			expected += renewalsPerMin(e.Instance.RenewalIntervalSecs)
+			count++
 			maxGrace = max(maxGrace, since+e.DurationMs())
-			if leaseExpired(last, e.DurationMs(), since, nowMs) {
+			// A pending renewal only moves the lease later, so its key
+			// is looked up for a lease that expired without it.
+			if leaseExpired(e.LastRenewalTs, e.DurationMs(), since, nowMs) &&
+				(len(pending) == 0 || leaseExpired(max(e.LastRenewalTs, pending[leaseKey(e.App, e.ID)]), e.DurationMs(), since, nowMs)) {
 				expired = append(expired, fsm.KeyBody{App: e.App, ID: e.ID})
 			}
 		})
 	})
-	expected := expectedRenewalsPerMin(intervals)
 	st := LeaseStatus{
 		SelfPreservationEnabled: cfg.SelfPreservation,
 		RenewsLastMin:           k.rate.perMinute(now),
 		Threshold:               renewalThreshold(expected, cfg.RenewalPercentThreshold),
 		ExpectedRenewsPerMin:    expected,
-		Instances:               len(intervals),
+		Instances:               count,
 		Expired:                 len(expired),
 		EvictedTotal:            evicted,
 		LeaderSinceMs:           since,

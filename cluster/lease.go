@@ -39,12 +39,18 @@ func DefaultLeaseConfig() LeaseConfig {
 func expectedRenewalsPerMin(intervals []int32) float64 {
 	var sum float64
 	for _, ri := range intervals {
-		if ri <= 0 {
-			ri = fsm.DefaultRenewalIntervalSecs
-		}
-		sum += 60 / float64(ri)
+		sum += renewalsPerMin(ri)
 	}
 	return sum
+}
+
+// renewalsPerMin is what one instance renewing every ri seconds promises
+// (Eureka's default interval when ri is not set).
+func renewalsPerMin(ri int32) float64 {
+	if ri <= 0 {
+		ri = fsm.DefaultRenewalIntervalSecs
+	}
+	return 60 / float64(ri)
 }
 
 // renewalThreshold is the renewals per minute at or below which

@@ -28,6 +28,7 @@ func (n *Node) Status() Status {
 		AppliedIndex:      n.raft.AppliedIndex(),
 		LastLogIndex:      n.raft.LastIndex(),
 		LastSnapshotIndex: u("last_snapshot_index"),
+		SnapshotThreshold: n.raft.ReloadableConfig().SnapshotThreshold,
 		Mode:              n.Mode(),
 		Quorum:            n.HasQuorum(),
 		Ready:             n.Ready(),

@@ -23,6 +23,9 @@ type NodeStatus struct {
 	LastLogIndex      uint64 `json:"last_log_index"`
 	FirstLogIndex     uint64 `json:"first_log_index"`
 	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
+	// SnapshotThreshold is how many log entries past LastSnapshotIndex
+	// make Raft take the next snapshot (it follows the registry's size).
+	SnapshotThreshold uint64 `json:"snapshot_threshold"`
 	LastContactMs     int64  `json:"last_contact_ms"`
 	Mode              string `json:"mode"`
 	Quorum            bool   `json:"quorum"`
