@@ -9,35 +9,27 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
-// holds reports whether segs holds the very slice frag (not a copy).
-func holds(segs [][]byte, frag []byte) bool {
+// holds reports whether segs holds the very piece p (not a copy).
+func holds(segs []cache.Segment, p *cache.Piece) bool {
 	for _, s := range segs {
-		if len(s) == len(frag) && len(s) > 0 && &s[0] == &frag[0] {
+		if s.Piece() == p {
 			return true
 		}
 	}
 	return false
 }
 
-// within reports whether s lies inside frag's bytes.
-func within(s, frag []byte) bool {
-	return len(s) > 0 && len(frag) > 0 &&
-		uintptr(unsafe.Pointer(&s[0])) >= uintptr(unsafe.Pointer(&frag[0])) &&
-		uintptr(unsafe.Pointer(&s[len(s)-1])) <= uintptr(unsafe.Pointer(&frag[len(frag)-1]))
-}
-
 // After a registration burst the delta holds every instance: it shares the
-// full registry's fragments instead of encoding a second copy; of an
-// application it holds in part (one instance deleted) it takes the current
-// instances' bytes from the application's fragment, as one run, and
-// encodes only the deleted one.
+// full registry's fragments (their compressed pieces) instead of encoding a
+// second copy; of an application it holds in part (one instance deleted)
+// it lists the current instances as one run, one piece, kept for the next
+// delta build, and encodes the deleted one apart.
 func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 	f, idx := benchRegistry(t, 140, 7)
 	applyCmd(t, f, idx, fsm.CmdCancel, &fsm.KeyBody{App: "APP-004", ID: "10.0.0.4:app-004:8080"})
@@ -54,8 +46,8 @@ func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 			t.Fatal(err)
 		}
 		v.mu.Lock()
-		shared, own := v.frags[fragKey{"APP-001", format}].body, v.frags[fragKey{"APP-004", format}].body
-		kept := len(v.deltaInst[format])
+		shared, own := v.frags[fragKey{"APP-001", format}].piece, v.frags[fragKey{"APP-004", format}].piece
+		kept, runs := len(v.deltaInst[format]), v.deltaRuns[format]
 		v.mu.Unlock()
 		if !holds(apps, shared) || !holds(delta, shared) {
 			t.Fatalf("%s: the delta does not share APP-001's fragment with the full registry", format)
@@ -67,22 +59,27 @@ func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 		f.Read(func(r *fsm.Registry) {
 			want = eureka.AppendApplication(nil, format, "APP-001", r.AppEntries("APP-001"))
 		})
-		if !bytes.Equal(shared, want) {
+		if got := cache.NewValue([]cache.Segment{cache.Compressed(shared)}, 0).Bytes(); !bytes.Equal(got, want) {
 			t.Fatalf("%s: the stored fragment differs from AppendApplication's encoding", format)
 		}
-		// APP-004's other 19 instances are one slice of its current
-		// fragment; only the deleted one is encoded for the delta.
-		if kept != 1 {
-			t.Fatalf("%s: the delta keeps %d instance encodings of its own, want 1 (the deleted instance)", format, kept)
+		// APP-004's other 19 instances are one run; only the deleted one
+		// is encoded apart.
+		if kept != 1 || len(runs) != 1 {
+			t.Fatalf("%s: the delta keeps %d instances and %d runs of its own, want 1 and 1", format, kept, len(runs))
 		}
-		inFrag := 0
-		for _, s := range delta {
-			if len(s) > 0 && len(own) > 0 && &s[0] != &own[0] && within(s, own) {
-				inFrag++
+		var run *cache.Piece
+		for k, p := range runs {
+			if k.app != "APP-004" || k.j-k.i != 18 {
+				t.Fatalf("%s: run %+v, want APP-004's 19 current instances", format, k)
 			}
+			run = p
 		}
-		if inFrag != 1 {
-			t.Fatalf("%s: APP-004's 19 current instances are %d slices of its fragment, want one run", format, inFrag)
+		again, _, err := v.build(cache.Key{Entity: cache.EntityDelta, Format: uint8(format)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !holds(delta, run) || !holds(again, run) {
+			t.Fatalf("%s: the next delta build did not reuse the run's piece", format)
 		}
 	}
 }
@@ -146,4 +143,65 @@ func TestServe_LargeGzipWrittenVectored(t *testing.T) {
 	if vectoredWrites.Load() == before {
 		t.Fatal("the full registry was not written with writev")
 	}
+}
+
+// The plain documents inflated from the fragments' pieces are byte for
+// byte what the encoder writes, in all four formats: the full registry
+// and one application's document, built by the views and read through
+// the cache (its kept plain copy and the streamed inflate alike).
+func TestViews_PlainFromPiecesMatchesTheEncoder(t *testing.T) {
+	f, _ := benchRegistry(t, 120, 7)
+	v := newViews(f.Read, DefaultConfig())
+	c, err := cache.New(cache.DefaultConfig(), v.build, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for format := eureka.Format(0); format < eureka.NumFormats; format++ {
+		var apps, one []byte
+		f.Read(func(r *fsm.Registry) {
+			var frags [][]byte
+			for _, name := range r.AppNames() {
+				frags = append(frags, eureka.AppendApplication(nil, format, name, r.AppEntries(name)))
+			}
+			apps = eureka.AppendApplications(nil, format, "1", r.HashCode(), frags)
+			one = eureka.AppendApplicationDoc(nil, format, eureka.AppendApplication(nil, format, "APP-003", r.AppEntries("APP-003")))
+		})
+		for _, tc := range []struct {
+			key  cache.Key
+			want []byte
+		}{
+			{cache.Key{Entity: cache.EntityApps, Format: uint8(format)}, apps},
+			{cache.Key{Entity: cache.EntityApp, Name: "APP-003", Format: uint8(format)}, one},
+		} {
+			val, err := c.Get(tc.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var streamed bytes.Buffer
+			if _, err := val.WriteTo(&streamed); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(streamed.Bytes(), tc.want) || !bytes.Equal(val.PlainBytes(), tc.want) || val.Len != len(tc.want) {
+				t.Fatalf("%s %s: the plain document inflated from pieces differs from the encoder's (%d bytes, want %d)",
+					format, tc.key.Entity, streamed.Len(), len(tc.want))
+			}
+			if got := gunzipString(t, val.Gzip()); got != string(tc.want) {
+				t.Fatalf("%s %s: the gzip document differs from the encoder's", format, tc.key.Entity)
+			}
+		}
+	}
+}
+
+func gunzipString(t *testing.T, z []byte) string {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

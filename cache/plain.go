@@ -1,0 +1,244 @@
+package cache
+
+import (
+	"bytes"
+	"compress/flate"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The plain (identity-encoded) form of a document is not kept with it: the
+// pieces are the only long-lived form of an application's encoding, and a
+// plain read inflates them, piece by piece, into the response (writePlain).
+// Each piece is an independent raw deflate stream ended by a sync flush;
+// with an empty final block after it, a pooled flate reader inflates it
+// alone.
+//
+// A fleet of plain readers (eureka-js-client fetches the whole registry
+// without gzip every 30 seconds) would inflate a large document once per
+// read. The cache's plainKeeper therefore keeps the plain copy of a
+// document that is being read plain: concurrent readers of one document
+// version share one inflate, and later readers take the copy while it is
+// read at least every PlainKeep. What it holds is bounded by PlainBudget
+// bytes whatever the mix of reads; a document that does not fit is
+// inflated per read, streamed, with no copy of the whole.
+
+// pieceSrc reads a piece's bytes and then an empty final block, so that
+// the flate reader ends cleanly at the end of the piece.
+type pieceSrc struct {
+	z    []byte
+	tail []byte
+}
+
+func (s *pieceSrc) next() []byte {
+	if len(s.z) > 0 {
+		return s.z
+	}
+	return s.tail
+}
+
+func (s *pieceSrc) Read(p []byte) (int, error) {
+	b := s.next()
+	if len(b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b)
+	s.advance(n)
+	return n, nil
+}
+
+// ReadByte makes pieceSrc an io.ByteReader, so that flate reads it
+// without a buffer of its own.
+func (s *pieceSrc) ReadByte() (byte, error) {
+	b := s.next()
+	if len(b) == 0 {
+		return 0, io.EOF
+	}
+	s.advance(1)
+	return b[0], nil
+}
+
+func (s *pieceSrc) advance(n int) {
+	if len(s.z) > 0 {
+		s.z = s.z[n:]
+	} else {
+		s.tail = s.tail[n:]
+	}
+}
+
+// inflater is a flate reader with the source it reads, pooled: a flate
+// reader's window is 32 KiB, not worth allocating per piece.
+type inflater struct {
+	src pieceSrc
+	r   io.ReadCloser
+}
+
+var inflaters = sync.Pool{New: func() any {
+	f := &inflater{}
+	f.r = flate.NewReader(&f.src)
+	return f
+}}
+
+// writePlain writes the plain segment p was made of to w.
+func (p *Piece) writePlain(w io.Writer) (int64, error) {
+	f := inflaters.Get().(*inflater)
+	f.src = pieceSrc{z: p.z, tail: finalBlock}
+	err := f.r.(flate.Resetter).Reset(&f.src, nil)
+	var n int64
+	if err == nil {
+		n, err = io.Copy(w, f.r)
+	}
+	f.src = pieceSrc{}
+	inflaters.Put(f)
+	if err == nil && n != int64(p.n) {
+		err = fmt.Errorf("piece inflated to %d bytes, want %d", n, p.n)
+	}
+	if err != nil {
+		return n, fmt.Errorf("inflate piece: %w", err)
+	}
+	return n, nil
+}
+
+// writePlain writes segments' plain bytes to w, inflating the pieces.
+func writePlain(w io.Writer, segments []Segment) (int64, error) {
+	var n int64
+	for _, s := range segments {
+		var m int64
+		var err error
+		if s.p != nil {
+			m, err = s.p.writePlain(w)
+		} else {
+			var k int
+			k, err = w.Write(s.b)
+			m = int64(k)
+		}
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// plainKeeper keeps the plain copies of documents being read plain, within
+// a byte budget and for as long as they are read (see above).
+type plainKeeper struct {
+	budget int
+	keep   time.Duration
+
+	mu     sync.Mutex
+	held   int
+	docs   map[*Value]*plainDoc
+	timer  *time.Timer // armed while docs is not empty
+	closed bool
+
+	inflates atomic.Uint64 // copies made (tests)
+}
+
+// plainDoc is one kept copy; b is set before done closes (nil if the
+// inflate failed).
+type plainDoc struct {
+	done chan struct{}
+	b    []byte
+	last atomic.Int64 // unix nanoseconds of the last read
+}
+
+func newPlainKeeper(budget int, keep time.Duration) *plainKeeper {
+	return &plainKeeper{budget: budget, keep: keep, docs: map[*Value]*plainDoc{}}
+}
+
+// get returns v's plain body from its kept copy, making the copy when it
+// fits the budget (readers arriving meanwhile wait for that one inflate),
+// or nil when it does not: the caller then inflates v as it writes it.
+func (k *plainKeeper) get(v *Value) []byte {
+	if k == nil || k.budget <= 0 || k.keep <= 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	k.mu.Lock()
+	d := k.docs[v]
+	if d != nil {
+		d.last.Store(now)
+		k.mu.Unlock()
+		<-d.done
+		return d.b
+	}
+	if k.closed || k.held+v.Len > k.budget {
+		k.mu.Unlock()
+		return nil
+	}
+	d = &plainDoc{done: make(chan struct{})}
+	d.last.Store(now)
+	k.docs[v] = d
+	k.held += v.Len
+	if k.timer == nil {
+		k.timer = time.AfterFunc(k.sweepEvery(), k.sweep)
+	}
+	k.mu.Unlock()
+
+	buf := bytes.NewBuffer(make([]byte, 0, v.Len))
+	if _, err := writePlain(buf, v.Segments); err == nil {
+		d.b = buf.Bytes()
+	}
+	k.inflates.Add(1)
+	if d.b == nil {
+		k.mu.Lock()
+		if k.docs[v] == d {
+			delete(k.docs, v)
+			k.held -= v.Len
+		}
+		k.mu.Unlock()
+	}
+	close(d.done)
+	return d.b
+}
+
+// sweepEvery is how often kept copies are checked: a copy outlives its
+// last read by between keep and 1.25 keep.
+func (k *plainKeeper) sweepEvery() time.Duration { return k.keep / 4 }
+
+// sweep drops the copies not read for keep.
+func (k *plainKeeper) sweep() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cut := time.Now().Add(-k.keep).UnixNano()
+	for v, d := range k.docs {
+		select {
+		case <-d.done:
+		default:
+			continue // still being made
+		}
+		if d.last.Load() <= cut {
+			delete(k.docs, v)
+			k.held -= v.Len
+		}
+	}
+	if len(k.docs) > 0 && !k.closed {
+		k.timer.Reset(k.sweepEvery())
+		return
+	}
+	k.timer = nil
+}
+
+// heldBytes returns the bytes of the kept copies (tests).
+func (k *plainKeeper) heldBytes() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.held
+}
+
+// close drops every copy and stops the sweeps.
+func (k *plainKeeper) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.closed = true
+	if k.timer != nil {
+		k.timer.Stop()
+		k.timer = nil
+	}
+	clear(k.docs)
+	k.held = 0
+}

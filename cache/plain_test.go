@@ -1,0 +1,97 @@
+package cache
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pieceDoc is a document of n bytes held as pieces of 10 KiB.
+func pieceDoc(n int) (*Value, []byte) {
+	plain := fragGen(11)(n)
+	var segs []Segment
+	for off := 0; off < n; off += 10 << 10 {
+		segs = append(segs, Compressed(NewPiece(plain[off:min(off+10<<10, n)])))
+	}
+	return NewValue(segs, 1), plain
+}
+
+// Concurrent plain readers of one document share one inflate, and later
+// readers take the kept copy while it is read.
+func TestPlain_ConcurrentReadersShareOneInflate(t *testing.T) {
+	k := newPlainKeeper(1<<20, time.Hour)
+	defer k.close()
+	v, want := pieceDoc(200 << 10)
+	v.plain = k
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := v.PlainBytes(); !bytes.Equal(got, want) {
+				t.Error("a reader got other bytes")
+			}
+		}()
+	}
+	wg.Wait()
+	if n := k.inflates.Load(); n != 1 {
+		t.Fatalf("%d inflates for 32 concurrent readers, want 1", n)
+	}
+	if k.heldBytes() != len(want) {
+		t.Fatalf("keeper holds %d bytes, want %d", k.heldBytes(), len(want))
+	}
+}
+
+// The keeper never holds more than its budget: a document that does not
+// fit is not kept (its readers stream the inflate), whatever the reads.
+func TestPlain_BudgetBoundsTheCopies(t *testing.T) {
+	k := newPlainKeeper(500<<10, time.Hour)
+	defer k.close()
+	for i := range 10 {
+		v, want := pieceDoc(200 << 10)
+		v.plain = k
+		got := v.PlainBytes()
+		switch {
+		case i < 2 && !bytes.Equal(got, want):
+			t.Fatalf("document %d: not kept within the budget", i)
+		case i >= 2 && got != nil:
+			t.Fatalf("document %d kept beyond the budget", i)
+		}
+		var w bytes.Buffer
+		if _, err := v.WriteTo(&w); err != nil || !bytes.Equal(w.Bytes(), want) {
+			t.Fatalf("document %d: the streamed inflate differs", i)
+		}
+		if k.heldBytes() > 500<<10 {
+			t.Fatalf("keeper holds %d bytes, over its budget", k.heldBytes())
+		}
+	}
+}
+
+// A copy nobody reads for PlainKeep is dropped; one still read stays.
+func TestPlain_CopiesExpireWhenNotRead(t *testing.T) {
+	k := newPlainKeeper(1<<20, 40*time.Millisecond)
+	defer k.close()
+	idle, _ := pieceDoc(100 << 10)
+	busy, _ := pieceDoc(100 << 10)
+	idle.plain, busy.plain = k, k
+	idle.PlainBytes()
+	busy.PlainBytes()
+	deadline := time.Now().Add(5 * time.Second)
+	for k.heldBytes() != busy.Len {
+		if time.Now().After(deadline) {
+			t.Fatalf("keeper holds %d bytes after the idle copy's time, want %d", k.heldBytes(), busy.Len)
+		}
+		busy.PlainBytes()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := k.inflates.Load(); n != 2 {
+		t.Fatalf("%d inflates, want 2: the copy read all along was made again", n)
+	}
+	for k.heldBytes() != 0 {
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatal("the last copy was not dropped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
