@@ -9,9 +9,14 @@
 // cached reads follow the registry within milliseconds; the timer remains as
 // an upper bound and, with the push turned off, as the only refresh
 // (eureka-server's behaviour). Watch lets readers block until a document
-// changes (push.go). The package knows nothing of HTTP or of the Eureka
-// encoding: the builder is injected. It imports fsm (change notices) and
-// opapi (its counters' wire type) only; it must not import httpapi or cluster.
+// changes (push.go). A document is a list of segments, the large ones held
+// compressed only (pieces the builder makes once and shares between
+// documents): gzip answers write the pieces as they are (gzip.go), plain
+// answers inflate them, and a document being read plain keeps a plain copy
+// for a while, within a byte budget (plain.go). The package knows nothing
+// of HTTP or of the Eureka encoding: the builder is injected. It imports
+// fsm (change notices) and opapi (its counters' wire type) only; it must
+// not import httpapi or cluster.
 package cache
 
 import (
