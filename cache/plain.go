@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bufio"
 	"bytes"
 	"compress/flate"
 	"fmt"
@@ -74,6 +75,7 @@ func (s *pieceSrc) advance(n int) {
 type inflater struct {
 	src pieceSrc
 	r   io.ReadCloser
+	buf [8 << 10]byte
 }
 
 var inflaters = sync.Pool{New: func() any {
@@ -82,6 +84,45 @@ var inflaters = sync.Pool{New: func() any {
 	return f
 }}
 
+// copyTo writes what f.r inflates to w. Not io.Copy: a bufio.Writer hands
+// a reader to the writer under it whenever its buffer is empty, which for
+// an HTTP response bypasses the buffer (a write to the socket per flate
+// read). Into a bufio.Writer or a bytes.Buffer with room it inflates
+// straight into the free part of their buffer; anything else gets the
+// inflater's own buffer's contents.
+func (f *inflater) copyTo(w io.Writer) (int64, error) {
+	bw, _ := w.(*bufio.Writer)
+	bb, _ := w.(*bytes.Buffer)
+	var n int64
+	for {
+		buf := f.buf[:]
+		switch {
+		case bw != nil:
+			if bw.Available() == 0 {
+				if err := bw.Flush(); err != nil {
+					return n, err
+				}
+			}
+			buf = bw.AvailableBuffer()[:bw.Available()]
+		case bb != nil && bb.Available() > 0:
+			buf = bb.AvailableBuffer()[:bb.Available()] // a copy made to its exact size
+		}
+		m, err := f.r.Read(buf)
+		if m > 0 {
+			if _, werr := w.Write(buf[:m]); werr != nil {
+				return n, werr
+			}
+			n += int64(m)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
 // writePlain writes the plain segment p was made of to w.
 func (p *Piece) writePlain(w io.Writer) (int64, error) {
 	f := inflaters.Get().(*inflater)
@@ -89,7 +130,7 @@ func (p *Piece) writePlain(w io.Writer) (int64, error) {
 	err := f.r.(flate.Resetter).Reset(&f.src, nil)
 	var n int64
 	if err == nil {
-		n, err = io.Copy(w, f.r)
+		n, err = f.copyTo(w)
 	}
 	f.src = pieceSrc{}
 	inflaters.Put(f)

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -96,7 +97,10 @@ func TestServe_GzipMatchesPlain(t *testing.T) {
 	}
 	for _, path := range []string{"/eureka/apps", "/eureka/apps/delta", "/eureka/apps/WEB", "/eureka/vips/svc"} {
 		for _, accept := range []string{"application/json", "application/xml"} {
-			code, plain, _ := do(t, "GET", ts.URL+path, "", "", "Accept", accept)
+			code, plain, phdr := getPlain(t, ts.URL+path, accept)
+			if phdr.Get("Content-Length") != fmt.Sprint(len(plain)) || phdr.Get("Content-Encoding") != "" {
+				t.Fatalf("%s %s: plain answer with length %q of %d, encoding %q", path, accept, phdr.Get("Content-Length"), len(plain), phdr.Get("Content-Encoding"))
+			}
 			zcode, z, hdr := do(t, "GET", ts.URL+path, "", "", "Accept", accept, "Accept-Encoding", "gzip")
 			if code != 200 || zcode != 200 || hdr.Get("Content-Encoding") != "gzip" || hdr.Get("Content-Length") != fmt.Sprint(len(z)) {
 				t.Fatalf("%s %s: %d / %d, encoding %q, length %q of %d", path, accept, code, zcode,
@@ -128,7 +132,7 @@ func TestServe_LargeGzipWrittenVectored(t *testing.T) {
 	ts.Start()
 	t.Cleanup(ts.Close)
 	before := vectoredWrites.Load()
-	_, plain, _ := do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept", "application/json")
+	_, plain, _ := getPlain(t, ts.URL+"/eureka/apps", "application/json")
 	code, z, hdr := do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept", "application/json", "Accept-Encoding", "gzip")
 	if code != 200 || hdr.Get("Content-Length") != fmt.Sprint(len(z)) || len(z) < vectorMin {
 		t.Fatalf("%d, length %q of %d bytes (want at least %d)", code, hdr.Get("Content-Length"), len(z), vectorMin)
@@ -204,4 +208,66 @@ func gunzipString(t *testing.T, z []byte) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A plain answer is the same bytes, with the same Content-Length, whether
+// it comes from the kept copy or is inflated as it is written (a document
+// beyond the plain budget), and decompresses from the gzip answer.
+func TestServe_PlainKeptAndStreamedAgree(t *testing.T) {
+	f, _ := benchRegistry(t, 3000, 100)
+	var bodies []string
+	for _, budget := range []int{DefaultConfig().Cache.PlainBudget, 0} {
+		cfg := DefaultConfig()
+		cfg.Cache.PlainBudget = budget
+		s, err := New(cfg, &fakeCluster{fsm: f}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewUnstartedServer(s.Handler())
+		ts.Listener = Listener(ts.Listener)
+		ts.Start()
+		for _, accept := range []string{"application/json", "application/xml"} {
+			for range 2 { // the first read makes the copy, the second takes it
+				code, plain, hdr := getPlain(t, ts.URL+"/eureka/apps", accept)
+				if code != 200 || hdr.Get("Content-Length") != fmt.Sprint(len(plain)) || hdr.Get("Content-Encoding") != "" {
+					t.Fatalf("budget %d, %s: %d, length %q of %d", budget, accept, code, hdr.Get("Content-Length"), len(plain))
+				}
+				_, z, _ := do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept", accept, "Accept-Encoding", "gzip")
+				if gunzipString(t, []byte(z)) != plain {
+					t.Fatalf("budget %d, %s: the plain answer differs from the gzip one", budget, accept)
+				}
+				bodies = append(bodies, plain)
+			}
+		}
+		ts.Close()
+		s.Close()
+	}
+	for i := range 4 {
+		if bodies[i] != bodies[i+4] {
+			t.Fatal("the kept copy and the streamed inflate differ")
+		}
+	}
+}
+
+// getPlain reads url without gzip (http.DefaultClient would ask for gzip
+// and decompress it itself).
+func getPlain(t *testing.T, url, accept string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b), resp.Header
 }
