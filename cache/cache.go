@@ -623,11 +623,13 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 	switch {
 	case err != nil:
 		c.ro.Delete(key) // e.g. the application is gone: readers get the 404 from readWrite
+		c.plain.drop(old)
 	case nv != old:
 		if old != nil && old.gzServed.Load() {
 			nv.gzip()
 		}
 		c.ro.Store(key, nv)
+		c.plain.drop(old) // readers now get nv: its own copy is made on its first plain read
 	}
 	c.lanes[laneOf(topicOf(key))].pace[key] = pace{at: start, cost: time.Since(start)}
 }

@@ -3,9 +3,12 @@ package cache
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"fmt"
 	"io"
+	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,7 +210,7 @@ func (k *plainKeeper) get(v *Value) []byte {
 		<-d.done
 		return d.b
 	}
-	if k.closed || k.held+v.Len > k.budget {
+	if k.closed || (k.held+v.Len > k.budget && !k.evictLocked(v.Len, now)) {
 		k.mu.Unlock()
 		return nil
 	}
@@ -237,15 +240,78 @@ func (k *plainKeeper) get(v *Value) []byte {
 	return d.b
 }
 
+// evictLocked drops the copies read least recently, none read in the
+// last quarter of keep (so that two documents that do not fit together do
+// not take turns being copied, each read), until n more bytes fit the
+// budget, and reports whether they do. k.mu must be held.
+func (k *plainKeeper) evictLocked(n int, now int64) bool {
+	if n > k.budget {
+		return false
+	}
+	recent := now - int64(k.sweepEvery())
+	type cand struct {
+		v    *Value
+		last int64
+	}
+	var cands []cand
+	free := k.budget - k.held
+	for v, d := range k.docs {
+		select {
+		case <-d.done:
+		default:
+			continue
+		}
+		if l := d.last.Load(); l < recent {
+			cands = append(cands, cand{v, l})
+			free += v.Len
+		}
+	}
+	if free < n {
+		return false
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.last, b.last) })
+	for _, c := range cands {
+		if k.budget-k.held >= n {
+			break
+		}
+		delete(k.docs, c.v)
+		k.held -= c.v.Len
+	}
+	return true
+}
+
+// drop drops v's copy: the cache replaced v with a newer build, which new
+// readers get (one still writing v's copy keeps it until it is done).
+func (k *plainKeeper) drop(v *Value) {
+	if v == nil || !v.pieces {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if d := k.docs[v]; d != nil {
+		select {
+		case <-d.done:
+			delete(k.docs, v)
+			k.held -= v.Len
+		default: // being made: the sweep drops it once unread
+		}
+	}
+}
+
 // sweepEvery is how often kept copies are checked: a copy outlives its
 // last read by between keep and 1.25 keep.
 func (k *plainKeeper) sweepEvery() time.Duration { return k.keep / 4 }
 
-// sweep drops the copies not read for keep.
+// sweep drops the copies not read for keep. When that frees much, it
+// has the memory collected and returned to the system at once: a node
+// whose plain readers stopped would otherwise hold the copies as garbage
+// until it allocates enough for a collection, which an idle node may
+// never do (and the automatic memory limit follows the live heap only
+// after a collection).
 func (k *plainKeeper) sweep() {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	cut := time.Now().Add(-k.keep).UnixNano()
+	dropped := 0
 	for v, d := range k.docs {
 		select {
 		case <-d.done:
@@ -255,14 +321,24 @@ func (k *plainKeeper) sweep() {
 		if d.last.Load() <= cut {
 			delete(k.docs, v)
 			k.held -= v.Len
+			dropped += v.Len
 		}
 	}
 	if len(k.docs) > 0 && !k.closed {
 		k.timer.Reset(k.sweepEvery())
-		return
+	} else {
+		k.timer = nil
 	}
-	k.timer = nil
+	k.mu.Unlock()
+	if dropped >= returnMin {
+		debug.FreeOSMemory()
+	}
 }
+
+// returnMin is how many bytes of copies a sweep drops before it has them
+// returned to the system: a collection of the whole heap for a few MiB
+// would cost more than keeping them until the next one.
+const returnMin = 16 << 20
 
 // heldBytes returns the bytes of the kept copies (tests).
 func (k *plainKeeper) heldBytes() int {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/fsm"
 )
 
 // pieceDoc is a document of n bytes held as pieces of 10 KiB.
@@ -93,5 +95,64 @@ func TestPlain_CopiesExpireWhenNotRead(t *testing.T) {
 			t.Fatal("the last copy was not dropped")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A document that does not fit takes the room of the copies read least
+// recently, if they were not read just now.
+func TestPlain_EvictsCopiesNotReadLately(t *testing.T) {
+	k := newPlainKeeper(500<<10, 2*time.Second)
+	defer k.close()
+	a, _ := pieceDoc(200 << 10)
+	b, _ := pieceDoc(200 << 10)
+	c, want := pieceDoc(200 << 10)
+	a.plain, b.plain, c.plain = k, k, k
+	a.PlainBytes()
+	b.PlainBytes()
+	if c.PlainBytes() != nil {
+		t.Fatal("a third copy was kept while the two others were just read")
+	}
+	time.Sleep(600 * time.Millisecond) // more than a quarter of keep
+	b.PlainBytes()
+	if got := c.PlainBytes(); !bytes.Equal(got, want) {
+		t.Fatal("the copy read least recently did not make room")
+	}
+	k.mu.Lock()
+	_, hasA := k.docs[a]
+	_, hasB := k.docs[b]
+	k.mu.Unlock()
+	if hasA || !hasB || k.heldBytes() != 400<<10 {
+		t.Fatalf("kept a=%v b=%v, %d bytes: want b and c", hasA, hasB, k.heldBytes())
+	}
+}
+
+// A document replaced by a newer build loses its copy at once: the budget
+// holds the documents readers get now, not the versions before them.
+func TestPlain_ReplacedDocumentsLoseTheirCopy(t *testing.T) {
+	b := &churnBuilder{frags: map[string]*Piece{}}
+	for _, n := range []string{"A", "B", "C", "D"} {
+		b.change(n)
+	}
+	cfg := DefaultConfig()
+	cfg.UpdateInterval, cfg.PushWindow = time.Hour, 0
+	c, err := New(cfg, b.build, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 20 {
+		v, err := c.Get(kApps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(v.PlainBytes(), v.Bytes()) {
+			t.Fatal("the kept copy differs")
+		}
+		if c.plain.heldBytes() != v.Len {
+			t.Fatalf("change %d: the keeper holds %d bytes, want the current document's %d", i, c.plain.heldBytes(), v.Len)
+		}
+		b.change("B")
+		c.Invalidate(fsm.Change{Apps: []string{"B"}})
+		c.Refresh()
 	}
 }
