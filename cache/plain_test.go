@@ -72,7 +72,7 @@ func TestPlain_BudgetBoundsTheCopies(t *testing.T) {
 
 // A copy nobody reads for PlainKeep is dropped; one still read stays.
 func TestPlain_CopiesExpireWhenNotRead(t *testing.T) {
-	k := newPlainKeeper(1<<20, 40*time.Millisecond)
+	k := newPlainKeeper(1<<20, 200*time.Millisecond)
 	defer k.close()
 	idle, _ := pieceDoc(100 << 10)
 	busy, _ := pieceDoc(100 << 10)
