@@ -178,6 +178,9 @@ type plainKeeper struct {
 	docs   map[*Value]*plainDoc
 	timer  *time.Timer // armed while docs is not empty
 	closed bool
+	// unreturned counts the bytes of copies dropped since the memory
+	// was last returned to the system (sweep).
+	unreturned int
 
 	inflates atomic.Uint64 // copies made (tests)
 }
@@ -302,8 +305,9 @@ func (k *plainKeeper) drop(v *Value) {
 // last read by between keep and 1.25 keep.
 func (k *plainKeeper) sweepEvery() time.Duration { return k.keep / 4 }
 
-// sweep drops the copies not read for keep. When that frees much, it
-// has the memory collected and returned to the system at once: a node
+// sweep drops the copies not read for keep. When the copies dropped add
+// up to much, or the last one goes, it has the memory collected and
+// returned to the system at once: a node
 // whose plain readers stopped would otherwise hold the copies as garbage
 // until it allocates enough for a collection, which an idle node may
 // never do (and the automatic memory limit follows the live heap only
@@ -324,19 +328,26 @@ func (k *plainKeeper) sweep() {
 			dropped += v.Len
 		}
 	}
+	k.unreturned += dropped
+	// Return when much was dropped, or when the last copy went (plain
+	// readers stopped) after a sweep that dropped some.
+	release := k.unreturned >= returnMin || (len(k.docs) == 0 && dropped > 0)
+	if release {
+		k.unreturned = 0
+	}
 	if len(k.docs) > 0 && !k.closed {
 		k.timer.Reset(k.sweepEvery())
 	} else {
 		k.timer = nil
 	}
 	k.mu.Unlock()
-	if dropped >= returnMin {
+	if release {
 		debug.FreeOSMemory()
 	}
 }
 
-// returnMin is how many bytes of copies a sweep drops before it has them
-// returned to the system: a collection of the whole heap for a few MiB
+// returnMin is how many bytes of dropped copies have the memory returned
+// while plain reads go on: a collection of the whole heap for a few MiB
 // would cost more than keeping them until the next one.
 const returnMin = 16 << 20
 
