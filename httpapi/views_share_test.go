@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -270,4 +271,39 @@ func getPlain(t *testing.T, url, accept string) (int, string, http.Header) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b), resp.Header
+}
+
+// After the views build the full registry, what stays on the heap is the
+// compressed pieces (and one application's encoding in the scratch
+// buffer), not the plain documents: measured as the live heap the built
+// documents add, against their plain size.
+func TestViews_BuildKeepsNoPlainCopy(t *testing.T) {
+	f, _ := benchRegistry(t, 3000, 100)
+	v := newViews(f.Read, DefaultConfig())
+	var before, after runtime.MemStats
+	collect := func(m *runtime.MemStats) {
+		for range 3 { // pooled objects survive one collection
+			runtime.GC()
+		}
+		runtime.ReadMemStats(m)
+	}
+	collect(&before)
+	var docs [][]cache.Segment
+	plain := 0
+	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
+		segs, _, err := v.build(cache.Key{Entity: cache.EntityApps, Format: uint8(format)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, segs)
+		plain += cache.NewValue(segs, 0).Len
+	}
+	collect(&after)
+	added := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	if added > int64(plain)/3 {
+		t.Fatalf("building %d plain bytes of documents left %d bytes on the heap: more than the pieces", plain, added)
+	}
+	t.Logf("%d plain bytes held in %d bytes", plain, added)
+	runtime.KeepAlive(docs)
+	runtime.KeepAlive(v) // and the registry it reads
 }
