@@ -26,9 +26,11 @@ import (
 // read. The cache's plainKeeper therefore keeps the plain copy of a
 // document that is being read plain: concurrent readers of one document
 // version share one inflate, and later readers take the copy while it is
-// read at least every PlainKeep. What it holds is bounded by PlainBudget
-// bytes whatever the mix of reads; a document that does not fit is
-// inflated per read, streamed, with no copy of the whole.
+// read at least every PlainKeep; a copy goes as soon as a newer build
+// replaces its document. What it holds is bounded by PlainBudget bytes
+// whatever the mix of reads: a document that does not fit takes the room
+// of copies not read lately, or else is inflated per read, streamed, with
+// no copy of the whole. Why these values: DefaultConfig.
 
 // pieceSrc reads a piece's bytes and then an empty final block, so that
 // the flate reader ends cleanly at the end of the piece.
