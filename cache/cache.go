@@ -9,12 +9,18 @@
 // cached reads follow the registry within milliseconds; the timer remains as
 // an upper bound and, with the push turned off, as the only refresh
 // (eureka-server's behaviour). Watch lets readers block until a document
-// changes (push.go). The package knows nothing of HTTP or of the Eureka
-// encoding: the builder is injected. It imports fsm (change notices) and
-// opapi (its counters' wire type) only; it must not import httpapi or cluster.
+// changes (push.go). A document is a list of segments, the large ones held
+// compressed only (pieces the builder makes once and shares between
+// documents): gzip answers write the pieces as they are (gzip.go), plain
+// answers inflate them, and a document being read plain keeps a plain copy
+// for a while, within a byte budget (plain.go). The package knows nothing
+// of HTTP or of the Eureka encoding: the builder is injected. It imports
+// fsm (change notices) and opapi (its counters' wire type) only; it must
+// not import httpapi or cluster.
 package cache
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -65,29 +71,36 @@ type Key struct {
 func InstanceName(app, id string) string { return app + "/" + id }
 
 // Value is a finished document. Its body is the concatenation of
-// Segments: documents share the encoded fragments of unchanged
-// applications instead of each holding a copy.
+// Segments: documents share the compressed pieces of unchanged
+// applications instead of each holding a copy, and no plain copy of a
+// piece is kept with it (plain.go).
 type Value struct {
-	// Segments make up the uncompressed body; they are never modified.
-	Segments [][]byte
-	// Len is the body's length.
+	// Segments make up the body; they are never modified.
+	Segments []Segment
+	// Len is the body's (plain) length.
 	Len int
 	// Version is the registry version the document was built from.
 	Version uint64
 	// BuiltAt is when the build finished.
 	BuiltAt time.Time
 
-	// The gzip form, assembled on first use from the segments' shared
-	// compressed pieces (gzip.go).
+	// pieces says whether a segment is compressed: the plain body is
+	// then inflated when read.
+	pieces bool
+	// plain keeps the plain copies of documents being read plain (the
+	// cache's; nil for values built outside a cache).
+	plain *plainKeeper
+
+	// The gzip form, assembled on first use from the segments' pieces
+	// (gzip.go).
 	gzipOnce sync.Once
 	gz       *gzDoc
 	gzDone   atomic.Bool
 	gzServed atomic.Bool // a reader asked for the gzip form
 	onGzip   func(*Value, int)
-	pieces   *pieceStore
 
 	// held and gzCounted are the cache's byte accounting (Cache.mu): held
-	// while readWrite holds the value, gzCounted once its gzip copy is
+	// while readWrite holds the value, gzCounted once its gzip form is
 	// counted.
 	held      bool
 	gzCounted int
@@ -113,29 +126,53 @@ func (v *Value) Memo(derive func(*Value) any) any {
 }
 
 // NewValue makes a value of segments.
-func NewValue(segments [][]byte, version uint64) *Value {
+func NewValue(segments []Segment, version uint64) *Value {
 	v := &Value{Segments: segments, Version: version, BuiltAt: time.Now()}
 	for _, s := range segments {
-		v.Len += len(s)
+		v.Len += s.Len()
+		v.pieces = v.pieces || s.p != nil
 	}
 	return v
 }
 
-// WriteTo writes the uncompressed body.
+// WriteTo writes the plain body, inflating the compressed segments as it
+// goes (w should be buffered: pieces are inflated in small writes).
 func (v *Value) WriteTo(w io.Writer) (int64, error) {
-	return writeParts(w, v.Segments)
+	return writePlain(w, v.Segments)
 }
 
-// Bytes returns the uncompressed body as one slice (a copy when the value
-// has several segments).
-func (v *Value) Bytes() []byte {
-	if len(v.Segments) == 1 {
-		return v.Segments[0]
+// PlainBytes returns the plain body as one slice when it is at hand
+// without inflating it for this read alone: the only segment of a plain
+// value, or the copy the cache keeps of a document being read plain
+// (made by one inflate that concurrent readers share). It returns nil
+// when the body is to be written with WriteTo (several plain segments, or
+// a document the cache's plain budget cannot hold). The slice must not be
+// modified.
+func (v *Value) PlainBytes() []byte {
+	if !v.pieces {
+		if len(v.Segments) == 1 {
+			return v.Segments[0].b
+		}
+		return nil
 	}
-	return joinParts(v.Segments, v.Len)
+	return v.plain.get(v)
 }
 
-// GzipLen returns the length of the gzip-compressed body, compressing it
+// Bytes returns the plain body as one slice (a new one when the value
+// has several segments or compressed ones).
+func (v *Value) Bytes() []byte {
+	if !v.pieces && len(v.Segments) == 1 {
+		return v.Segments[0].b
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, v.Len))
+	if _, err := v.WriteTo(buf); err != nil {
+		// Pieces are made here and never modified: a failure is a bug.
+		panic(fmt.Sprintf("cache: plain body of a document: %v", err))
+	}
+	return buf.Bytes()
+}
+
+// GzipLen returns the length of the gzip-compressed body, assembling it
 // on first use only. It and WriteGzipTo are what readers call: the cache
 // keeps making the gzip form of a document's next builds ahead of time
 // only while readers use it.
@@ -173,7 +210,7 @@ func (v *Value) served() *gzDoc {
 
 func (v *Value) gzip() *gzDoc {
 	v.gzipOnce.Do(func() {
-		v.gz = gzipSegments(v.Segments, v.pieces)
+		v.gz = gzipSegments(v.Segments)
 		v.gzDone.Store(true)
 		if v.onGzip != nil {
 			v.onGzip(v, v.gz.n)
@@ -184,7 +221,7 @@ func (v *Value) gzip() *gzDoc {
 
 // Builder builds the document for a key from the current registry, as
 // segments whose concatenation is the body.
-type Builder func(Key) (segments [][]byte, version uint64, err error)
+type Builder func(Key) (segments []Segment, version uint64, err error)
 
 // Config tunes the cache.
 type Config struct {
@@ -205,12 +242,24 @@ type Config struct {
 	Formats uint8
 	// MaxEntries bounds the number of keys held (VIP names come from clients).
 	MaxEntries int
+	// PlainBudget bounds the bytes of the plain copies kept of documents
+	// read without gzip (plain.go); a document that does not fit is
+	// inflated per read. 0 keeps none.
+	PlainBudget int
+	// PlainKeep is how long a plain copy outlives its last read.
+	PlainKeep time.Duration
 }
 
-// DefaultConfig returns eureka-server's defaults.
+// DefaultConfig returns eureka-server's defaults, and heureka's for the
+// plain copies (plain.go): a copy outlives its last read by 10 s, a third
+// of a Eureka client's polling interval, so that a fleet of plain readers
+// keeps it and a lone one pays one inflate per poll (about 8 ms for the
+// full registry of 10,000 instances); 128 MiB holds the full registry of
+// 50,000 instances in JSON, and bounds what plain readers can make a node
+// hold.
 func DefaultConfig() Config {
 	return Config{UpdateInterval: 30 * time.Second, PushWindow: 2 * time.Millisecond, AutoExpiration: 180 * time.Second,
-		UseReadOnly: true, Formats: 2, MaxEntries: 50000}
+		UseReadOnly: true, Formats: 2, MaxEntries: 50000, PlainBudget: 128 << 20, PlainKeep: 10 * time.Second}
 }
 
 // Validate checks the config.
@@ -220,6 +269,9 @@ func (c Config) Validate() error {
 	}
 	if c.PushWindow < 0 {
 		return errors.New("cache push window must not be negative")
+	}
+	if c.PlainBudget < 0 || c.PlainKeep < 0 {
+		return errors.New("cache plain budget and keep must not be negative")
 	}
 	if c.Formats == 0 || c.MaxEntries <= 0 {
 		return errors.New("cache formats and max entries must be positive")
@@ -244,9 +296,9 @@ type Cache struct {
 
 	mu sync.Mutex
 	rw map[Key]*entry
-	// pieces holds the compressed pieces of the segments that gzipped
-	// documents alive hold, for every document to share (gzip.go).
-	pieces *pieceStore
+	// plain keeps the plain copies of documents being read plain
+	// (plain.go).
+	plain *plainKeeper
 	// instKeys indexes the instance keys per application for invalidation.
 	instKeys map[string]map[Key]struct{}
 	// dirty is set by invalidation and cleared by the refresher.
@@ -285,7 +337,8 @@ func New(cfg Config, build Builder, log hclog.Logger) (*Cache, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{}, pieces: newPieceStore(),
+	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{},
+		plain:    newPlainKeeper(cfg.PlainBudget, cfg.PlainKeep),
 		instKeys: map[string]map[Key]struct{}{}, watchers: map[topic]chan struct{}{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range c.lanes {
@@ -307,6 +360,7 @@ func (c *Cache) Close() {
 	for _, l := range c.lanes {
 		<-l.done
 	}
+	c.plain.close()
 }
 
 // Get returns the document for key: from readOnly if enabled and present,
@@ -395,7 +449,7 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 		c.stats.buildErrors.Add(1)
 	} else {
 		val = NewValue(segments, version)
-		val.onGzip, val.pieces = c.countGzip, c.pieces
+		val.onGzip, val.plain = c.countGzip, c.plain
 	}
 	c.mu.Lock()
 	e.val, e.err = val, err
@@ -575,11 +629,13 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 	switch {
 	case err != nil:
 		c.ro.Delete(key) // e.g. the application is gone: readers get the 404 from readWrite
+		c.plain.drop(old)
 	case nv != old:
 		if old != nil && old.gzServed.Load() {
 			nv.gzip()
 		}
 		c.ro.Store(key, nv)
+		c.plain.drop(old) // readers now get nv: its own copy is made on its first plain read
 	}
 	c.lanes[laneOf(topicOf(key))].pace[key] = pace{at: start, cost: time.Since(start)}
 }

@@ -27,7 +27,7 @@ func newCountingBuilder() *countingBuilder {
 	return &countingBuilder{builds: map[Key]int{}, fail: map[string]bool{}}
 }
 
-func (b *countingBuilder) build(k Key) ([][]byte, uint64, error) {
+func (b *countingBuilder) build(k Key) ([]Segment, uint64, error) {
 	if b.delay > 0 {
 		time.Sleep(b.delay)
 	}
@@ -40,7 +40,7 @@ func (b *countingBuilder) build(k Key) ([][]byte, uint64, error) {
 	}
 	g := b.gen.Load()
 	body := fmt.Sprintf("%s/%s/%d@%d", k.Entity, k.Name, k.Format, g)
-	return [][]byte{[]byte(body[:3]), []byte(body[3:])}, g, nil
+	return PlainSegments([]byte(body[:3]), []byte(body[3:])), g, nil
 }
 
 func (b *countingBuilder) count(k Key) int {
@@ -274,10 +274,10 @@ func TestCache_InvalidationDuringBuildIsNotPublished(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{})
 	var once sync.Once
-	c.build = func(k Key) ([][]byte, uint64, error) {
+	c.build = func(k Key) ([]Segment, uint64, error) {
 		g := b.gen.Load() // the state this build reads...
 		once.Do(func() { close(started); <-release })
-		return [][]byte{[]byte(fmt.Sprintf("%s/%s/%d@%d", k.Entity, k.Name, k.Format, g))}, g, nil // ...is what it returns
+		return PlainSegments([]byte(fmt.Sprintf("%s/%s/%d@%d", k.Entity, k.Name, k.Format, g))), g, nil // ...is what it returns
 	}
 	done := make(chan string)
 	go func() { done <- mustGet(t, c, kAppA) }()
@@ -298,7 +298,7 @@ func TestCache_InvalidationDuringBuildIsNotPublished(t *testing.T) {
 func TestValue_MemoOncePerValue(t *testing.T) {
 	calls := 0
 	derive := func(v *Value) any { calls++; return v.Len * 2 }
-	v := NewValue([][]byte{[]byte("abc"), []byte("de")}, 7)
+	v := NewValue(PlainSegments([]byte("abc"), []byte("de")), 7)
 	for i := 0; i < 3; i++ {
 		if got := v.Memo(derive).(int); got != 10 {
 			t.Fatalf("Memo = %d, want 10", got)
@@ -307,7 +307,7 @@ func TestValue_MemoOncePerValue(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("derive ran %d times, want 1", calls)
 	}
-	if got := NewValue([][]byte{[]byte("x")}, 8).Memo(derive).(int); got != 2 || calls != 2 {
+	if got := NewValue(PlainSegments([]byte("x")), 8).Memo(derive).(int); got != 2 || calls != 2 {
 		t.Errorf("another value: Memo = %d after %d calls, want 2 after 2", got, calls)
 	}
 }

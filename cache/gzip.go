@@ -6,33 +6,27 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"io"
-	"runtime"
 	"sync"
-	"weak"
 )
 
-// Gzip from shared pieces. Documents are built from segments that other
-// documents and earlier builds share (one per application and format: the
-// full registry, the application's own document, its VIPs and, after a
-// registration burst, the delta hold the same fragment). Each segment is
-// deflated on its own and ended with a sync flush, which leaves the
-// compressed stream byte-aligned and independent of what came before, so
-// the compressed form of a segment (its piece) is made once and shared by
-// every gzip document holding the segment: a document's gzip form is a
-// header, its segments' pieces in turn and a trailer whose CRC-32 is
-// combined from the pieces' own, an ordinary one-member gzip stream that
-// is written piece by piece and never copied into one buffer.
-//
-// The piece store finds a segment's piece. It holds its pieces weakly: a
-// piece lives while some document holding it does (a document keeps its
-// pieces), and leaves the store when the last such document is collected,
-// so the store never holds more than the documents alive use.
+// Documents are made of segments, and the large ones (an application's
+// encoding, which the full registry, the application's own document, its
+// VIPs and the delta share) are held compressed only: a Piece is a
+// segment deflated on its own and ended with a sync flush, which leaves
+// the compressed stream byte-aligned and independent of what came before.
+// The builder makes a segment's piece once, when it encodes the segment,
+// and drops the plain bytes; every document holding the segment holds the
+// same piece. A document's gzip form is a header, its segments' pieces
+// (and small segments as stored blocks) in turn and a trailer whose
+// CRC-32 is combined from the pieces' own: an ordinary one-member gzip
+// stream, written piece by piece and never copied into one buffer. Its
+// plain form is the pieces inflated one after the other (plain.go).
 
-// storedMax is the size up to which a segment is written as a stored
-// (uncompressed) block of its own document instead of a shared piece:
-// separators, prefixes and suffixes are a few bytes, which a stored block
-// carries for 5 bytes more, where a compressed piece costs a flate
-// writer's flush and an entry in the store.
+// storedMax is the size up to which a plain segment is written as a
+// stored (uncompressed) block of its own document instead of being
+// compressed: separators, prefixes and suffixes are a few bytes, which a
+// stored block carries for 5 bytes more, where a compressed piece costs a
+// flate writer's flush.
 const storedMax = 128
 
 var (
@@ -44,89 +38,29 @@ var (
 	finalBlock = []byte{1, 0, 0, 0xff, 0xff}
 )
 
-// piece is one segment deflated and sync-flushed, with the segment's
+// Piece is one segment deflated and sync-flushed, with the segment's
 // CRC-32, its length and the operator that shifts a CRC past it (for
-// combining).
-type piece struct {
+// combining). It is immutable: documents share it.
+type Piece struct {
 	z     []byte
 	crc   uint32
 	shift uint32
 	n     int
 }
 
-// segKey names a segment by its first byte and length: segments are never
-// modified, and a weak pointer names one object for as long as it lives
-// (and never another after it is collected), so a key cannot come to name
-// other bytes.
-type segKey struct {
-	p weak.Pointer[byte]
-	n int
-}
+// Len returns the length of the plain segment.
+func (p *Piece) Len() int { return p.n }
 
-// pieceStore finds the pieces of segments that documents alive hold.
-type pieceStore struct {
-	mu sync.Mutex
-	m  map[segKey]weak.Pointer[piece]
-}
-
-func newPieceStore() *pieceStore {
-	return &pieceStore{m: map[segKey]weak.Pointer[piece]{}}
-}
-
-// len returns the number of entries (tests).
-func (s *pieceStore) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
-}
-
-// get returns seg's piece, from the store when a document alive holds
-// one, else deflating seg and storing the result. s nil stores nothing.
-func (s *pieceStore) get(seg []byte) *piece {
-	if s == nil {
-		return deflate(seg)
-	}
-	k := segKey{weak.Make(&seg[0]), len(seg)}
-	s.mu.Lock()
-	p := s.m[k].Value()
-	s.mu.Unlock()
-	if p != nil {
-		return p
-	}
-	p = deflate(seg) // outside the lock: builds of other documents go on
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if q := s.m[k].Value(); q != nil {
-		return q // a concurrent build stored one first: share that
-	}
-	w := weak.Make(p)
-	s.m[k] = w
-	runtime.AddCleanup(p, s.forget, storeEntry{k, w})
-	return p
-}
-
-type storeEntry struct {
-	k segKey
-	w weak.Pointer[piece]
-}
-
-// forget removes a collected piece's entry, unless a newer piece of the
-// same segment took its place.
-func (s *pieceStore) forget(e storeEntry) {
-	s.mu.Lock()
-	if s.m[e.k] == e.w {
-		delete(s.m, e.k)
-	}
-	s.mu.Unlock()
-}
+// Size returns the length of the compressed bytes held.
+func (p *Piece) Size() int { return len(p.z) }
 
 var flaters = sync.Pool{New: func() any {
 	w, _ := flate.NewWriter(nil, flate.BestSpeed) // BestSpeed is a valid level: no error
 	return w
 }}
 
-// deflate makes seg's piece.
-func deflate(seg []byte) *piece {
+// NewPiece compresses seg into a piece; seg is not retained.
+func NewPiece(seg []byte) *Piece {
 	var buf bytes.Buffer
 	buf.Grow(len(seg)/4 + 64)
 	fw := flaters.Get().(*flate.Writer)
@@ -136,8 +70,42 @@ func deflate(seg []byte) *piece {
 	fw.Reset(nil)
 	flaters.Put(fw)
 	// Exact size: the piece lives as long as the documents holding it.
-	return &piece{z: bytes.Clone(buf.Bytes()), crc: crc32.ChecksumIEEE(seg), shift: crcShift(len(seg)), n: len(seg)}
+	return &Piece{z: bytes.Clone(buf.Bytes()), crc: crc32.ChecksumIEEE(seg), shift: crcShift(len(seg)), n: len(seg)}
 }
+
+// Segment is one part of a document: plain bytes, or a compressed piece.
+type Segment struct {
+	b []byte
+	p *Piece
+}
+
+// Plain makes a segment of b, held as it is (b must not be modified
+// afterwards). Small ones (separators, prefixes) stay plain in the gzip
+// form too; larger ones are compressed when the gzip form is first made.
+func Plain(b []byte) Segment { return Segment{b: b} }
+
+// Compressed makes a segment of a piece.
+func Compressed(p *Piece) Segment { return Segment{p: p} }
+
+// PlainSegments makes a plain segment of each of bs.
+func PlainSegments(bs ...[]byte) []Segment {
+	segs := make([]Segment, len(bs))
+	for i, b := range bs {
+		segs[i] = Plain(b)
+	}
+	return segs
+}
+
+// Len returns the segment's plain length.
+func (s Segment) Len() int {
+	if s.p != nil {
+		return s.p.n
+	}
+	return len(s.b)
+}
+
+// Piece returns the segment's piece, nil for a plain segment.
+func (s Segment) Piece() *Piece { return s.p }
 
 // gzDoc is a document's gzip form.
 type gzDoc struct {
@@ -145,41 +113,45 @@ type gzDoc struct {
 	// the pieces and the stored blocks between them, the final block and
 	// the trailer.
 	parts [][]byte
-	// held keeps the shared pieces alive while the document is.
-	held []*piece
-	n    int
+	n     int
 }
 
-// gzipSegments assembles the gzip form of the concatenation of segments,
-// taking the pieces of the larger segments from store.
-func gzipSegments(segments [][]byte, store *pieceStore) *gzDoc {
+// gzipSegments assembles the gzip form of the concatenation of segments.
+// Pieces are used as they are; a large plain segment is compressed for
+// this document alone.
+func gzipSegments(segments []Segment) *gzDoc {
 	d := &gzDoc{parts: make([][]byte, 0, len(segments)/2+3)}
 	// own gathers the bytes of this document only (header, stored blocks,
 	// trailer) between two pieces.
 	own := append(make([]byte, 0, 64), gzipHeader...)
 	var crc, total uint32 // gzip keeps the length modulo 2^32
 	for _, seg := range segments {
+		p := seg.p
 		switch {
-		case len(seg) == 0:
+		case p == nil && len(seg.b) == 0:
 			continue
-		case len(seg) <= storedMax:
+		case p == nil && len(seg.b) <= storedMax:
 			// A non-final stored block: header bits 000, padded to the byte.
 			own = append(own, 0)
-			own = binary.LittleEndian.AppendUint16(own, uint16(len(seg)))
-			own = binary.LittleEndian.AppendUint16(own, ^uint16(len(seg)))
-			own = append(own, seg...)
-			crc = crc32.Update(crc, crc32.IEEETable, seg)
-		default:
-			p := store.get(seg)
-			if len(own) > 0 {
-				d.parts = append(d.parts, own)
-				own = make([]byte, 0, 64)
-			}
-			d.parts = append(d.parts, p.z)
-			d.held = append(d.held, p)
-			crc = crcMul(p.shift, crc) ^ p.crc
+			own = binary.LittleEndian.AppendUint16(own, uint16(len(seg.b)))
+			own = binary.LittleEndian.AppendUint16(own, ^uint16(len(seg.b)))
+			own = append(own, seg.b...)
+			crc = crc32.Update(crc, crc32.IEEETable, seg.b)
+			total += uint32(len(seg.b))
+			continue
+		case p == nil:
+			p = NewPiece(seg.b)
 		}
-		total += uint32(len(seg))
+		if p.n == 0 {
+			continue
+		}
+		if len(own) > 0 {
+			d.parts = append(d.parts, own)
+			own = make([]byte, 0, 64)
+		}
+		d.parts = append(d.parts, p.z)
+		crc = crcMul(p.shift, crc) ^ p.crc
+		total += uint32(p.n)
 	}
 	own = append(own, finalBlock...)
 	own = binary.LittleEndian.AppendUint32(own, crc)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/heureka-registry/heureka/fsm"
 )
@@ -60,10 +61,11 @@ func fragGen(seed uint64) func(n int) []byte {
 	}
 }
 
-// The gzip form decompresses to exactly the plain document, whatever the
-// segments (empty, stored, compressed, incompressible, larger than a
-// deflate window and than a stored block), and its three ways out agree.
-func TestGzip_DecompressesToThePlainDocument(t *testing.T) {
+// compressedCases are documents of segments of every kind: empty, stored,
+// compressed, incompressible, larger than a deflate window and than a
+// stored block; compressed gives the large ones as pieces, as the views
+// do.
+func compressedCases(compressed bool) map[string][]Segment {
 	r := rand.New(rand.NewPCG(1, 2))
 	noise := make([]byte, 100<<10)
 	for i := range noise {
@@ -79,11 +81,29 @@ func TestGzip_DecompressesToThePlainDocument(t *testing.T) {
 		"stored limits": {bytes.Repeat([]byte("x"), storedMax), bytes.Repeat([]byte("y"), storedMax+1)},
 		"mixed":         {[]byte(`{"applications":{"application":[`), frag(5000), []byte(","), noise, []byte(","), text[:5000], frag(10), []byte("]}}")},
 	}
-	for _, store := range []*pieceStore{nil, newPieceStore()} {
-		for name, segs := range cases {
-			t.Run(fmt.Sprintf("%s/store=%v", name, store != nil), func(t *testing.T) {
+	out := map[string][]Segment{}
+	for name, bs := range cases {
+		segs := PlainSegments(bs...)
+		if compressed {
+			for i, b := range bs {
+				if len(b) > storedMax {
+					segs[i] = Compressed(NewPiece(b))
+				}
+			}
+			segs = append(segs, Compressed(NewPiece(nil))) // an empty piece
+		}
+		out[name] = segs
+	}
+	return out
+}
+
+// The gzip form decompresses to exactly the plain document, whatever the
+// segments, and its three ways out agree.
+func TestGzip_DecompressesToThePlainDocument(t *testing.T) {
+	for _, compressed := range []bool{false, true} {
+		for name, segs := range compressedCases(compressed) {
+			t.Run(fmt.Sprintf("%s/pieces=%v", name, compressed), func(t *testing.T) {
 				v := NewValue(segs, 1)
-				v.pieces = store
 				z := v.Gzip()
 				if len(z) != v.GzipLen() {
 					t.Fatalf("GzipLen %d, body %d bytes", v.GzipLen(), len(z))
@@ -92,96 +112,132 @@ func TestGzip_DecompressesToThePlainDocument(t *testing.T) {
 				if n, err := v.WriteGzipTo(&w); err != nil || n != int64(len(z)) || !bytes.Equal(w.Bytes(), z) {
 					t.Fatalf("WriteGzipTo wrote %d bytes (%v), want the %d of Gzip", n, err, len(z))
 				}
-				if got := gunzip(t, z); !bytes.Equal(got, v.Bytes()) {
+				if got := gunzip(t, z); !bytes.Equal(got, v.Bytes()) || len(got) != v.Len {
 					t.Fatalf("gunzip gives %d bytes, want the %d of the plain document", len(got), v.Len)
 				}
 			})
 		}
 	}
 	// Compressing segment by segment keeps most of the gain.
-	v := NewValue([][]byte{text[:40000], text[40000:80000], text[80000:]}, 1)
+	text := []byte(strings.Repeat(`{"instance":{"app":"A","status":"UP"}},`, 3000))
+	v := NewValue([]Segment{Compressed(NewPiece(text[:40000])), Compressed(NewPiece(text[40000:80000])), Plain(text[80000:])}, 1)
 	if v.GzipLen()*5 > v.Len {
 		t.Fatalf("gzip of repetitive text: %d of %d bytes", v.GzipLen(), v.Len)
 	}
 }
 
-// Documents holding the same segment share its compressed piece, and a
-// rebuild after one segment changed compresses only that one.
+// The plain body inflated from the pieces is the bytes the pieces were
+// made of, whichever way it is read.
+func TestPlain_InflatedFromPiecesIsTheOriginal(t *testing.T) {
+	for name, segs := range compressedCases(true) {
+		var want []byte
+		for _, s := range compressedCases(false)[name] {
+			want = append(want, s.b...)
+		}
+		v := NewValue(segs, 1)
+		if got := v.Bytes(); !bytes.Equal(got, want) || v.Len != len(want) {
+			t.Fatalf("%s: Bytes gives %d bytes, want %d", name, len(got), len(want))
+		}
+		var w bytes.Buffer
+		if n, err := v.WriteTo(&w); err != nil || n != int64(len(want)) || !bytes.Equal(w.Bytes(), want) {
+			t.Fatalf("%s: WriteTo wrote %d bytes (%v), want %d", name, n, err, len(want))
+		}
+		k := newPlainKeeper(1<<20, time.Hour)
+		v.plain = k
+		if got := v.PlainBytes(); len(want) > 0 && !bytes.Equal(got, want) {
+			t.Fatalf("%s: the kept copy differs", name)
+		}
+		k.close()
+	}
+}
+
+// Documents holding the same application share its piece: the views make
+// a fragment's piece once and hand it to every document.
 func TestGzip_DocumentsSharePieces(t *testing.T) {
 	frag := fragGen(5)
-	apps := [][]byte{frag(5000), frag(300), frag(12000)}
-	store := newPieceStore()
+	apps := []*Piece{NewPiece(frag(5000)), NewPiece(frag(300)), NewPiece(frag(12000))}
 	full := func(hash string) *Value {
-		segs := [][]byte{[]byte(`{"applications":{"hash":"` + hash + `","application":[`)}
+		segs := []Segment{Plain([]byte(`{"applications":{"hash":"` + hash + `","application":[`))}
 		for i, a := range apps {
 			if i > 0 {
-				segs = append(segs, []byte{','})
+				segs = append(segs, Plain([]byte{','}))
 			}
-			segs = append(segs, a)
+			segs = append(segs, Compressed(a))
 		}
-		v := NewValue(append(segs, []byte("]}}")), 1)
-		v.pieces = store
-		return v
+		return NewValue(append(segs, Plain([]byte("]}}"))), 1)
 	}
-	one := NewValue([][]byte{[]byte(`{"application":`), apps[2], []byte("}")}, 1)
-	one.pieces = store
+	one := NewValue([]Segment{Plain([]byte(`{"application":`)), Compressed(apps[2]), Plain([]byte("}"))}, 1)
 	v1 := full("1")
 	for _, v := range []*Value{v1, one} {
 		if got := gunzip(t, v.Gzip()); !bytes.Equal(got, v.Bytes()) {
 			t.Fatal("does not round-trip")
 		}
 	}
-	if len(v1.gz.held) != 3 || v1.gz.held[2] != one.gz.held[0] {
-		t.Fatal("the full registry and the application's document do not share its piece")
+	shares := func(v *Value, p *Piece) bool {
+		for _, part := range v.gz.parts {
+			if &part[0] == &p.z[0] {
+				return true
+			}
+		}
+		return false
 	}
-	apps[1] = frag(400) // one application changed
-	v2 := full("2")
-	if got := gunzip(t, v2.Gzip()); !bytes.Equal(got, v2.Bytes()) {
-		t.Fatal("rebuild does not round-trip")
+	if !shares(v1, apps[2]) || !shares(one, apps[2]) {
+		t.Fatal("the gzip forms do not use the application's piece itself")
 	}
-	if v2.gz.held[0] != v1.gz.held[0] || v2.gz.held[2] != v1.gz.held[2] || v2.gz.held[1] == v1.gz.held[1] {
-		t.Fatal("the rebuild did not reuse exactly the unchanged pieces")
+}
+
+// A plain segment, once compressed, is not held by the piece: the
+// views drop the plain bytes after a build, and nothing in the cache
+// keeps them alive (checked with a weak pointer to the plain bytes).
+func TestPlain_PieceDoesNotRetainThePlainBytes(t *testing.T) {
+	seg := fragGen(9)(64 << 10)
+	w := weak.Make(&seg[0])
+	v := NewValue([]Segment{Plain([]byte("[")), Compressed(NewPiece(seg)), Plain([]byte("]"))}, 1)
+	seg = nil
+	for range 5 {
+		runtime.GC()
 	}
-	if n := store.len(); n != 4 {
-		t.Fatalf("store holds %d pieces, want 4 (3 applications, one in two versions)", n)
+	if w.Value() != nil {
+		t.Fatal("the plain bytes of a compressed segment are still reachable")
 	}
-	runtime.KeepAlive(one)
+	if v.Len != 64<<10+2 || len(v.Gzip()) == 0 {
+		t.Fatal("the document lost its body")
+	}
+	runtime.KeepAlive(v)
 }
 
 // churnBuilder builds each key from the current fragments of a few
 // applications that change under it, as the fragment store of the views
-// does: an application's fragment is new bytes after each change.
+// does: an application's fragment is a new piece after each change.
 type churnBuilder struct {
 	mu    sync.Mutex
-	frags map[string][]byte
+	frags map[string]*Piece
 	gen   int
 }
 
-func (b *churnBuilder) build(k Key) ([][]byte, uint64, error) {
+func (b *churnBuilder) build(k Key) ([]Segment, uint64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	segs := [][]byte{[]byte(`{"applications":[`)}
+	segs := []Segment{Plain([]byte(`{"applications":[`))}
 	for _, name := range []string{"A", "B", "C", "D"} {
 		if k.Entity == EntityApp && k.Name != name {
 			continue
 		}
-		segs = append(segs, b.frags[name], []byte{','})
+		segs = append(segs, Compressed(b.frags[name]), Plain([]byte{','}))
 	}
-	return append(segs, []byte("]}")), uint64(b.gen), nil
+	return append(segs, Plain([]byte("]}"))), uint64(b.gen), nil
 }
 
 func (b *churnBuilder) change(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.gen++
-	b.frags[name] = []byte(strings.Repeat(fmt.Sprintf(`{"app":%q,"gen":%d},`, name, b.gen), 50))
+	b.frags[name] = NewPiece([]byte(strings.Repeat(fmt.Sprintf(`{"app":%q,"gen":%d},`, name, b.gen), 50)))
 }
 
-// After many changes the piece store holds only the pieces of fragments
-// that cached documents hold now: the pieces of replaced fragments leave
-// it once no document uses them.
-func TestGzip_StoreKeepsOnlyLivePieces(t *testing.T) {
-	b := &churnBuilder{frags: map[string][]byte{}}
+// Documents read plain and gzipped through many changes round-trip.
+func TestGzip_ChurnRoundTrips(t *testing.T) {
+	b := &churnBuilder{frags: map[string]*Piece{}}
 	for _, n := range []string{"A", "B", "C", "D"} {
 		b.change(n)
 	}
@@ -203,19 +259,9 @@ func TestGzip_StoreKeepsOnlyLivePieces(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := gunzip(t, v.Gzip()); !bytes.Equal(got, v.Bytes()) {
+			if got := gunzip(t, v.Gzip()); !bytes.Equal(got, v.Bytes()) || !bytes.Equal(got, v.PlainBytes()) {
 				t.Fatal("does not round-trip")
 			}
 		}
 	}
-	// Live: the four current fragments (the cached documents hold A..D).
-	want := 4
-	for range 50 { // cleanups run after a collection, on their own goroutine
-		runtime.GC()
-		if c.pieces.len() == want {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("after 300 changes the store holds %d pieces, want the %d of the live fragments", c.pieces.len(), want)
 }

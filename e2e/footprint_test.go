@@ -41,7 +41,8 @@ import (
 // for snapshots and the renewals (profileCPU), and the logs of the
 // restarted and the joining node. BENCH_STOP=register ends the run after
 // the registrations, BENCH_STOP=renew after the renewals (their CPU at a
-// size whose full run takes long).
+// size whose full run takes long). BENCH_PLAIN_READS=1 keeps plain reads of
+// the full registry coming on every node while the memory is measured.
 func BenchmarkFootprint(b *testing.B) {
 	wl := bench.DefaultWorkload()
 	if s := os.Getenv("BENCH_INSTANCES"); s != "" {
@@ -247,6 +248,20 @@ func BenchmarkFootprint(b *testing.B) {
 			hr, hs[1].P99.Round(10*time.Microsecond), gcs, lr, ls[1].P99.Round(10*time.Microsecond), hr/lr))
 	}
 
+	if os.Getenv("BENCH_PLAIN_READS") != "" {
+		// eureka-js-client's read (the full registry, JSON, no gzip) kept
+		// coming on every node until the memory is measured.
+		plainCtx, stopPlain := context.WithCancel(ctx)
+		defer stopPlain()
+		for _, nd := range c.Nodes {
+			go func(url string) { // ten reads a second, a fleet of 300 clients
+				for plainCtx.Err() == nil {
+					_, _, _ = bench.Fetch(client, url, http.Header{"Accept": {"application/json"}})
+					time.Sleep(100 * time.Millisecond)
+				}
+			}(nd.URL("/eureka/apps"))
+		}
+	}
 	time.Sleep(5 * time.Second) // let the runtime collect the warm-up's garbage
 	var mem []string
 	for _, nd := range c.Nodes {

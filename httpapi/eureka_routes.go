@@ -487,7 +487,7 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		if src == fromDurable {
 			build = s.durableViews.build
 		}
-		var segs [][]byte
+		var segs []cache.Segment
 		var version uint64
 		if segs, version, err = build(key); err == nil {
 			v = cache.NewValue(segs, version)
@@ -558,16 +558,21 @@ func docHeaders(h http.Header, v *cache.Value, f eureka.Format, gz bool) {
 	h["Content-Length"] = hv.length
 }
 
-// writeDoc writes a registry document's body.
+// writeDoc writes a registry document's body. A plain body comes from the
+// copy the cache keeps while a document is read plain, or is inflated
+// piece by piece as it is written (cache/plain.go).
 func writeDoc(w io.Writer, v *cache.Value, gz bool) {
-	if !gz && len(v.Segments) == 1 {
-		_, _ = w.Write(v.Segments[0])
-		return
+	if !gz {
+		if b := v.PlainBytes(); b != nil {
+			_, _ = w.Write(b)
+			return
+		}
 	}
 	// Many small segments (and a gzip document is always several: the
 	// header, the compressed pieces it shares with other documents, the
-	// trailer) would each be a write through the connection's small
-	// buffer; gather them in a larger one first.
+	// trailer), or a plain body inflated in small pieces, would each be a
+	// write through the connection's small buffer; gather them in a
+	// larger one first.
 	pool := &segmentWriters
 	if v.Len >= largeDoc {
 		pool = &largeWriters

@@ -25,10 +25,22 @@ func (w *discardWriter) Write(p []byte) (int, error) { w.n += len(p); return len
 // repeats most, once its document is in the readOnly cache: the
 // per-request overhead around a small cached document.
 func BenchmarkServeOneAppCached(b *testing.B) {
-	h := benchServer(b, 1000, 50).Handler() // 20 instances per application
-	req := httptest.NewRequest(http.MethodGet, "/eureka/apps/APP-007", nil)
+	benchHandler(b, benchServer(b, 1000, 50).Handler(), "/eureka/apps/APP-007", true) // 20 instances per application
+}
+
+// BenchmarkServeOneAppCachedPlain is BenchmarkServeOneAppCached without
+// gzip.
+func BenchmarkServeOneAppCachedPlain(b *testing.B) {
+	benchHandler(b, benchServer(b, 1000, 50).Handler(), "/eureka/apps/APP-007", false)
+}
+
+// benchHandler serves path through h repeatedly, without a socket.
+func benchHandler(b *testing.B, h http.Handler, path string, gz bool) {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Accept-Encoding", "gzip")
+	if gz {
+		req.Header.Set("Accept-Encoding", "gzip")
+	}
 	w := &discardWriter{h: http.Header{}}
 	h.ServeHTTP(w, req) // fills the cache
 	if w.code != http.StatusOK {

@@ -12,7 +12,19 @@ import (
 // registry and one application of 10,000 instances in 500 applications:
 // the response cache's serving cost, socket writes included.
 func BenchmarkServeCachedGzip(b *testing.B) {
-	ts := httptest.NewUnstartedServer(benchServer(b, 10000, 500).Handler())
+	benchLoopback(b, benchServer(b, 10000, 500), true)
+}
+
+// BenchmarkServeCachedPlain is BenchmarkServeCachedGzip without gzip: the
+// read eureka-js-client makes of the full registry every 30 seconds.
+func BenchmarkServeCachedPlain(b *testing.B) {
+	benchLoopback(b, benchServer(b, 10000, 500), false)
+}
+
+// benchLoopback reads the full registry and one application from s over
+// loopback, in parallel, gzipped or not.
+func benchLoopback(b *testing.B, s *Server, gz bool) {
+	ts := httptest.NewUnstartedServer(s.Handler())
 	ts.Listener = Listener(ts.Listener) // as cmd/heureka serves
 	ts.Start()
 	defer ts.Close()
@@ -22,7 +34,9 @@ func BenchmarkServeCachedGzip(b *testing.B) {
 			get := func() int64 {
 				req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
 				req.Header.Set("Accept", "application/json")
-				req.Header.Set("Accept-Encoding", "gzip")
+				if gz {
+					req.Header.Set("Accept-Encoding", "gzip")
+				}
 				resp, err := client.Do(req)
 				if err != nil {
 					b.Fatal(err)
@@ -48,8 +62,12 @@ func BenchmarkServeCachedGzip(b *testing.B) {
 // benchServer is a server over a registry of n instances in apps
 // applications, closed when the benchmark ends.
 func benchServer(b *testing.B, n, apps int) *Server {
+	return benchServerConfig(b, n, apps, DefaultConfig())
+}
+
+func benchServerConfig(b *testing.B, n, apps int, cfg Config) *Server {
 	f, _ := benchRegistry(b, n, apps)
-	s, err := New(DefaultConfig(), &fakeCluster{fsm: f}, nil)
+	s, err := New(cfg, &fakeCluster{fsm: f}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,7 +16,10 @@ import (
 // view. It is the response cache's builder. The full registry is assembled
 // from per-application fragments that are re-encoded only when their
 // application changed, so rebuilding after one change costs one
-// application's encoding plus a copy.
+// application's encoding and compression. A fragment is held compressed
+// only (a cache.Piece, shared by every document holding the application):
+// it is encoded into a scratch buffer, compressed, and its plain bytes are
+// not kept; plain reads inflate the pieces (cache/plain.go).
 type views struct {
 	// read runs a function on the registry reads show (the node's FSM, or
 	// its AP fallback overlay).
@@ -26,13 +28,15 @@ type views struct {
 
 	mu    sync.Mutex
 	frags map[fragKey]fragment
-	// deltaInst keeps, per format, the encoded instances of the last delta
-	// build that no current fragment holds (deleted or since replaced):
-	// entries are immutable, so an instance still in the delta is not
-	// encoded again, and its bytes (one segment each) keep their
-	// compressed piece in the cache's gzip (v.mu).
-	deltaInst map[eureka.Format]map[*fsm.Entry][]byte
-	// scratch is the encoding buffer reused for stored fragments (v.mu).
+	// deltaInst keeps, per format, the compressed instances of the last
+	// delta build that no current fragment holds (deleted or since
+	// replaced), and deltaRuns its compressed runs of current instances:
+	// entries are immutable and a run is named by its application's
+	// version, so what is still in the delta is not encoded again (v.mu).
+	deltaInst map[eureka.Format]map[*fsm.Entry]*cache.Piece
+	deltaRuns map[eureka.Format]map[runKey]*cache.Piece
+	// scratch is the encoding buffer reused for every encoding that is
+	// compressed (v.mu): plain bytes live only there, until the next one.
 	scratch []byte
 }
 
@@ -43,13 +47,18 @@ type fragKey struct {
 
 type fragment struct {
 	version uint64
-	body    []byte
+	piece   *cache.Piece
 	// entries are the application's instances in the fragment (in id
-	// order) and ends the offset in body where each one's encoding ends:
-	// the delta takes instances' bytes from here instead of encoding a
-	// copy (currentRuns).
+	// order): the delta names runs of them (currentRuns).
 	entries []*fsm.Entry
-	ends    []uint32
+}
+
+// runKey names a run of current instances in the delta: the fragment's
+// instances i to j of an application's version.
+type runKey struct {
+	app     string
+	version uint64
+	i, j    int
 }
 
 // index returns e's position in the fragment, if the fragment holds that
@@ -59,18 +68,9 @@ func (fr fragment) index(e *fsm.Entry) (int, bool) {
 	return i, ok && fr.entries[i] == e
 }
 
-// span returns the encoding of the fragment's instances i to j, the
-// separators between them included.
-func (fr fragment) span(i, j, prefixLen, sepLen int) []byte {
-	start := prefixLen
-	if i > 0 {
-		start = int(fr.ends[i-1]) + sepLen
-	}
-	return fr.body[start:fr.ends[j]:fr.ends[j]]
-}
-
 func newViews(read func(func(*fsm.Registry)), cfg Config) *views {
-	return &views{read: read, cfg: cfg, frags: map[fragKey]fragment{}, deltaInst: map[eureka.Format]map[*fsm.Entry][]byte{}}
+	return &views{read: read, cfg: cfg, frags: map[fragKey]fragment{},
+		deltaInst: map[eureka.Format]map[*fsm.Entry]*cache.Piece{}, deltaRuns: map[eureka.Format]map[runKey]*cache.Piece{}}
 }
 
 // forget drops cached fragments after a change that replaced the whole
@@ -80,12 +80,13 @@ func (v *views) forget(ch fsm.Change) {
 		v.mu.Lock()
 		clear(v.frags)
 		clear(v.deltaInst)
+		clear(v.deltaRuns)
 		v.mu.Unlock()
 	}
 }
 
 // build is the cache.Builder.
-func (v *views) build(k cache.Key) ([][]byte, uint64, error) {
+func (v *views) build(k cache.Key) ([]cache.Segment, uint64, error) {
 	f := eureka.Format(k.Format)
 	switch k.Entity {
 	case cache.EntityApps:
@@ -123,56 +124,44 @@ func (v *views) wholeApp(r *fsm.Registry, f eureka.Format, name string) part {
 	return p
 }
 
-// fragmentLocked returns the encoded application of p, from the fragment
-// store when current, else encoding it (and storing it when whole). v.mu
-// must be held.
-func (v *views) fragmentLocked(f eureka.Format, p part) []byte {
+// fragmentLocked returns the compressed application of p, from the
+// fragment store when current, else encoding it (and storing it when
+// whole). v.mu must be held.
+func (v *views) fragmentLocked(f eureka.Format, p part) cache.Segment {
 	if !p.whole {
-		return eureka.AppendApplication(nil, f, p.name, p.entries)
+		v.scratch = eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries)
+		return cache.Compressed(cache.NewPiece(v.scratch))
 	}
 	k := fragKey{p.name, f}
 	if fr, ok := v.frags[k]; ok && fr.version == p.version {
-		return fr.body
+		return cache.Compressed(fr.piece)
 	}
-	// Encoded as AppendApplication does, noting where each instance ends.
-	prefix, sep, suffix := eureka.ApplicationParts(f, p.name)
-	b := append(v.scratch[:0], prefix...)
-	ends := make([]uint32, len(p.entries))
-	for i, e := range p.entries {
-		if i > 0 {
-			b = append(b, sep...)
-		}
-		b = eureka.AppendInstance(b, f, e)
-		ends[i] = uint32(len(b))
-	}
-	v.scratch = append(b, suffix...)
-	// Stored fragments live until their application changes: keep them
-	// at their exact size rather than with append's spare capacity.
-	body := bytes.Clone(v.scratch)
-	v.frags[k] = fragment{version: p.version, body: body, entries: p.entries, ends: ends}
-	return body
+	v.scratch = eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries)
+	fr := fragment{version: p.version, piece: cache.NewPiece(v.scratch), entries: p.entries}
+	v.frags[k] = fr
+	return cache.Compressed(fr.piece)
 }
 
 // collection assembles an applications document from parts as segments.
 // v.mu must be held.
-func (v *views) collectionLocked(f eureka.Format, versionsDelta, hash string, parts []part) [][]byte {
+func (v *views) collectionLocked(f eureka.Format, versionsDelta, hash string, parts []part) []cache.Segment {
 	prefix, sep, suffix := eureka.ApplicationsParts(f, versionsDelta, hash)
-	segs := make([][]byte, 0, 2*len(parts)+2)
-	segs = append(segs, prefix)
+	segs := make([]cache.Segment, 0, 2*len(parts)+2)
+	segs = append(segs, cache.Plain(prefix))
 	for i, p := range parts {
 		if i > 0 && len(sep) > 0 {
-			segs = append(segs, sep)
+			segs = append(segs, cache.Plain(sep))
 		}
 		segs = append(segs, v.fragmentLocked(f, p))
 	}
-	return append(segs, suffix)
+	return append(segs, cache.Plain(suffix))
 }
 
 // apps is GET /apps: every application, versions__delta 1, the registry's hash.
 // The fragment lock is held for the whole build (lock order: fragments,
 // then FSM); the FSM lock only while collecting entries, which are
 // immutable and encoded afterwards.
-func (v *views) apps(f eureka.Format) ([][]byte, uint64, error) {
+func (v *views) apps(f eureka.Format) ([]cache.Segment, uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var parts []part
@@ -203,18 +192,19 @@ func (v *views) apps(f eureka.Format) ([][]byte, uint64, error) {
 // the same view (docs/eureka-api.md, "Hash code"). An application whose
 // every current instance is in the delta (after a registration burst, the
 // whole registry) is the same bytes as its stored fragment, instances in
-// id order, so the delta shares that fragment (and its compressed piece)
-// instead of encoding a copy. The fragment lock is held for the whole
-// build, as in apps.
-func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
+// id order, so the delta shares that fragment's piece instead of encoding
+// a copy. Of an application it holds in part, it encodes the instances it
+// lists (runs of current ones as one piece each, see currentRuns), and
+// keeps their pieces for the next build while they stay in it. The
+// fragment lock is held for the whole build, as in apps.
+func (v *views) delta(f eureka.Format) ([]cache.Segment, uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var parts []part
 	var hash string
 	var version uint64
 	// current holds the whole form of the applications the delta holds
-	// only in part: their fragments supply the bytes of the instances
-	// that are still current.
+	// only in part: their fragments name the runs of current instances.
 	current := map[string]part{}
 	v.read(func(r *fsm.Registry) {
 		since := v.cfg.Now().Add(-r.DeltaRetention()).UnixMilli()
@@ -240,11 +230,12 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 		hash, version = r.HashCode(), r.Version()
 	})
 	prefix, sep, suffix := eureka.ApplicationsParts(f, strconv.FormatUint(version, 10), hash)
-	old, next := v.deltaInst[f], map[*fsm.Entry][]byte{}
-	segs := [][]byte{prefix}
+	oldInst, nextInst := v.deltaInst[f], map[*fsm.Entry]*cache.Piece{}
+	oldRuns, nextRuns := v.deltaRuns[f], map[runKey]*cache.Piece{}
+	segs := []cache.Segment{cache.Plain(prefix)}
 	for i, p := range parts {
 		if i > 0 && len(sep) > 0 {
-			segs = append(segs, sep)
+			segs = append(segs, cache.Plain(sep))
 		}
 		if p.whole {
 			segs = append(segs, v.fragmentLocked(f, p))
@@ -256,57 +247,76 @@ func (v *views) delta(f eureka.Format) ([][]byte, uint64, error) {
 			v.fragmentLocked(f, wp)
 			fr = v.frags[fragKey{p.name, f}]
 		}
-		items := fr.currentRuns(p.entries, len(appPrefix), len(instSep))
-		segs = append(segs, appPrefix)
-		for j, it := range items {
+		segs = append(segs, cache.Plain(appPrefix))
+		for j, it := range fr.currentRuns(p.entries) {
 			if j > 0 && len(instSep) > 0 {
-				segs = append(segs, instSep)
+				segs = append(segs, cache.Plain(instSep))
 			}
-			b := it.bytes
-			if b == nil {
-				// Not in the current fragment (deleted, or replaced since):
-				// encoded for the delta, once while it stays in it.
+			var pc *cache.Piece
+			if it.entry != nil {
+				// Not in the current fragment (deleted, or replaced since).
 				var ok bool
-				if b, ok = next[it.entry]; !ok {
-					if b, ok = old[it.entry]; !ok {
-						b = eureka.AppendInstance(nil, f, it.entry)
+				if pc, ok = nextInst[it.entry]; !ok {
+					if pc, ok = oldInst[it.entry]; !ok {
+						v.scratch = eureka.AppendInstance(v.scratch[:0], f, it.entry)
+						pc = cache.NewPiece(v.scratch)
 					}
-					next[it.entry] = b
+					nextInst[it.entry] = pc
+				}
+			} else {
+				rk := runKey{p.name, fr.version, it.i, it.j}
+				var ok bool
+				if pc, ok = nextRuns[rk]; !ok {
+					if pc, ok = oldRuns[rk]; !ok {
+						// The same bytes as the fragment's instances i to j
+						// with their separators.
+						b := v.scratch[:0]
+						for x := it.i; x <= it.j; x++ {
+							if x > it.i {
+								b = append(b, instSep...)
+							}
+							b = eureka.AppendInstance(b, f, fr.entries[x])
+						}
+						v.scratch = b
+						pc = cache.NewPiece(b)
+					}
+					nextRuns[rk] = pc
 				}
 			}
-			segs = append(segs, b)
+			segs = append(segs, cache.Compressed(pc))
 		}
-		segs = append(segs, appSuffix)
+		segs = append(segs, cache.Plain(appSuffix))
 	}
-	v.deltaInst[f] = next
-	return append(segs, suffix), version, nil
+	v.deltaInst[f], v.deltaRuns[f] = nextInst, nextRuns
+	return append(segs, cache.Plain(suffix)), version, nil
 }
 
 // deltaItem is what the delta lists of an application it holds in part:
-// bytes of the current fragment (one instance, or a run of them), or an
+// the current fragment's instances i to j (one, or a run of them), or an
 // entry the fragment does not hold.
 type deltaItem struct {
-	bytes []byte
 	entry *fsm.Entry
+	i, j  int
 }
 
 // currentRuns lists the delta's entries of one application as items: the
-// ones the fragment holds as slices of it. When each instance appears
-// once, their order does not matter to a client, so they are put in the
-// fragment's order and neighbours merged into one slice (one segment, and
-// one compressed piece, per run instead of per instance); when an
-// instance appears twice (changed, or cancelled and registered again),
-// clients apply the items in turn, so the delta's order is kept.
-func (fr fragment) currentRuns(entries []*fsm.Entry, prefixLen, sepLen int) []deltaItem {
+// ones the fragment holds as runs of it. When each instance appears once,
+// their order does not matter to a client, so they are put in the
+// fragment's order and neighbours merged into one run (one segment, and
+// one compressed piece, per run instead of per instance, which compresses
+// as well as the fragment); when an instance appears twice (changed, or
+// cancelled and registered again), clients apply the items in turn, so
+// the delta's order is kept.
+func (fr fragment) currentRuns(entries []*fsm.Entry) []deltaItem {
 	items := make([]deltaItem, 0, len(entries))
 	seen := make(map[string]struct{}, len(entries))
 	for _, e := range entries {
 		seen[e.ID] = struct{}{}
 	}
-	if len(seen) < len(entries) || fr.body == nil {
+	if len(seen) < len(entries) || fr.piece == nil {
 		for _, e := range entries {
 			if i, ok := fr.index(e); ok {
-				items = append(items, deltaItem{bytes: fr.span(i, i, prefixLen, sepLen)})
+				items = append(items, deltaItem{i: i, j: i})
 			} else {
 				items = append(items, deltaItem{entry: e})
 			}
@@ -327,7 +337,7 @@ func (fr fragment) currentRuns(entries []*fsm.Entry, prefixLen, sepLen int) []de
 		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
 			j++
 		}
-		items = append(items, deltaItem{bytes: fr.span(idx[k], idx[j], prefixLen, sepLen)})
+		items = append(items, deltaItem{i: idx[k], j: idx[j]})
 		k = j + 1
 	}
 	return items
@@ -350,7 +360,7 @@ func isWholeApp(delta, all []*fsm.Entry) bool {
 }
 
 // app is GET /apps/{app}, sharing the fragment the full registry uses.
-func (v *views) app(f eureka.Format, name string) ([][]byte, uint64, error) {
+func (v *views) app(f eureka.Format, name string) ([]cache.Segment, uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var p part
@@ -369,13 +379,13 @@ func (v *views) app(f eureka.Format, name string) ([][]byte, uint64, error) {
 		return nil, 0, fmt.Errorf("application %s: %w", name, errNoApp)
 	}
 	prefix, suffix := eureka.ApplicationDocParts(f)
-	return [][]byte{prefix, v.fragmentLocked(f, p), suffix}, version, nil
+	return []cache.Segment{cache.Plain(prefix), v.fragmentLocked(f, p), cache.Plain(suffix)}, version, nil
 }
 
 // vip is GET /vips/{vip} and /svips/{svip}: instances whose (secure) VIP list contains vip exactly;
 // versions__delta is -1 and the hash covers only what is returned. An
 // application whose every instance matches reuses its fragment.
-func (v *views) vip(f eureka.Format, secure bool, vip string) ([][]byte, uint64, error) {
+func (v *views) vip(f eureka.Format, secure bool, vip string) ([]cache.Segment, uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var parts []part
@@ -408,7 +418,7 @@ func (v *views) vip(f eureka.Format, secure bool, vip string) ([][]byte, uint64,
 }
 
 // instance is GET /apps/{app}/{id} (app given) and /instances/{id} (app empty: search every application).
-func (v *views) instance(f eureka.Format, app, id string) ([][]byte, uint64, error) {
+func (v *views) instance(f eureka.Format, app, id string) ([]cache.Segment, uint64, error) {
 	var e *fsm.Entry
 	v.read(func(r *fsm.Registry) {
 		if app == "" {
@@ -420,5 +430,5 @@ func (v *views) instance(f eureka.Format, app, id string) ([][]byte, uint64, err
 	if e == nil {
 		return nil, 0, fmt.Errorf("instance %s/%s: %w", app, id, fsm.ErrInstanceNotFound)
 	}
-	return [][]byte{eureka.AppendInstanceDoc(nil, f, e)}, e.ModifyIndex, nil
+	return []cache.Segment{cache.Plain(eureka.AppendInstanceDoc(nil, f, e))}, e.ModifyIndex, nil
 }

@@ -5,39 +5,33 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
-// holds reports whether segs holds the very slice frag (not a copy).
-func holds(segs [][]byte, frag []byte) bool {
+// holds reports whether segs holds the very piece p (not a copy).
+func holds(segs []cache.Segment, p *cache.Piece) bool {
 	for _, s := range segs {
-		if len(s) == len(frag) && len(s) > 0 && &s[0] == &frag[0] {
+		if s.Piece() == p {
 			return true
 		}
 	}
 	return false
 }
 
-// within reports whether s lies inside frag's bytes.
-func within(s, frag []byte) bool {
-	return len(s) > 0 && len(frag) > 0 &&
-		uintptr(unsafe.Pointer(&s[0])) >= uintptr(unsafe.Pointer(&frag[0])) &&
-		uintptr(unsafe.Pointer(&s[len(s)-1])) <= uintptr(unsafe.Pointer(&frag[len(frag)-1]))
-}
-
 // After a registration burst the delta holds every instance: it shares the
-// full registry's fragments instead of encoding a second copy; of an
-// application it holds in part (one instance deleted) it takes the current
-// instances' bytes from the application's fragment, as one run, and
-// encodes only the deleted one.
+// full registry's fragments (their compressed pieces) instead of encoding a
+// second copy; of an application it holds in part (one instance deleted)
+// it lists the current instances as one run, one piece, kept for the next
+// delta build, and encodes the deleted one apart.
 func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 	f, idx := benchRegistry(t, 140, 7)
 	applyCmd(t, f, idx, fsm.CmdCancel, &fsm.KeyBody{App: "APP-004", ID: "10.0.0.4:app-004:8080"})
@@ -54,8 +48,8 @@ func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 			t.Fatal(err)
 		}
 		v.mu.Lock()
-		shared, own := v.frags[fragKey{"APP-001", format}].body, v.frags[fragKey{"APP-004", format}].body
-		kept := len(v.deltaInst[format])
+		shared, own := v.frags[fragKey{"APP-001", format}].piece, v.frags[fragKey{"APP-004", format}].piece
+		kept, runs := len(v.deltaInst[format]), v.deltaRuns[format]
 		v.mu.Unlock()
 		if !holds(apps, shared) || !holds(delta, shared) {
 			t.Fatalf("%s: the delta does not share APP-001's fragment with the full registry", format)
@@ -67,22 +61,27 @@ func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 		f.Read(func(r *fsm.Registry) {
 			want = eureka.AppendApplication(nil, format, "APP-001", r.AppEntries("APP-001"))
 		})
-		if !bytes.Equal(shared, want) {
+		if got := cache.NewValue([]cache.Segment{cache.Compressed(shared)}, 0).Bytes(); !bytes.Equal(got, want) {
 			t.Fatalf("%s: the stored fragment differs from AppendApplication's encoding", format)
 		}
-		// APP-004's other 19 instances are one slice of its current
-		// fragment; only the deleted one is encoded for the delta.
-		if kept != 1 {
-			t.Fatalf("%s: the delta keeps %d instance encodings of its own, want 1 (the deleted instance)", format, kept)
+		// APP-004's other 19 instances are one run; only the deleted one
+		// is encoded apart.
+		if kept != 1 || len(runs) != 1 {
+			t.Fatalf("%s: the delta keeps %d instances and %d runs of its own, want 1 and 1", format, kept, len(runs))
 		}
-		inFrag := 0
-		for _, s := range delta {
-			if len(s) > 0 && len(own) > 0 && &s[0] != &own[0] && within(s, own) {
-				inFrag++
+		var run *cache.Piece
+		for k, p := range runs {
+			if k.app != "APP-004" || k.j-k.i != 18 {
+				t.Fatalf("%s: run %+v, want APP-004's 19 current instances", format, k)
 			}
+			run = p
 		}
-		if inFrag != 1 {
-			t.Fatalf("%s: APP-004's 19 current instances are %d slices of its fragment, want one run", format, inFrag)
+		again, _, err := v.build(cache.Key{Entity: cache.EntityDelta, Format: uint8(format)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !holds(delta, run) || !holds(again, run) {
+			t.Fatalf("%s: the next delta build did not reuse the run's piece", format)
 		}
 	}
 }
@@ -99,7 +98,10 @@ func TestServe_GzipMatchesPlain(t *testing.T) {
 	}
 	for _, path := range []string{"/eureka/apps", "/eureka/apps/delta", "/eureka/apps/WEB", "/eureka/vips/svc"} {
 		for _, accept := range []string{"application/json", "application/xml"} {
-			code, plain, _ := do(t, "GET", ts.URL+path, "", "", "Accept", accept)
+			code, plain, phdr := getPlain(t, ts.URL+path, accept)
+			if phdr.Get("Content-Length") != fmt.Sprint(len(plain)) || phdr.Get("Content-Encoding") != "" {
+				t.Fatalf("%s %s: plain answer with length %q of %d, encoding %q", path, accept, phdr.Get("Content-Length"), len(plain), phdr.Get("Content-Encoding"))
+			}
 			zcode, z, hdr := do(t, "GET", ts.URL+path, "", "", "Accept", accept, "Accept-Encoding", "gzip")
 			if code != 200 || zcode != 200 || hdr.Get("Content-Encoding") != "gzip" || hdr.Get("Content-Length") != fmt.Sprint(len(z)) {
 				t.Fatalf("%s %s: %d / %d, encoding %q, length %q of %d", path, accept, code, zcode,
@@ -131,7 +133,7 @@ func TestServe_LargeGzipWrittenVectored(t *testing.T) {
 	ts.Start()
 	t.Cleanup(ts.Close)
 	before := vectoredWrites.Load()
-	_, plain, _ := do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept", "application/json")
+	_, plain, _ := getPlain(t, ts.URL+"/eureka/apps", "application/json")
 	code, z, hdr := do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept", "application/json", "Accept-Encoding", "gzip")
 	if code != 200 || hdr.Get("Content-Length") != fmt.Sprint(len(z)) || len(z) < vectorMin {
 		t.Fatalf("%d, length %q of %d bytes (want at least %d)", code, hdr.Get("Content-Length"), len(z), vectorMin)
@@ -146,4 +148,162 @@ func TestServe_LargeGzipWrittenVectored(t *testing.T) {
 	if vectoredWrites.Load() == before {
 		t.Fatal("the full registry was not written with writev")
 	}
+}
+
+// The plain documents inflated from the fragments' pieces are byte for
+// byte what the encoder writes, in all four formats: the full registry
+// and one application's document, built by the views and read through
+// the cache (its kept plain copy and the streamed inflate alike).
+func TestViews_PlainFromPiecesMatchesTheEncoder(t *testing.T) {
+	f, _ := benchRegistry(t, 120, 7)
+	v := newViews(f.Read, DefaultConfig())
+	c, err := cache.New(cache.DefaultConfig(), v.build, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for format := eureka.Format(0); format < eureka.NumFormats; format++ {
+		var apps, one []byte
+		f.Read(func(r *fsm.Registry) {
+			var frags [][]byte
+			for _, name := range r.AppNames() {
+				frags = append(frags, eureka.AppendApplication(nil, format, name, r.AppEntries(name)))
+			}
+			apps = eureka.AppendApplications(nil, format, "1", r.HashCode(), frags)
+			one = eureka.AppendApplicationDoc(nil, format, eureka.AppendApplication(nil, format, "APP-003", r.AppEntries("APP-003")))
+		})
+		for _, tc := range []struct {
+			key  cache.Key
+			want []byte
+		}{
+			{cache.Key{Entity: cache.EntityApps, Format: uint8(format)}, apps},
+			{cache.Key{Entity: cache.EntityApp, Name: "APP-003", Format: uint8(format)}, one},
+		} {
+			val, err := c.Get(tc.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var streamed bytes.Buffer
+			if _, err := val.WriteTo(&streamed); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(streamed.Bytes(), tc.want) || !bytes.Equal(val.PlainBytes(), tc.want) || val.Len != len(tc.want) {
+				t.Fatalf("%s %s: the plain document inflated from pieces differs from the encoder's (%d bytes, want %d)",
+					format, tc.key.Entity, streamed.Len(), len(tc.want))
+			}
+			if got := gunzipString(t, val.Gzip()); got != string(tc.want) {
+				t.Fatalf("%s %s: the gzip document differs from the encoder's", format, tc.key.Entity)
+			}
+		}
+	}
+}
+
+func gunzipString(t *testing.T, z []byte) string {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A plain answer is the same bytes, with the same Content-Length, whether
+// it comes from the kept copy or is inflated as it is written (a document
+// beyond the plain budget), and decompresses from the gzip answer.
+func TestServe_PlainKeptAndStreamedAgree(t *testing.T) {
+	f, _ := benchRegistry(t, 3000, 100)
+	var bodies []string
+	for _, budget := range []int{DefaultConfig().Cache.PlainBudget, 0} {
+		cfg := DefaultConfig()
+		cfg.Cache.PlainBudget = budget
+		s, err := New(cfg, &fakeCluster{fsm: f}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewUnstartedServer(s.Handler())
+		ts.Listener = Listener(ts.Listener)
+		ts.Start()
+		for _, accept := range []string{"application/json", "application/xml"} {
+			for range 2 { // the first read makes the copy, the second takes it
+				code, plain, hdr := getPlain(t, ts.URL+"/eureka/apps", accept)
+				if code != 200 || hdr.Get("Content-Length") != fmt.Sprint(len(plain)) || hdr.Get("Content-Encoding") != "" {
+					t.Fatalf("budget %d, %s: %d, length %q of %d", budget, accept, code, hdr.Get("Content-Length"), len(plain))
+				}
+				_, z, _ := do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept", accept, "Accept-Encoding", "gzip")
+				if gunzipString(t, []byte(z)) != plain {
+					t.Fatalf("budget %d, %s: the plain answer differs from the gzip one", budget, accept)
+				}
+				bodies = append(bodies, plain)
+			}
+		}
+		ts.Close()
+		s.Close()
+	}
+	for i := range 4 {
+		if bodies[i] != bodies[i+4] {
+			t.Fatal("the kept copy and the streamed inflate differ")
+		}
+	}
+}
+
+// getPlain reads url without gzip (http.DefaultClient would ask for gzip
+// and decompress it itself).
+func getPlain(t *testing.T, url, accept string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// After the views build the full registry, what stays on the heap is the
+// compressed pieces (and one application's encoding in the scratch
+// buffer), not the plain documents: measured as the live heap the built
+// documents add, against their plain size.
+func TestViews_BuildKeepsNoPlainCopy(t *testing.T) {
+	f, _ := benchRegistry(t, 3000, 100)
+	v := newViews(f.Read, DefaultConfig())
+	var before, after runtime.MemStats
+	collect := func(m *runtime.MemStats) {
+		for range 3 { // pooled objects survive one collection
+			runtime.GC()
+		}
+		runtime.ReadMemStats(m)
+	}
+	collect(&before)
+	var docs [][]cache.Segment
+	plain := 0
+	for _, format := range []eureka.Format{eureka.JSON, eureka.XML} {
+		segs, _, err := v.build(cache.Key{Entity: cache.EntityApps, Format: uint8(format)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, segs)
+		plain += cache.NewValue(segs, 0).Len
+	}
+	collect(&after)
+	added := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	if added > int64(plain)/3 {
+		t.Fatalf("building %d plain bytes of documents left %d bytes on the heap: more than the pieces", plain, added)
+	}
+	t.Logf("%d plain bytes held in %d bytes", plain, added)
+	runtime.KeepAlive(docs)
+	runtime.KeepAlive(v) // and the registry it reads
 }
