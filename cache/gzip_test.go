@@ -235,8 +235,10 @@ func (b *churnBuilder) change(name string) {
 	b.frags[name] = NewPiece([]byte(strings.Repeat(fmt.Sprintf(`{"app":%q,"gen":%d},`, name, b.gen), 50)))
 }
 
-// Documents read plain and gzipped through many changes round-trip.
-func TestGzip_ChurnRoundTrips(t *testing.T) {
+// newChurnCache is a cache over a churnBuilder holding applications A to D,
+// rebuilt only when invalidated; it is closed when the test ends.
+func newChurnCache(t *testing.T) (*churnBuilder, *Cache) {
+	t.Helper()
 	b := &churnBuilder{frags: map[string]*Piece{}}
 	for _, n := range []string{"A", "B", "C", "D"} {
 		b.change(n)
@@ -247,7 +249,13 @@ func TestGzip_ChurnRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
+	return b, c
+}
+
+// Documents read plain and gzipped through many changes round-trip.
+func TestGzip_ChurnRoundTrips(t *testing.T) {
+	b, c := newChurnCache(t)
 	keys := []Key{kApps, {Entity: EntityApp, Name: "A"}, {Entity: EntityApp, Name: "C"}}
 	for i := range 300 {
 		name := []string{"A", "B", "C", "D"}[i%4]

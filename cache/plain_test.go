@@ -129,17 +129,7 @@ func TestPlain_EvictsCopiesNotReadLately(t *testing.T) {
 // A document replaced by a newer build loses its copy at once: the budget
 // holds the documents readers get now, not the versions before them.
 func TestPlain_ReplacedDocumentsLoseTheirCopy(t *testing.T) {
-	b := &churnBuilder{frags: map[string]*Piece{}}
-	for _, n := range []string{"A", "B", "C", "D"} {
-		b.change(n)
-	}
-	cfg := DefaultConfig()
-	cfg.UpdateInterval, cfg.PushWindow = time.Hour, 0
-	c, err := New(cfg, b.build, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	b, c := newChurnCache(t)
 	for i := range 20 {
 		v, err := c.Get(kApps)
 		if err != nil {

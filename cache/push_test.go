@@ -165,7 +165,8 @@ func TestCache_ConcurrentBuildAndInvalidate(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := range 8 {
+	// loop calls step(0), step(1), ... on its own goroutine until stop.
+	loop := func(step func(i int)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -175,47 +176,36 @@ func TestCache_ConcurrentBuildAndInvalidate(t *testing.T) {
 					return
 				default:
 				}
-				k := keys[(i*7+w)%len(keys)]
-				if v, err := c.Get(k); err == nil && i%3 == 0 {
-					v.Gzip()
-				}
-				_ = c.Watch(k)
+				step(i)
 			}
 		}()
 	}
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
+	for w := range 8 {
+		loop(func(i int) {
+			k := keys[(i*7+w)%len(keys)]
+			if v, err := c.Get(k); err == nil && i%3 == 0 {
+				v.Gzip()
 			}
-			b.gen.Add(1)
-			ch := fsm.Change{Apps: []string{"A"}, VIPs: []string{"x"}}
-			if i%5 == 0 {
-				ch = fsm.Change{Apps: []string{"B"}, VIPs: []string{"y"}}
-			}
-			if i%50 == 0 {
-				ch = fsm.Change{All: true}
-			}
-			c.Invalidate(ch)
-			time.Sleep(50 * time.Microsecond)
+			_ = c.Watch(k)
+		})
+	}
+	loop(func(i int) {
+		b.gen.Add(1)
+		ch := fsm.Change{Apps: []string{"A"}, VIPs: []string{"x"}}
+		if i%5 == 0 {
+			ch = fsm.Change{Apps: []string{"B"}, VIPs: []string{"y"}}
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(3 * time.Millisecond):
-				c.Refresh()
-				_ = c.Stats()
-			}
+		if i%50 == 0 {
+			ch = fsm.Change{All: true}
 		}
-	}()
+		c.Invalidate(ch)
+		time.Sleep(50 * time.Microsecond)
+	})
+	loop(func(int) {
+		time.Sleep(3 * time.Millisecond)
+		c.Refresh()
+		_ = c.Stats()
+	})
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	wg.Wait()

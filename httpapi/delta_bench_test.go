@@ -26,7 +26,6 @@ func BenchmarkDeltaRebuildAfterOneChange(b *testing.B) {
 	time.Sleep(2 * time.Millisecond)
 	cfg.Now = func() time.Time { return mid.Add(retention) } // the delta starts after the registrations
 	v := newViews(f.Read, cfg)
-	key := cache.Key{Entity: cache.EntityDelta, Format: uint8(eureka.JSON)}
 	change := func(i int) {
 		app := i % 500
 		applyCmd(b, f, idx, fsm.CmdMetadata, &fsm.MetadataBody{App: fmt.Sprintf("APP-%03d", app),
@@ -35,17 +34,7 @@ func BenchmarkDeltaRebuildAfterOneChange(b *testing.B) {
 	for i := range 300 {
 		change(i * 31 % 10000)
 	}
-	if _, _, err := v.build(key); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
+	benchRebuildAfter(b, v, cache.Key{Entity: cache.EntityDelta, Format: uint8(eureka.JSON)}, func(i int) {
 		change((300 + i) * 31 % 10000)
-		b.StartTimer()
-		if _, _, err := v.build(key); err != nil {
-			b.Fatal(err)
-		}
-	}
+	})
 }
