@@ -34,18 +34,9 @@ func DefaultLeaseConfig() LeaseConfig {
 		SelfPreservation: true, RenewalRateWindow: time.Minute}
 }
 
-// expectedRenewalsPerMin is what the registered instances promise: each
-// renews 60/renewalInterval times a minute.
-func expectedRenewalsPerMin(intervals []int32) float64 {
-	var sum float64
-	for _, ri := range intervals {
-		sum += renewalsPerMin(ri)
-	}
-	return sum
-}
-
-// renewalsPerMin is what one instance renewing every ri seconds promises
-// (Eureka's default interval when ri is not set).
+// renewalsPerMin is what one instance renewing every ri seconds promises:
+// 60/ri renewals a minute (Eureka's default interval when ri is not set).
+// The registry's expected rate is the sum over its instances.
 func renewalsPerMin(ri int32) float64 {
 	if ri <= 0 {
 		ri = fsm.DefaultRenewalIntervalSecs

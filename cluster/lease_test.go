@@ -6,13 +6,11 @@ import (
 )
 
 func TestLease_Arithmetic(t *testing.T) {
-	// 10 instances renewing every 30 s promise 20 renewals a minute.
-	intervals := make([]int32, 10)
-	if got := expectedRenewalsPerMin(intervals); got != 20 {
-		t.Fatalf("expected %v", got)
-	}
-	if got := expectedRenewalsPerMin([]int32{1, 10, 0}); got != 60+6+2 {
-		t.Fatalf("mixed intervals: %v", got)
+	// An unset interval is Eureka's 30 s: two renewals a minute.
+	for ri, want := range map[int32]float64{0: 2, -1: 2, 30: 2, 1: 60, 10: 6} {
+		if got := renewalsPerMin(ri); got != want {
+			t.Errorf("renewalsPerMin(%d) = %v, want %v", ri, got, want)
+		}
 	}
 	for _, tc := range []struct {
 		expected float64
