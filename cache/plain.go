@@ -183,6 +183,12 @@ type plainKeeper struct {
 	// unreturned counts the bytes of copies dropped since the memory
 	// was last returned to the system (sweep).
 	unreturned int
+	// returned is when the memory was last returned (sweep).
+	returned time.Time
+	// returnEvery is the shortest time between two returns, and
+	// freeMemory returns it (debug.FreeOSMemory; tests count the calls).
+	returnEvery time.Duration
+	freeMemory  func()
 
 	inflates atomic.Uint64 // copies made (tests)
 }
@@ -196,7 +202,8 @@ type plainDoc struct {
 }
 
 func newPlainKeeper(budget int, keep time.Duration) *plainKeeper {
-	return &plainKeeper{budget: budget, keep: keep, docs: map[*Value]*plainDoc{}}
+	return &plainKeeper{budget: budget, keep: keep, docs: map[*Value]*plainDoc{},
+		returnEvery: returnEvery, freeMemory: debug.FreeOSMemory}
 }
 
 // get returns v's plain body from its kept copy, making the copy when it
@@ -225,6 +232,8 @@ func (k *plainKeeper) get(v *Value) []byte {
 	k.held += v.Len
 	if k.timer == nil {
 		k.timer = time.AfterFunc(k.sweepEvery(), k.sweep)
+	} else if len(k.docs) == 1 {
+		k.timer.Reset(k.sweepEvery()) // it may wait for a return put off (sweep)
 	}
 	k.mu.Unlock()
 
@@ -332,19 +341,30 @@ func (k *plainKeeper) sweep() {
 	}
 	k.unreturned += dropped
 	// Return when much was dropped, or when the last copy went (plain
-	// readers stopped) after a sweep that dropped some.
-	release := k.unreturned >= returnMin || (len(k.docs) == 0 && dropped > 0)
+	// readers stopped), but never more than once per returnEvery: each
+	// return collects the whole heap, which at hundreds of thousands of
+	// instances costs a good part of a second of CPU. A return put off
+	// with no copy left is retried when the time has come.
+	now := time.Now()
+	want := k.unreturned >= returnMin || (len(k.docs) == 0 && k.unreturned > 0)
+	wait := k.returnEvery - now.Sub(k.returned)
+	release := want && wait <= 0
 	if release {
-		k.unreturned = 0
+		k.unreturned, k.returned = 0, now
 	}
-	if len(k.docs) > 0 && !k.closed {
+	switch {
+	case k.closed:
+		k.timer = nil
+	case len(k.docs) > 0:
 		k.timer.Reset(k.sweepEvery())
-	} else {
+	case want && !release:
+		k.timer.Reset(wait)
+	default:
 		k.timer = nil
 	}
 	k.mu.Unlock()
 	if release {
-		debug.FreeOSMemory()
+		k.freeMemory()
 	}
 }
 
@@ -352,6 +372,9 @@ func (k *plainKeeper) sweep() {
 // while plain reads go on: a collection of the whole heap for a few MiB
 // would cost more than keeping them until the next one.
 const returnMin = 16 << 20
+
+// returnEvery is the shortest time between two returns of memory.
+const returnEvery = 30 * time.Second
 
 // heldBytes returns the bytes of the kept copies (tests).
 func (k *plainKeeper) heldBytes() int {

@@ -98,6 +98,54 @@ func TestPlain_CopiesExpireWhenNotRead(t *testing.T) {
 	}
 }
 
+// Dropped copies have their memory returned when the last one goes, but
+// not more often than returnEvery (each return collects the whole heap); a
+// return put off is made when its time comes, with no read to wake it.
+func TestPlain_MemoryReturnedAtMostOncePerInterval(t *testing.T) {
+	k := newPlainKeeper(1<<20, 40*time.Millisecond)
+	defer k.close()
+	var mu sync.Mutex
+	var returns []time.Time
+	k.returnEvery = 600 * time.Millisecond
+	k.freeMemory = func() {
+		mu.Lock()
+		returns = append(returns, time.Now())
+		mu.Unlock()
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(returns)
+	}
+	waitFor := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); count() < n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d returns of memory, want %d", count(), n)
+			}
+		}
+	}
+	v, _ := pieceDoc(100 << 10)
+	v.plain = k
+	v.PlainBytes()
+	waitFor(1) // the last copy went: returned at once
+	v.PlainBytes()
+	for k.heldBytes() != 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := count(); n != 1 {
+		t.Fatalf("%d returns within the interval, want 1", n)
+	}
+	waitFor(2) // the put-off return, made when the interval has passed
+	mu.Lock()
+	gap := returns[1].Sub(returns[0])
+	mu.Unlock()
+	if gap < k.returnEvery {
+		t.Fatalf("returns %v apart, want at least %v", gap, k.returnEvery)
+	}
+}
+
 // A document that does not fit takes the room of the copies read least
 // recently, if they were not read just now.
 func TestPlain_EvictsCopiesNotReadLately(t *testing.T) {
