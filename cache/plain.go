@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -183,12 +184,11 @@ type plainKeeper struct {
 	// unreturned counts the bytes of copies dropped since the memory
 	// was last returned to the system (sweep).
 	unreturned int
-	// returned is when the memory was last returned (sweep).
-	returned time.Time
-	// returnEvery is the shortest time between two returns, and
-	// freeMemory returns it (debug.FreeOSMemory; tests count the calls).
-	returnEvery time.Duration
-	freeMemory  func()
+	// returnAt is how many bytes of dropped copies make a return
+	// (returnThreshold), and freeMemory returns them
+	// (debug.FreeOSMemory); tests set both.
+	returnAt   func() int
+	freeMemory func()
 
 	inflates atomic.Uint64 // copies made (tests)
 }
@@ -203,7 +203,7 @@ type plainDoc struct {
 
 func newPlainKeeper(budget int, keep time.Duration) *plainKeeper {
 	return &plainKeeper{budget: budget, keep: keep, docs: map[*Value]*plainDoc{},
-		returnEvery: returnEvery, freeMemory: debug.FreeOSMemory}
+		returnAt: returnThreshold, freeMemory: debug.FreeOSMemory}
 }
 
 // get returns v's plain body from its kept copy, making the copy when it
@@ -232,8 +232,6 @@ func (k *plainKeeper) get(v *Value) []byte {
 	k.held += v.Len
 	if k.timer == nil {
 		k.timer = time.AfterFunc(k.sweepEvery(), k.sweep)
-	} else if len(k.docs) == 1 {
-		k.timer.Reset(k.sweepEvery()) // it may wait for a return put off (sweep)
 	}
 	k.mu.Unlock()
 
@@ -316,13 +314,12 @@ func (k *plainKeeper) drop(v *Value) {
 // last read by between keep and 1.25 keep.
 func (k *plainKeeper) sweepEvery() time.Duration { return k.keep / 4 }
 
-// sweep drops the copies not read for keep. When the copies dropped add
-// up to much, or the last one goes, it has the memory collected and
-// returned to the system at once: a node
-// whose plain readers stopped would otherwise hold the copies as garbage
-// until it allocates enough for a collection, which an idle node may
-// never do (and the automatic memory limit follows the live heap only
-// after a collection).
+// sweep drops the copies not read for keep. Once the copies dropped add up
+// to returnThreshold, it has their memory collected and returned to the
+// system at once: a node whose plain readers stopped would otherwise hold
+// them as garbage until it allocates enough for a collection, which an
+// idle node may never do (and the automatic memory limit follows the live
+// heap only after a collection).
 func (k *plainKeeper) sweep() {
 	k.mu.Lock()
 	cut := time.Now().Add(-k.keep).UnixNano()
@@ -340,26 +337,13 @@ func (k *plainKeeper) sweep() {
 		}
 	}
 	k.unreturned += dropped
-	// Return when much was dropped, or when the last copy went (plain
-	// readers stopped), but never more than once per returnEvery: each
-	// return collects the whole heap, which at hundreds of thousands of
-	// instances costs a good part of a second of CPU. A return put off
-	// with no copy left is retried when the time has come.
-	now := time.Now()
-	want := k.unreturned >= returnMin || (len(k.docs) == 0 && k.unreturned > 0)
-	wait := k.returnEvery - now.Sub(k.returned)
-	release := want && wait <= 0
+	release := k.unreturned >= k.returnAt()
 	if release {
-		k.unreturned, k.returned = 0, now
+		k.unreturned = 0
 	}
-	switch {
-	case k.closed:
-		k.timer = nil
-	case len(k.docs) > 0:
+	if len(k.docs) > 0 && !k.closed {
 		k.timer.Reset(k.sweepEvery())
-	case want && !release:
-		k.timer.Reset(wait)
-	default:
+	} else {
 		k.timer = nil
 	}
 	k.mu.Unlock()
@@ -368,13 +352,24 @@ func (k *plainKeeper) sweep() {
 	}
 }
 
-// returnMin is how many bytes of dropped copies have the memory returned
-// while plain reads go on: a collection of the whole heap for a few MiB
-// would cost more than keeping them until the next one.
+// returnMin is the fewest bytes of dropped copies whose memory is
+// returned (returnThreshold).
 const returnMin = 16 << 20
 
-// returnEvery is the shortest time between two returns of memory.
-const returnEvery = 30 * time.Second
+// returnThreshold is how many bytes of dropped copies have their memory
+// returned: returnMin, or an eighth of the live heap if more. A return
+// collects the whole heap, so its cost grows with the registry; tied to the
+// heap it always frees at least an eighth of what it marks, and plain
+// copies that come and go cannot have a large node collected back to back.
+func returnThreshold() int {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	var live uint64
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		live = s[0].Value.Uint64()
+	}
+	return max(returnMin, int(live/8))
+}
 
 // heldBytes returns the bytes of the kept copies (tests).
 func (k *plainKeeper) heldBytes() int {

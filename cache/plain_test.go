@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,51 +99,26 @@ func TestPlain_CopiesExpireWhenNotRead(t *testing.T) {
 	}
 }
 
-// Dropped copies have their memory returned when the last one goes, but
-// not more often than returnEvery (each return collects the whole heap); a
-// return put off is made when its time comes, with no read to wake it.
-func TestPlain_MemoryReturnedAtMostOncePerInterval(t *testing.T) {
+// The memory of dropped copies is returned once they add up to the
+// threshold, not for each copy that goes.
+func TestPlain_MemoryReturnedOnceDroppedCopiesAddUp(t *testing.T) {
 	k := newPlainKeeper(1<<20, 40*time.Millisecond)
 	defer k.close()
-	var mu sync.Mutex
-	var returns []time.Time
-	k.returnEvery = 600 * time.Millisecond
-	k.freeMemory = func() {
-		mu.Lock()
-		returns = append(returns, time.Now())
-		mu.Unlock()
-	}
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(returns)
-	}
-	waitFor := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); count() < n; time.Sleep(5 * time.Millisecond) {
+	var returns atomic.Int32
+	k.returnAt = func() int { return 250 << 10 }
+	k.freeMemory = func() { returns.Add(1) }
+	for i, want := range []int32{0, 0, 1, 1, 1, 2} { // 100 KiB dropped each time
+		v, _ := pieceDoc(100 << 10)
+		v.plain = k
+		v.PlainBytes()
+		for deadline := time.Now().Add(5 * time.Second); k.heldBytes() != 0; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d returns of memory, want %d", count(), n)
+				t.Fatalf("copy %d was not dropped", i)
 			}
 		}
-	}
-	v, _ := pieceDoc(100 << 10)
-	v.plain = k
-	v.PlainBytes()
-	waitFor(1) // the last copy went: returned at once
-	v.PlainBytes()
-	for k.heldBytes() != 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if n := count(); n != 1 {
-		t.Fatalf("%d returns within the interval, want 1", n)
-	}
-	waitFor(2) // the put-off return, made when the interval has passed
-	mu.Lock()
-	gap := returns[1].Sub(returns[0])
-	mu.Unlock()
-	if gap < k.returnEvery {
-		t.Fatalf("returns %v apart, want at least %v", gap, k.returnEvery)
+		if n := returns.Load(); n != want {
+			t.Fatalf("after %d copies of 100 KiB dropped: %d returns, want %d", i+1, n, want)
+		}
 	}
 }
 
