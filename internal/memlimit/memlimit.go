@@ -109,8 +109,9 @@ const (
 )
 
 // AutoLimit is the automatic limit for a live heap of live bytes and the
-// runtime's memory outside the heap (goroutine stacks, the collector's
-// metadata) of runtime bytes, under a cgroup limit of cgroup bytes (0:
+// runtime's memory besides heap objects and free pages (goroutine stacks,
+// the collector's metadata, the unused space in the heap's spans; see
+// usage) of runtime bytes, under a cgroup limit of cgroup bytes (0:
 // none). The Go runtime holds its whole memory to the limit, not only the
 // heap: without the runtime's share counted, a small heap would get far
 // less room than the margin and be collected again and again.
@@ -145,21 +146,33 @@ func CgroupLimit(root string) int64 {
 	return 0
 }
 
-// usage is the heap marked live by the last collection and the runtime's
-// memory outside the heap's spans (all it has mapped and not returned,
-// less the heap's objects, its spans' unused slots and its free pages).
+// usage is the heap marked live by the last collection and the rest of
+// the memory the Go runtime counts against its limit besides heap
+// objects: its own (goroutine stacks, the collector's metadata) and the
+// unused space in the heap's spans (fragmentation, and slots freed by the
+// last collection). Free pages are left out: new objects fill them without
+// growing the process.
+//
+// The runtime turns a limit into a heap goal by taking off everything it
+// maps that is neither heap objects nor free pages (runtime/mgcpacer.go,
+// memoryLimitHeapGoal), span space included. Left out here, that space
+// (26–28 MiB at 10,000 instances) came out of the room the limit means to
+// leave: the room was about 20 MB instead of 45, and a node serving one
+// application's document was collected twice as often as intended
+// (BENCHMARKS.md, "The merged tree (compressed fragments, snapshots
+// charged to writes)").
 func usage() (live, runtime int64) {
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/total:bytes"},
-		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"},
-		{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
-	var v [6]int64
+	var v [5]int64
 	for i := range s {
 		if s[i].Value.Kind() == metrics.KindUint64 {
 			v[i] = int64(s[i].Value.Uint64())
 		}
 	}
-	return v[0], max(v[1]-v[2]-v[3]-v[4]-v[5], 0)
+	return v[0], max(v[1]-v[2]-v[3]-v[4], 0)
 }
 
 // autoLimit is the automatic limit now.

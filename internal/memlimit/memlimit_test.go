@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 )
 
@@ -50,6 +51,27 @@ func TestUsage(t *testing.T) {
 	if live <= 0 || own <= 0 || own > 1<<30 {
 		t.Fatalf("usage: live %d, runtime's own %d", live, own)
 	}
+}
+
+// The unused space of the heap's spans is counted with the runtime's
+// share, as the Go runtime counts it against the limit: a heap with half
+// of its small objects freed holds that space until new objects fill it.
+func TestUsage_CountsSpanSpace(t *testing.T) {
+	keep := make([]*[64]byte, 0, 1<<19)
+	for i := range 1 << 20 {
+		p := new([64]byte)
+		if i%2 == 0 {
+			keep = append(keep, p)
+		}
+	}
+	runtime.GC()
+	_, own := usage()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/unused:bytes"}}
+	metrics.Read(s)
+	if unused := int64(s[0].Value.Uint64()); unused < 8<<20 || own < unused {
+		t.Fatalf("span space unused %d MiB, runtime share %d MiB: want the share to hold it", unused>>20, own>>20)
+	}
+	runtime.KeepAlive(keep)
 }
 
 func TestCgroupLimit(t *testing.T) {
