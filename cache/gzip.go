@@ -51,9 +51,6 @@ type Piece struct {
 // Len returns the length of the plain segment.
 func (p *Piece) Len() int { return p.n }
 
-// Size returns the length of the compressed bytes held.
-func (p *Piece) Size() int { return len(p.z) }
-
 var flaters = sync.Pool{New: func() any {
 	w, _ := flate.NewWriter(nil, flate.BestSpeed) // BestSpeed is a valid level: no error
 	return w

@@ -255,33 +255,24 @@ func (v *views) delta(f eureka.Format) ([]cache.Segment, uint64, error) {
 			var pc *cache.Piece
 			if it.entry != nil {
 				// Not in the current fragment (deleted, or replaced since).
-				var ok bool
-				if pc, ok = nextInst[it.entry]; !ok {
-					if pc, ok = oldInst[it.entry]; !ok {
-						v.scratch = eureka.AppendInstance(v.scratch[:0], f, it.entry)
-						pc = cache.NewPiece(v.scratch)
-					}
-					nextInst[it.entry] = pc
-				}
+				pc = keptPiece(nextInst, oldInst, it.entry, func() *cache.Piece {
+					v.scratch = eureka.AppendInstance(v.scratch[:0], f, it.entry)
+					return cache.NewPiece(v.scratch)
+				})
 			} else {
-				rk := runKey{p.name, fr.version, it.i, it.j}
-				var ok bool
-				if pc, ok = nextRuns[rk]; !ok {
-					if pc, ok = oldRuns[rk]; !ok {
-						// The same bytes as the fragment's instances i to j
-						// with their separators.
-						b := v.scratch[:0]
-						for x := it.i; x <= it.j; x++ {
-							if x > it.i {
-								b = append(b, instSep...)
-							}
-							b = eureka.AppendInstance(b, f, fr.entries[x])
+				pc = keptPiece(nextRuns, oldRuns, runKey{p.name, fr.version, it.i, it.j}, func() *cache.Piece {
+					// The same bytes as the fragment's instances i to j
+					// with their separators.
+					b := v.scratch[:0]
+					for x := it.i; x <= it.j; x++ {
+						if x > it.i {
+							b = append(b, instSep...)
 						}
-						v.scratch = b
-						pc = cache.NewPiece(b)
+						b = eureka.AppendInstance(b, f, fr.entries[x])
 					}
-					nextRuns[rk] = pc
-				}
+					v.scratch = b
+					return cache.NewPiece(b)
+				})
 			}
 			segs = append(segs, cache.Compressed(pc))
 		}
@@ -289,6 +280,20 @@ func (v *views) delta(f eureka.Format) ([]cache.Segment, uint64, error) {
 	}
 	v.deltaInst[f], v.deltaRuns[f] = nextInst, nextRuns
 	return append(segs, cache.Plain(suffix)), version, nil
+}
+
+// keptPiece returns the piece under k for the delta being built (next):
+// already there, carried over from the last build (old), or made by build.
+func keptPiece[K comparable](next, old map[K]*cache.Piece, k K, build func() *cache.Piece) *cache.Piece {
+	if pc, ok := next[k]; ok {
+		return pc
+	}
+	pc, ok := old[k]
+	if !ok {
+		pc = build()
+	}
+	next[k] = pc
+	return pc
 }
 
 // deltaItem is what the delta lists of an application it holds in part:
@@ -308,27 +313,22 @@ type deltaItem struct {
 // cancelled and registered again), clients apply the items in turn, so
 // the delta's order is kept.
 func (fr fragment) currentRuns(entries []*fsm.Entry) []deltaItem {
-	items := make([]deltaItem, 0, len(entries))
 	seen := make(map[string]struct{}, len(entries))
 	for _, e := range entries {
 		seen[e.ID] = struct{}{}
 	}
-	if len(seen) < len(entries) || fr.piece == nil {
-		for _, e := range entries {
-			if i, ok := fr.index(e); ok {
-				items = append(items, deltaItem{i: i, j: i})
-			} else {
-				items = append(items, deltaItem{entry: e})
-			}
-		}
-		return items
-	}
-	var idx []int
+	inOrder := len(seen) < len(entries) || fr.piece == nil
+	items := make([]deltaItem, 0, len(entries))
+	var idx []int // the fragment's current instances, to merge into runs
 	for _, e := range entries {
-		if i, ok := fr.index(e); ok {
-			idx = append(idx, i)
-		} else {
+		i, ok := fr.index(e)
+		switch {
+		case !ok:
 			items = append(items, deltaItem{entry: e})
+		case inOrder:
+			items = append(items, deltaItem{i: i, j: i})
+		default:
+			idx = append(idx, i)
 		}
 	}
 	slices.Sort(idx)
