@@ -273,16 +273,11 @@ func (c *Cluster) WaitLeader(t testing.TB, timeout time.Duration) *Node {
 // leaderOnce asks every live node once; it returns the agreed leader, or nil
 // and a description of the disagreement.
 func (c *Cluster) leaderOnce() (*Node, string) {
-	live := c.Live()
-	inner := make([]*launch.Node, len(live))
-	for i, nd := range live {
-		inner[i] = nd.Node
-	}
-	i, desc := launch.Leader(context.Background(), inner)
-	if i < 0 {
+	nd, desc := c.lc.LeaderOnce(context.Background())
+	if nd == nil {
 		return nil, desc
 	}
-	return live[i], desc
+	return c.Node(nd.ID), desc
 }
 
 // Followers returns the live nodes other than leader.
@@ -340,9 +335,7 @@ func (nd *Node) Stop() int {
 // GET /v1/status.
 func (nd *Node) Restart(t testing.TB) {
 	t.Helper()
-	if nd.Running() {
-		nd.Kill()
-	}
+	nd.Kill()
 	if err := nd.Start(); err != nil {
 		t.Fatalf("restart %s: %v", nd.ID, err)
 	}

@@ -136,7 +136,7 @@ func (r *recorder) client(ctx context.Context, nd *launch.Node) {
 		}
 		id := fmt.Sprintf("%s-%d-%d", nd.ID, time.Now().UnixNano()%1e9, seq)
 		body := fmt.Sprintf(`{"instance":{"instanceId":%q,"hostName":%q,"app":"LAB","ipAddr":"127.0.0.1","status":"UP","dataCenterInfo":{"name":"MyOwn"}}}`, id, id)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+nd.HTTPAddr+"/eureka/apps/LAB", strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, nd.URL("/eureka/apps/LAB"), strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		ok := err == nil && resp.StatusCode == http.StatusNoContent
@@ -173,7 +173,7 @@ func (r *recorder) client(ctx context.Context, nd *launch.Node) {
 			}
 		})
 
-		resp, err = client.Get("http://" + nd.HTTPAddr + "/eureka/apps/LAB")
+		resp, err = client.Get(nd.URL("/eureka/apps/LAB"))
 		r.mu.Lock()
 		c, _ = r.bucket(nd.ID)
 		answered := err == nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound)
@@ -203,7 +203,7 @@ func (r *recorder) client(ctx context.Context, nd *launch.Node) {
 // idsOn returns the instance ids nd lists for the lab's application, read
 // once (a stale read is fine: the lab waits for convergence).
 func idsOn(nd *launch.Node) (map[string]bool, error) {
-	req, _ := http.NewRequest(http.MethodGet, "http://"+nd.HTTPAddr+"/eureka/apps/LAB?consistency=stale", nil)
+	req, _ := http.NewRequest(http.MethodGet, nd.URL("/eureka/apps/LAB?consistency=stale"), nil)
 	req.Header.Set("Accept", "application/json")
 	resp, err := slowClient.Do(req)
 	if err != nil {

@@ -54,11 +54,8 @@ var client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{M
 
 // leader returns the node every running node agrees leads, or nil.
 func (c *cluster) leader() *launch.Node {
-	live := c.lc.Live()
-	if i, _ := launch.Leader(context.Background(), live); i >= 0 {
-		return live[i]
-	}
-	return nil
+	nd, _ := c.lc.LeaderOnce(context.Background())
+	return nd
 }
 
 // logTail is the last lines of a node's log on one line.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -53,13 +52,11 @@ type serveConfig struct {
 	authFile          string
 	clusterSecret     string
 	clusterSecretFile string
-	strictInput       bool
 	tlsCert           string
 	tlsKey            string
 	tlsClientCA       string
 	tlsCA             string
 	raftTLS           bool
-	trendInterval     time.Duration
 	eurekaPeers       string
 	eurekaSyncTimeout time.Duration
 
@@ -73,7 +70,7 @@ type serveConfig struct {
 // newServeFlags declares the flags; every flag also reads HEUREKA_<NAME>
 // (upper case, dashes as underscores) when not given on the command line.
 func newServeFlags(c *serveConfig) *flag.FlagSet {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet("serve")
 	host, _ := os.Hostname()
 	if host == "" {
 		host = "heureka"
@@ -133,7 +130,6 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 func parseServe(args []string, env func(string) string) (*serveConfig, *flag.FlagSet, error) {
 	c := &serveConfig{}
 	fs := newServeFlags(c)
-	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}

@@ -222,16 +222,26 @@ func (c *Cluster) Live() []*Node {
 	return live
 }
 
+// LeaderOnce asks the live nodes once (see Leader) and returns the leader
+// they agree on, or nil and what each node said.
+func (c *Cluster) LeaderOnce(ctx context.Context) (*Node, string) {
+	live := c.Live()
+	i, desc := Leader(ctx, live)
+	if i < 0 {
+		return nil, desc
+	}
+	return live[i], desc
+}
+
 // WaitLeader polls the live nodes every 50 ms until they agree on one
 // leader (see Leader) and returns it, or an error naming what each node
 // last said once timeout passes or ctx ends.
 func (c *Cluster) WaitLeader(ctx context.Context, timeout time.Duration) (*Node, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		live := c.Live()
-		i, desc := Leader(ctx, live)
-		if i >= 0 {
-			return live[i], nil
+		nd, desc := c.LeaderOnce(ctx)
+		if nd != nil {
+			return nd, nil
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("no agreed leader after %v: %s", timeout, desc)
