@@ -13,8 +13,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/hashicorp/go-hclog"
-	gometrics "github.com/hashicorp/go-metrics/compat"
-	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -349,64 +347,4 @@ type hclogPrinter struct{ log hclog.Logger }
 // Println implements promhttp.Logger.
 func (p hclogPrinter) Println(v ...any) {
 	p.log.Warn("metrics gathering", "error", fmt.Sprint(v...))
-}
-
-// Raft's own metrics. hashicorp/raft reports through go-metrics' global
-// sink (the armon-compatible API); bridgeRaftMetrics installs, once per
-// process, a sink that turns them into Prometheus series in the default
-// registry, named heureka_raft_<metric> (timings are summaries in
-// milliseconds, e.g. heureka_raft_commitTime, heureka_raft_fsm_apply).
-var raftMetricsOnce sync.Once
-
-// raftSummaries are declared up front so they are present before the
-// first sample (apply latency on a follower, say).
-var raftSummaries = [][]string{
-	{"raft", "commitTime"},
-	{"raft", "fsm", "apply"},
-	{"raft", "leader", "dispatchLog"},
-	{"raft", "rpc", "appendEntries"},
-	{"raft", "snapshot", "persist"},
-}
-
-// raftCounters likewise.
-var raftCounters = [][]string{{"raft", "apply"}, {"raft", "barrier"}, {"raft", "restore"}}
-
-// raftBlocked are legacy per-peer series (the peer id is in the name,
-// and the labelled variant is kept), dropped to bound cardinality.
-var raftBlocked = []string{
-	"heureka.raft.replication.heartbeat.",
-	"heureka.raft.replication.appendEntries.rpc.",
-	"heureka.raft.replication.appendEntries.logs.",
-	"heureka.raft.replication.installSnapshot.",
-}
-
-func bridgeRaftMetrics(log hclog.Logger) {
-	raftMetricsOnce.Do(func() {
-		opts := gmprom.PrometheusOpts{Expiration: 10 * time.Minute, Registerer: prometheus.DefaultRegisterer, Name: "heureka_raft_bridge"}
-		for _, name := range raftSummaries {
-			opts.SummaryDefinitions = append(opts.SummaryDefinitions, gmprom.SummaryDefinition{
-				Name: append([]string{metricsNamespace}, name...),
-				Help: "hashicorp/raft timing " + strings.Join(name, ".") + " in milliseconds.",
-			})
-		}
-		for _, name := range raftCounters {
-			opts.CounterDefinitions = append(opts.CounterDefinitions, gmprom.CounterDefinition{
-				Name: append([]string{metricsNamespace}, name...),
-				Help: "hashicorp/raft counter " + strings.Join(name, ".") + ".",
-			})
-		}
-		sink, err := gmprom.NewPrometheusSinkFrom(opts)
-		if err != nil {
-			log.Warn("raft metrics not bridged to Prometheus", "error", err)
-			return
-		}
-		cfg := gometrics.DefaultConfig(metricsNamespace)
-		cfg.EnableHostname = false
-		cfg.EnableHostnameLabel = false
-		cfg.EnableRuntimeMetrics = false
-		cfg.BlockedPrefixes = raftBlocked
-		if _, err := gometrics.NewGlobal(cfg, sink); err != nil {
-			log.Warn("raft metrics not bridged to Prometheus", "error", err)
-		}
-	})
 }

@@ -30,7 +30,7 @@ type trendReading struct {
 	RenewsPerMin, Threshold float64
 	Registrations, Cancels  uint64
 	CacheHits, CacheMisses  uint64
-	// CommitMsSum and CommitCount are hashicorp/raft's commitTime summary
+	// CommitMsSum and CommitCount are hashicorp/raft's commitTime histogram
 	// (leader only; zero elsewhere).
 	CommitMsSum float64
 	CommitCount uint64
@@ -54,8 +54,8 @@ func (s *Server) readTrends() trendReading {
 	return r
 }
 
-// raftCommitSummary reads hashicorp/raft's commitTime summary from the
-// metrics bridge (see metrics.go): its sum in ms and its count.
+// raftCommitSummary reads hashicorp/raft's commitTime histogram from the
+// metrics bridge (see raftmetrics.go): its sum in ms and its count.
 func raftCommitSummary() (float64, uint64) {
 	families, err := prometheus.DefaultGatherer.Gather()
 	if err != nil && len(families) == 0 {
@@ -66,8 +66,8 @@ func raftCommitSummary() (float64, uint64) {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if sm := m.GetSummary(); sm != nil {
-				return sm.GetSampleSum(), sm.GetSampleCount()
+			if h := m.GetHistogram(); h != nil {
+				return h.GetSampleSum(), h.GetSampleCount()
 			}
 		}
 	}
