@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"httpapi":           {"cache", "cluster", "fsm", "httpapi/eureka", "internal/collect", "internal/tick", "nodeapi", "opapi"},
 	"faultproxy":        {"cluster"},
 	"peering":           {"fsm", "httpapi/eureka", "internal/collect"},
-	"lab":               {"faultproxy", "internal/launch", "opapi"},
+	"lab":               {"faultproxy", "internal/instance", "internal/launch", "opapi"},
 	"bench":             {"internal/instance", "internal/launch", "opapi"},
 	"e2e":               {"internal/instance", "internal/launch", "opapi"},
 	"e2e/compose":       {"e2e", "opapi"},
