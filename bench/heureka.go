@@ -843,23 +843,39 @@ func (w wireInstance) id() string {
 	return w.HostName
 }
 
-// appInstances maps instance id → status in a JSON {"application": ...}
-// document.
-func appInstances(body []byte) (map[string]string, error) {
-	var doc struct {
-		Application struct {
-			Instance json.RawMessage `json:"instance"`
-		} `json:"application"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, raw := range oneOrMany(doc.Application.Instance) {
+// wireApp is one application of a JSON document, its instances left raw.
+type wireApp struct {
+	Instance json.RawMessage `json:"instance"`
+}
+
+// instances decodes the application's instances (one object or an array).
+func (a wireApp) instances() ([]wireInstance, error) {
+	var out []wireInstance
+	for _, raw := range oneOrMany(a.Instance) {
 		var in wireInstance
 		if err := json.Unmarshal(raw, &in); err != nil {
 			return nil, err
 		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// appInstances maps instance id → status in a JSON {"application": ...}
+// document.
+func appInstances(body []byte) (map[string]string, error) {
+	var doc struct {
+		Application wireApp `json:"application"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, err
+	}
+	ins, err := doc.Application.instances()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(ins))
+	for _, in := range ins {
 		out[in.id()] = in.Status
 	}
 	return out, nil
@@ -886,18 +902,16 @@ func appsInstances(body []byte, gz bool) ([]string, error) {
 		return nil, err
 	}
 	var ids []string
-	for _, app := range oneOrMany(doc.Applications.Application) {
-		var a struct {
-			Instance json.RawMessage `json:"instance"`
-		}
-		if err := json.Unmarshal(app, &a); err != nil {
+	for _, raw := range oneOrMany(doc.Applications.Application) {
+		var app wireApp
+		if err := json.Unmarshal(raw, &app); err != nil {
 			return nil, err
 		}
-		for _, raw := range oneOrMany(a.Instance) {
-			var in wireInstance
-			if err := json.Unmarshal(raw, &in); err != nil {
-				return nil, err
-			}
+		ins, err := app.instances()
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range ins {
 			ids = append(ids, in.id())
 		}
 	}

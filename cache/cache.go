@@ -33,6 +33,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/internal/tick"
 	"github.com/heureka-registry/heureka/opapi"
 )
 
@@ -575,16 +576,7 @@ func (c *Cache) refreshLoop() {
 		<-c.stop
 		return
 	}
-	t := time.NewTicker(c.cfg.UpdateInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-			c.Refresh()
-		}
-	}
+	tick.Every(c.stop, c.cfg.UpdateInterval, c.Refresh)
 }
 
 // Refresh brings readOnly up to date with readWrite now (the timer calls it;

@@ -45,9 +45,7 @@ func TestDeadlines_EarliestWinsAndDueOrder(t *testing.T) {
 // its whole application, and a restore everything.
 func TestScheduleDirty_OnlyChangedInstances(t *testing.T) {
 	n := singleNode(t, DefaultLeaseConfig())
-	for i := range 50 {
-		register(t, n, "BIG", fmt.Sprintf("big-%d", i), 90)
-	}
+	registerN(t, n, "BIG", "big-", 50, 90)
 	register(t, n, "OTHER", "other-1", 90)
 	k := newLeaseKeeper(n) // a second keeper, driven by hand
 	k.tracking.Store(true)
@@ -124,6 +122,24 @@ func register(t *testing.T, n *Node, app, id string, durSecs int32) {
 	}
 }
 
+// registerN registers count instances of app, ids idPrefix0 to
+// idPrefix<count-1>, with a durSecs lease.
+func registerN(t *testing.T, n *Node, app, idPrefix string, count int, durSecs int32) {
+	t.Helper()
+	for i := range count {
+		register(t, n, app, fmt.Sprintf("%s%d", idPrefix, i), durSecs)
+	}
+}
+
+// evictingNode is a single node with the default lease settings but
+// self-preservation off, so every expired lease is evicted.
+func evictingNode(t *testing.T) *Node {
+	t.Helper()
+	lease := DefaultLeaseConfig()
+	lease.SelfPreservation = false
+	return singleNode(t, lease)
+}
+
 func has(n *Node, app, id string) bool {
 	var ok bool
 	n.Read(func(r *fsm.Registry) { ok = r.Get(app, id) != nil })
@@ -134,12 +150,8 @@ func has(n *Node, app, id string) bool {
 // a lease that is not renewed is evicted about when it expires, a renewed
 // one is kept, and registrations made later are tracked too.
 func TestLeaderEvictsAtTheDeadline(t *testing.T) {
-	lease := DefaultLeaseConfig()
-	lease.SelfPreservation = false
-	n := singleNode(t, lease)
-	for i := range 5 {
-		register(t, n, "KEEP", fmt.Sprintf("k%d", i), 60)
-	}
+	n := evictingNode(t)
+	registerN(t, n, "KEEP", "k", 5, 60)
 	start := time.Now()
 	register(t, n, "GONE", "g1", 1)
 	register(t, n, "RENEWED", "r1", 1)
@@ -186,13 +198,9 @@ func TestLeaderEvictsAtTheDeadline(t *testing.T) {
 // TestEvictionCapPerInterval: however many deadline passes run, one
 // eviction interval evicts at most the cap (size − ⌊size·threshold⌋).
 func TestEvictionCapPerInterval(t *testing.T) {
-	lease := DefaultLeaseConfig()
-	lease.SelfPreservation = false
-	n := singleNode(t, lease)
+	n := evictingNode(t)
 	// 10 instances: cap = 10 − ⌊8.5⌋ = 2 per interval.
-	for i := range 10 {
-		register(t, n, "CAP", fmt.Sprintf("c%d", i), 1)
-	}
+	registerN(t, n, "CAP", "c", 10, 1)
 	count := func() int {
 		c := 0
 		n.Read(func(r *fsm.Registry) { c = r.Count() })

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/internal/tick"
 	"github.com/heureka-registry/heureka/store"
 )
 
@@ -336,15 +337,8 @@ func (n *Node) applyBatchLocal(entries [][]byte) ([]error, uint64, error) {
 
 // monitor watches quorum and replays the journal once quorum is back.
 func (fb *fallback) monitor(stop <-chan struct{}) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
 	wasLost := false
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	tick.Every(stop, 100*time.Millisecond, func() {
 		lost := fb.n.QuorumLost()
 		if lost != wasLost {
 			wasLost = lost
@@ -357,5 +351,5 @@ func (fb *fallback) monitor(stop <-chan struct{}) {
 			}
 			cancel()
 		}
-	}
+	})
 }

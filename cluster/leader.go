@@ -299,11 +299,7 @@ func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int, now time.Time) []fs
 	if len(expired) == 0 {
 		return left
 	}
-	entry, err := fsm.Encode(fsm.CmdEvict, &fsm.EvictBody{Keys: expired})
-	if err == nil {
-		_, err = k.n.applyLocal(entry)
-	}
-	if err != nil {
+	if err := k.n.applyLocalCmd(fsm.CmdEvict, &fsm.EvictBody{Keys: expired}); err != nil {
 		k.n.log.Warn("eviction failed", "instances", len(expired), "error", err)
 		return append(left, expired...)
 	}

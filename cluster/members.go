@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,14 +22,14 @@ type MemberInfo = opapi.Member
 
 // Members lists the Raft configuration with each member's HTTP address.
 func (n *Node) Members() ([]MemberInfo, error) {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, fmt.Errorf("read configuration: %w", err)
+	servers, err := n.servers()
+	if err != nil {
+		return nil, err
 	}
 	leader := n.LeaderID()
 	var out []MemberInfo
 	n.fsm.Read(func(r *fsm.Registry) {
-		for _, s := range f.Configuration().Servers {
+		for _, s := range servers {
 			m, ok := r.Member(string(s.ID))
 			if !ok {
 				m = n.initialMember(string(s.ID))
@@ -77,15 +78,12 @@ func (n *Node) leaderCall(ctx context.Context, path string, body any, local func
 }
 
 func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
-	if !n.IsLeader() {
-		return ErrNotLeader
-	}
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("read configuration: %w", err)
+	servers, err := n.leaderServers()
+	if err != nil {
+		return err
 	}
 	present := false
-	for _, s := range f.Configuration().Servers {
+	for _, s := range servers {
 		sameID, sameAddr := string(s.ID) == m.ID, string(s.Address) == m.RaftAddr
 		switch {
 		case sameID && sameAddr:
@@ -103,40 +101,55 @@ func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
 		}
 		n.log.Info("member joined", "id", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr)
 	}
-	entry, err := fsm.Encode(fsm.CmdSetMember, &m)
-	if err != nil {
-		return err
-	}
-	_, err = n.applyLocal(entry)
-	return err
+	return n.applyLocalCmd(fsm.CmdSetMember, &m)
 }
 
 func (n *Node) removeLocal(_ context.Context, id string) error {
-	if !n.IsLeader() {
-		return ErrNotLeader
+	servers, err := n.leaderServers()
+	if err != nil {
+		return err
 	}
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("read configuration: %w", err)
-	}
-	found := false
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id {
-			found = true
-		}
-	}
-	if !found {
+	if !hasServer(servers, id) {
 		return fmt.Errorf("remove %q: %w", id, ErrUnknownMember)
 	}
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 		return fmt.Errorf("remove member %s: %w", id, mapRaftErr(err))
 	}
-	entry, err := fsm.Encode(fsm.CmdRemoveMember, &fsm.KeyBody{ID: id})
+	err = n.applyLocalCmd(fsm.CmdRemoveMember, &fsm.KeyBody{ID: id})
+	n.log.Info("member removed", "id", id)
+	return err
+}
+
+// servers reads the members of the Raft configuration.
+func (n *Node) servers() ([]raft.Server, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	return f.Configuration().Servers, nil
+}
+
+// leaderServers is servers on the leader, ErrNotLeader elsewhere: a
+// membership change starts from the leader's configuration.
+func (n *Node) leaderServers() ([]raft.Server, error) {
+	if !n.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	return n.servers()
+}
+
+// hasServer reports whether id is one of servers.
+func hasServer(servers []raft.Server, id string) bool {
+	return slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
+}
+
+// applyLocalCmd encodes a command and applies it on the leader.
+func (n *Node) applyLocalCmd(t fsm.CmdType, body any) error {
+	entry, err := fsm.Encode(t, body)
 	if err != nil {
 		return err
 	}
 	_, err = n.applyLocal(entry)
-	n.log.Info("member removed", "id", id)
 	return err
 }
 

@@ -487,10 +487,8 @@ func (n *Node) leaderWork(stop <-chan struct{}) {
 	n.rd.leaderTerm.Store(term)
 	defer n.rd.leaderTerm.Store(0)
 	if n.storedMode() == "" {
-		if entry, err := fsm.Encode(fsm.CmdSetMode, &fsm.ModeBody{Mode: n.cfg.Mode}); err == nil {
-			if _, err := n.applyLocal(entry); err != nil {
-				n.log.Warn("writing initial mode failed", "error", err)
-			}
+		if err := n.applyLocalCmd(fsm.CmdSetMode, &fsm.ModeBody{Mode: n.cfg.Mode}); err != nil {
+			n.log.Warn("writing initial mode failed", "error", err)
 		}
 	}
 	var wg sync.WaitGroup
@@ -583,16 +581,8 @@ func (n *Node) registerSelf() {
 }
 
 func (n *Node) isVoter(id string) bool {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id {
-			return true
-		}
-	}
-	return false
+	servers, err := n.servers()
+	return err == nil && hasServer(servers, id)
 }
 
 // Shutdown stops the node: leader work, Raft, the transport and the store.

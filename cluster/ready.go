@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 // The readiness gate. After a start the FSM holds only the latest snapshot:
@@ -129,16 +130,9 @@ func (n *Node) ReadGate() string {
 // watchReady polls until the node caught up, then opens the gate.
 func (n *Node) watchReady() {
 	defer n.wg.Done()
-	t := time.NewTicker(readyPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stopCh:
-			return
-		case <-t.C:
-		}
+	tick.Until(n.stopCh, readyPoll, func() bool {
 		if n.rd.held() || !n.caughtUp() {
-			continue
+			return false
 		}
 		ms := time.Since(n.rd.started).Milliseconds()
 		n.rd.readyMs.Store(max(ms, 1))
@@ -149,8 +143,8 @@ func (n *Node) watchReady() {
 		n.rd.mu.Unlock()
 		n.log.Info("caught up: serving registry reads", "after_ms", ms,
 			"boot_log_index", n.rd.bootIndex, "applied_index", n.raft.AppliedIndex())
-		return
-	}
+		return true
+	})
 }
 
 // CaughtUp reports whether this node's FSM holds everything a leader

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 type renewRequest struct {
@@ -323,29 +324,26 @@ func (f *renewForwarder) putBack(reqs []renewRequest) {
 }
 
 func (f *renewForwarder) run(stop <-chan struct{}) {
-	t := time.NewTicker(forwardInterval)
-	defer t.Stop()
+	tick.Every(stop, forwardInterval, f.flush)
+}
+
+// flush sends the pending renewals in batches until none are left or a
+// batch comes back to be retried.
+func (f *renewForwarder) flush() {
 	for {
-		select {
-		case <-stop:
+		batch := f.take(maxRenewBatchSend)
+		if len(batch) == 0 {
 			return
-		case <-t.C:
 		}
-		for {
-			batch := f.take(maxRenewBatchSend)
-			if len(batch) == 0 {
-				break
-			}
-			retry, err := f.send(batch)
-			if err != nil {
-				f.n.log.Debug("forwarding renewals failed; will retry", "renewals", len(batch), "error", err)
-			}
-			if len(retry) > 0 {
-				// Not taken by a leader (none now, or it stepped down
-				// mid-batch): keep them for the next tick.
-				f.putBack(retry)
-				break
-			}
+		retry, err := f.send(batch)
+		if err != nil {
+			f.n.log.Debug("forwarding renewals failed; will retry", "renewals", len(batch), "error", err)
+		}
+		if len(retry) > 0 {
+			// Not taken by a leader (none now, or it stepped down
+			// mid-batch): keep them for the next tick.
+			f.putBack(retry)
+			return
 		}
 	}
 }

@@ -66,14 +66,7 @@ type edDoc struct {
 }
 
 // edStates returns the sorted State lines of instances.
-func edStates(instances []edInstance) []string {
-	out := make([]string, 0, len(instances))
-	for _, in := range instances {
-		out = append(out, in.State())
-	}
-	sort.Strings(out)
-	return out
-}
+func edStates(instances []edInstance) []string { return sortedBy(instances, edInstance.State) }
 
 // edHashCode is the reconcile hash of a set of instances (docs/eureka-api.md, "Hash code"):
 // "<STATUS>_<count>_" per status present, statuses in ascending order.

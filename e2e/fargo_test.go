@@ -187,14 +187,7 @@ func fgWaitInstance(t *testing.T, conn *fargo.EurekaConnection, w fgWant, what s
 }
 
 // fgIDs returns the sorted ids of instances.
-func fgIDs(instances []*fargo.Instance) []string {
-	ids := make([]string, 0, len(instances))
-	for _, in := range instances {
-		ids = append(ids, in.Id())
-	}
-	sort.Strings(ids)
-	return ids
-}
+func fgIDs(instances []*fargo.Instance) []string { return sortedBy(instances, (*fargo.Instance).Id) }
 
 func fgSorted(ids ...string) []string {
 	out := slices.Clone(ids)

@@ -125,13 +125,17 @@ func registerRetry503(nodeURL string, r reg) (int, error) {
 }
 
 // keySet returns the sorted keys of regs.
-func keySet(regs []reg) []string {
-	keys := make([]string, 0, len(regs))
-	for _, r := range regs {
-		keys = append(keys, r.key())
+func keySet(regs []reg) []string { return sortedBy(regs, reg.key) }
+
+// sortedBy returns the key of each of xs, sorted: the comparable form of a
+// set of registrations or instances.
+func sortedBy[T any](xs []T, key func(T) string) []string {
+	out := make([]string, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, key(x))
 	}
-	slices.Sort(keys)
-	return keys
+	slices.Sort(out)
+	return out
 }
 
 // appKeys returns the sorted instance keys of a.

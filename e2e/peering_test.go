@@ -107,37 +107,47 @@ type observer struct {
 	on   atomic.Bool
 }
 
-func serverObserver(name, base string) *observer {
-	o := &observer{name: name, list: func() (map[string]int, error) {
-		a, err := TryGetApps(base)
+// newObserver makes an observer that counts the "APP/id" keys keys lists.
+func newObserver(name string, keys func() ([]string, error)) *observer {
+	return &observer{name: name, list: func() (map[string]int, error) {
+		ks, err := keys()
 		if err != nil {
 			return nil, err
 		}
 		m := map[string]int{}
-		for _, in := range a.Instances {
-			m[in.Key()]++
+		for _, k := range ks {
+			m[k]++
 		}
 		return m, nil
 	}}
+}
+
+func serverObserver(name, base string) *observer {
+	o := newObserver(name, func() ([]string, error) {
+		a, err := TryGetApps(base)
+		if err != nil {
+			return nil, err
+		}
+		return appKeys(a), nil
+	})
 	o.on.Store(true)
 	return o
 }
 
 func springObserver(name, base string) *observer {
-	o := &observer{name: name, list: func() (map[string]int, error) {
+	return newObserver(name, func() ([]string, error) {
 		s, err := springStateOf(base)
 		if err != nil {
 			return nil, err
 		}
-		m := map[string]int{}
+		var keys []string
 		for app, ids := range s.Services {
 			for _, id := range ids {
-				m[app+"/"+id]++
+				keys = append(keys, app+"/"+id)
 			}
 		}
-		return m, nil
-	}}
-	return o
+		return keys, nil
+	})
 }
 
 // watcher polls every observer that is on and records every expected

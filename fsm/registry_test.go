@@ -42,16 +42,19 @@ func TestRegistry_OverrideRuleChain(t *testing.T) {
 	if e.Instance.Status != StatusOutOfService || e.Instance.OverriddenStatus != StatusOutOfService || e.ActionType != ActionModified {
 		t.Fatalf("after override: %+v", e.Instance)
 	}
+	// reregister registers A/1 again with status and checks the status it
+	// is given.
+	reregister := func(idx uint64, ts int64, status string, ldt int64, want, what string) {
+		t.Helper()
+		reg(r, idx, ts, testInstance("A", "1", status, ldt))
+		if s := r.Get("A", "1").Instance.Status; s != want {
+			t.Fatalf("%s: status %s, want %s", what, s, want)
+		}
+	}
 	// Re-register with UP keeps the admin override (rule 2).
-	reg(r, 3, 1200, testInstance("A", "1", StatusUp, 20))
-	if s := r.Get("A", "1").Instance.Status; s != StatusOutOfService {
-		t.Fatalf("re-register UP: status %s, want OUT_OF_SERVICE", s)
-	}
+	reregister(3, 1200, StatusUp, 20, StatusOutOfService, "re-register UP")
 	// A client's DOWN wins over any override (rule 1).
-	reg(r, 4, 1300, testInstance("A", "1", StatusDown, 30))
-	if s := r.Get("A", "1").Instance.Status; s != StatusDown {
-		t.Fatalf("client DOWN: status %s", s)
-	}
+	reregister(4, 1300, StatusDown, 30, StatusDown, "client DOWN")
 	// Delete the override: status UNKNOWN, and heartbeats must 404 until re-register.
 	if err := r.deleteOverride(5, 1400, &OverrideBody{App: "A", ID: "1", Status: StatusUnknown}, &Change{}); err != nil {
 		t.Fatal(err)
@@ -60,15 +63,9 @@ func TestRegistry_OverrideRuleChain(t *testing.T) {
 	if e.Instance.Status != StatusUnknown || e.Override != "" || RenewStatus(e) != StatusUnknown {
 		t.Fatalf("after delete override: %+v override %q", e.Instance, e.Override)
 	}
-	reg(r, 6, 1500, testInstance("A", "1", StatusUp, 40))
-	if s := r.Get("A", "1").Instance.Status; s != StatusUp {
-		t.Fatalf("re-register after delete: %s", s)
-	}
+	reregister(6, 1500, StatusUp, 40, StatusUp, "re-register after delete")
 	// Without an override a non-replicated re-register cannot flip UP -> OUT_OF_SERVICE (rule 3).
-	reg(r, 7, 1600, testInstance("A", "1", StatusOutOfService, 50))
-	if s := r.Get("A", "1").Instance.Status; s != StatusUp {
-		t.Fatalf("client OOS over stored UP: %s, want UP", s)
-	}
+	reregister(7, 1600, StatusOutOfService, 50, StatusUp, "client OOS over stored UP")
 }
 
 func TestRegistry_NewerStoredRecordIsKept(t *testing.T) {

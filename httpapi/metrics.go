@@ -18,6 +18,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/internal/collect"
 	"github.com/heureka-registry/heureka/nodeapi"
 )
 
@@ -177,14 +178,13 @@ func routeName(c *gin.Context) string {
 	return "unmatched"
 }
 
-// nodeDescs is every descriptor desc made, in the order declared: what
-// nodeCollector describes, so a new series cannot be left out of Describe.
-var nodeDescs []*prometheus.Desc
+// nodeSeries is every series nodeCollector reports, in the order declared:
+// it describes them all, so a new series cannot be left out of Describe.
+var nodeSeries = collect.NewSet(metricsNamespace + "_")
 
+// desc declares one of nodeCollector's series, heureka_<name>.
 func desc(name, help string, labels ...string) *prometheus.Desc {
-	d := prometheus.NewDesc(metricsNamespace+"_"+name, help, labels, nil)
-	nodeDescs = append(nodeDescs, d)
-	return d
+	return nodeSeries.Desc(name, help, labels...)
 }
 
 // Descriptions of the series nodeCollector reports.
@@ -237,21 +237,13 @@ var (
 type nodeCollector struct{ s *Server }
 
 // Describe implements prometheus.Collector.
-func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range nodeDescs {
-		ch <- d
-	}
-}
+func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) { nodeSeries.Describe(ch) }
 
 // Collect implements prometheus.Collector.
 func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	s := nc.s
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
+	out := collect.Out(ch)
+	gauge, counter, b2f := out.Gauge, out.Counter, collect.Bool
 	st := s.cluster.Status()
 	for _, state := range []string{"Leader", "Follower", "Candidate", "Shutdown"} {
 		gauge(descRaftState, b2f(st.State == state), state)
@@ -333,13 +325,6 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 // readRegistry reads the registry this node's Eureka reads show (the
 // node's view includes AP fallback writes not yet replayed).
 func (s *Server) readRegistry(fn func(r *fsm.Registry)) { s.cluster.Read(fn) }
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // hclogPrinter adapts hclog to promhttp's error log.
 type hclogPrinter struct{ log hclog.Logger }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 // The parking lot: where blocking reads wait when they can. A request
@@ -194,14 +195,7 @@ func (l *parkingLot) release(p *parked, answer bool) {
 // sweep releases parked reads whose client closed its connection.
 func (l *parkingLot) sweep() {
 	defer close(l.done)
-	t := time.NewTicker(parkSweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-		}
+	tick.Every(l.stop, parkSweep, func() {
 		l.mu.Lock()
 		ps := make([]*parked, 0, len(l.all))
 		for p := range l.all {
@@ -213,7 +207,7 @@ func (l *parkingLot) sweep() {
 				l.release(p, false)
 			}
 		}
-	}
+	})
 }
 
 // close releases every parked read and stops the lot.

@@ -101,12 +101,7 @@ func benchRebuildAfter(b *testing.B, v *views, key cache.Key, change func(i int)
 // BenchmarkReadOnlyHit measures a cached read of the full registry.
 func BenchmarkReadOnlyHit(b *testing.B) {
 	f, _ := benchRegistry(b, 10000, 500)
-	v := newViews(f.Read, DefaultConfig())
-	c, err := cache.New(cache.DefaultConfig(), v.build, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := newViewsCache(b, newViews(f.Read, DefaultConfig()))
 	key := cache.Key{Entity: cache.EntityApps, Format: uint8(eureka.JSON)}
 	if _, err := c.Get(key); err != nil {
 		b.Fatal(err)

@@ -156,12 +156,7 @@ func TestServe_LargeGzipWrittenVectored(t *testing.T) {
 // the cache (its kept plain copy and the streamed inflate alike).
 func TestViews_PlainFromPiecesMatchesTheEncoder(t *testing.T) {
 	f, _ := benchRegistry(t, 120, 7)
-	v := newViews(f.Read, DefaultConfig())
-	c, err := cache.New(cache.DefaultConfig(), v.build, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newViewsCache(t, newViews(f.Read, DefaultConfig()))
 	for format := eureka.Format(0); format < eureka.NumFormats; format++ {
 		var apps, one []byte
 		f.Read(func(r *fsm.Registry) {
@@ -196,6 +191,18 @@ func TestViews_PlainFromPiecesMatchesTheEncoder(t *testing.T) {
 			}
 		}
 	}
+}
+
+// newViewsCache serves v's documents through a cache with the default
+// settings, closed when tb ends.
+func newViewsCache(tb testing.TB, v *views) *cache.Cache {
+	tb.Helper()
+	c, err := cache.New(cache.DefaultConfig(), v.build, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
 }
 
 func gunzipString(t *testing.T, z []byte) string {

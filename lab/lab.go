@@ -10,7 +10,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/heureka-registry/heureka/internal/instance"
 	"github.com/heureka-registry/heureka/internal/launch"
 )
 
@@ -217,18 +217,16 @@ func idsOn(nd *launch.Node) (map[string]bool, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: GET /eureka/apps/LAB: %s", nd.ID, resp.Status)
 	}
-	var doc struct {
-		Application struct {
-			Instance []struct {
-				InstanceID string `json:"instanceId"`
-			} `json:"instance"`
-		} `json:"application"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
 		return nil, err
 	}
-	for _, in := range doc.Application.Instance {
-		have[in.InstanceID] = true
+	ids, err := instance.AppIDs(body)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		have[id] = true
 	}
 	return have, nil
 }

@@ -220,6 +220,19 @@ func (c *opsClient) printJSON(raw []byte) error {
 	return err
 }
 
+// printed ends an answer's handling early: when the request failed (done,
+// with its error) or --json asked for the raw answer (done, once printed).
+// Otherwise the caller prints its own summary.
+func (c *opsClient) printed(raw []byte, err error) (done bool, _ error) {
+	if err != nil {
+		return true, err
+	}
+	if c.json {
+		return true, c.printJSON(raw)
+	}
+	return false, nil
+}
+
 func (c *opsClient) printValue(v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -241,12 +254,8 @@ func opsStatusCmd(args []string) int {
 
 func (c *opsClient) status() error {
 	var st opapi.Status
-	raw, err := c.getJSON("/v1/status", &st)
-	if err != nil {
+	if done, err := c.printed(c.getJSON("/v1/status", &st)); done {
 		return err
-	}
-	if c.json {
-		return c.printJSON(raw)
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	leader := "none"
@@ -343,12 +352,8 @@ func opsMembersCmd(args []string) int {
 
 func (c *opsClient) membersList() error {
 	var body opapi.Members
-	raw, err := c.getJSON("/v1/members", &body)
-	if err != nil {
+	if done, err := c.printed(c.getJSON("/v1/members", &body)); done {
 		return err
-	}
-	if c.json {
-		return c.printJSON(raw)
 	}
 	sort.Slice(body.Members, func(i, j int) bool { return body.Members[i].ID < body.Members[j].ID })
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
@@ -368,24 +373,16 @@ func (c *opsClient) membersList() error {
 
 func (c *opsClient) membersJoin(m opapi.Member) error {
 	body, _ := json.Marshal(m)
-	raw, err := c.do(http.MethodPost, "/v1/members", "application/json", bytes.NewReader(body))
-	if err != nil {
+	if done, err := c.printed(c.do(http.MethodPost, "/v1/members", "application/json", bytes.NewReader(body))); done {
 		return err
-	}
-	if c.json {
-		return c.printJSON(raw)
 	}
 	fmt.Fprintf(c.stdout, "joined %s (raft %s, http %s)\n", m.ID, m.RaftAddr, m.HTTPAddr)
 	return nil
 }
 
 func (c *opsClient) membersRemove(id string) error {
-	raw, err := c.do(http.MethodDelete, "/v1/members/"+id, "", nil)
-	if err != nil {
+	if done, err := c.printed(c.do(http.MethodDelete, "/v1/members/"+id, "", nil)); done {
 		return err
-	}
-	if c.json {
-		return c.printJSON(raw)
 	}
 	fmt.Fprintf(c.stdout, "removed %s\n", id)
 	return nil
@@ -423,11 +420,8 @@ func (c *opsClient) mode(set string) error {
 		body, _ := json.Marshal(map[string]string{"mode": set})
 		raw, err = c.do(http.MethodPut, "/v1/mode", "application/json", bytes.NewReader(body))
 	}
-	if err != nil {
+	if done, err := c.printed(raw, err); done {
 		return err
-	}
-	if c.json {
-		return c.printJSON(raw)
 	}
 	var m struct {
 		Mode string `json:"mode"`

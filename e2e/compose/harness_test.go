@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/e2e"
+	"github.com/heureka-registry/heureka/internal/instance"
 )
 
 const (
@@ -332,19 +333,9 @@ func instanceIDs(c *http.Client, base, app string) ([]string, int, http.Header, 
 	if code != http.StatusOK {
 		return nil, code, hdr, nil
 	}
-	var doc struct {
-		Application struct {
-			Instance []struct {
-				InstanceID string `json:"instanceId"`
-			} `json:"instance"`
-		} `json:"application"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
+	ids, err := instance.AppIDs(body)
+	if err != nil {
 		return nil, code, hdr, fmt.Errorf("decode %s: %w", body, err)
-	}
-	ids := make([]string, 0, len(doc.Application.Instance))
-	for _, in := range doc.Application.Instance {
-		ids = append(ids, in.InstanceID)
 	}
 	sort.Strings(ids)
 	return ids, code, hdr, nil

@@ -168,27 +168,20 @@ func DecodeApplications(body []byte, f Format) (*Applications, error) {
 		return nil, err
 	}
 	d := decoder{xml: f == XML, full: true}
-	fs, err := d.object("applications", n)
-	if err != nil {
-		return nil, err
-	}
 	apps := &Applications{}
-	for name, v := range nonNull(fs) {
+	err = d.members("applications", n, func(name string, v *node) (err error) {
 		switch name {
 		case "versions__delta":
-			apps.VersionsDelta, err = d.text("versions__delta", v)
+			apps.VersionsDelta, err = d.text(name, v)
 		case "apps__hashcode":
-			apps.AppsHashCode, err = d.text("apps__hashcode", v)
+			apps.AppsHashCode, err = d.text(name, v)
 		case "application":
-			err = each(v, func(n *node) error {
-				a, err := d.application(n)
-				apps.Applications = append(apps.Applications, a)
-				return err
-			})
+			err = eachInto(v, &apps.Applications, d.application)
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return apps, nil
 }
@@ -239,6 +232,16 @@ func each(n *node, fn func(*node) error) error {
 	return nil
 }
 
+// eachInto decodes every element of n (as each meets them) and appends
+// it to list.
+func eachInto[T any](n *node, list *[]T, decode func(*node) (T, error)) error {
+	return each(n, func(n *node) error {
+		x, err := decode(n)
+		*list = append(*list, x)
+		return err
+	})
+}
+
 // nonNull yields the name and value of each member of an object that is not
 // null, in document order: a null member leaves its field as it was.
 func nonNull(fs []field) iter.Seq2[string, *node] {
@@ -267,36 +270,22 @@ type decoder struct {
 
 func (d *decoder) application(n *node) (Application, error) {
 	var a Application
-	fs, err := d.object("application", n)
-	if err != nil {
-		return a, err
-	}
-	for name, v := range nonNull(fs) {
+	err := d.members("application", n, func(name string, v *node) (err error) {
 		switch name {
 		case "name":
 			a.Name, err = d.text("application.name", v)
 		case "instance":
-			err = each(v, func(n *node) error {
-				e, err := d.instance(n)
-				a.Instances = append(a.Instances, e)
-				return err
-			})
+			err = eachInto(v, &a.Instances, d.instance)
 		}
-		if err != nil {
-			return a, err
-		}
-	}
-	return a, nil
+		return err
+	})
+	return a, err
 }
 
 // instance reads an instance object (docs/eureka-api.md, "Instance"). Members are applied in
 // document order, so the last of duplicates (or of the two overriddenStatus
 // spellings) wins.
 func (d *decoder) instance(n *node) (*fsm.Entry, error) {
-	fs, err := d.object("instance", n)
-	if err != nil {
-		return nil, err
-	}
 	in := &fsm.Instance{
 		Sid:              "na",
 		Status:           fsm.StatusUp,
@@ -307,7 +296,7 @@ func (d *decoder) instance(n *node) (*fsm.Entry, error) {
 		CountryID:        1,
 	}
 	e := &fsm.Entry{Instance: in}
-	for name, v := range nonNull(fs) {
+	err := d.members("instance", n, func(name string, v *node) (err error) {
 		switch name {
 		case "instanceId":
 			in.InstanceID, err = d.text(name, v)
@@ -372,9 +361,10 @@ func (d *decoder) instance(n *node) (*fsm.Entry, error) {
 				e.ActionType, err = d.text(name, v)
 			}
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if in.LastDirtyTimestamp == 0 {
 		in.LastDirtyTimestamp = d.now
@@ -391,12 +381,8 @@ func (d *decoder) instance(n *node) (*fsm.Entry, error) {
 // absent one. Metadata is kept for Amazon only.
 func (d *decoder) dataCenter(n *node) (fsm.DataCenterInfo, error) {
 	var dc fsm.DataCenterInfo
-	fs, err := d.object("dataCenterInfo", n)
-	if err != nil {
-		return dc, err
-	}
 	var md map[string]string
-	for name, v := range nonNull(fs) {
+	err := d.members("dataCenterInfo", n, func(name string, v *node) (err error) {
 		switch name {
 		case "@class":
 			dc.Class, err = d.text("dataCenterInfo.@class", v)
@@ -405,9 +391,10 @@ func (d *decoder) dataCenter(n *node) (fsm.DataCenterInfo, error) {
 		case "metadata":
 			md, err = d.metadata("dataCenterInfo.metadata", v)
 		}
-		if err != nil {
-			return dc, err
-		}
+		return err
+	})
+	if err != nil {
+		return dc, err
 	}
 	if d.register && dc.Name != "" {
 		name, ok := dataCenterName(dc.Name, d.xml)
@@ -441,12 +428,8 @@ func dataCenterName(name string, xml bool) (string, bool) {
 // lease reads leaseInfo (docs/eureka-api.md, "Lease info"). A register body contributes only the
 // two durations; documents also carry the lease timestamps.
 func (d *decoder) lease(n *node, e *fsm.Entry) error {
-	fs, err := d.object("leaseInfo", n)
-	if err != nil {
-		return err
-	}
 	in := e.Instance
-	for name, v := range nonNull(fs) {
+	return d.members("leaseInfo", n, func(name string, v *node) (err error) {
 		switch name {
 		case "renewalIntervalInSecs":
 			in.RenewalIntervalSecs, err = d.int32("leaseInfo."+name, v, 0)
@@ -471,11 +454,8 @@ func (d *decoder) lease(n *node, e *fsm.Entry) error {
 				e.ServiceUpTs, err = d.int64("leaseInfo."+name, v, 0)
 			}
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 // metadata reads a string map (docs/eureka-api.md, "Metadata map"). Values are taken as text (numbers
@@ -537,16 +517,17 @@ func (d *decoder) port(name string, n *node, num int32, enabled, secure bool) (i
 		num, err = d.int32(name, n, num)
 		return num, true, err
 	case kObj:
-		for member, v := range nonNull(n.fields) {
+		err = d.members(name, n, func(member string, v *node) (err error) {
 			switch member {
 			case "$":
 				num, err = d.int32(name+".$", v, num)
 			case "@enabled":
 				enabled, err = d.bool(name+".@enabled", v)
 			}
-			if err != nil {
-				return 0, false, err
-			}
+			return err
+		})
+		if err != nil {
+			return 0, false, err
 		}
 		return num, enabled, nil
 	}
@@ -560,6 +541,21 @@ func (d *decoder) object(path string, n *node) ([]field, error) {
 		return n.fields, nil
 	}
 	return nil, badRequest("%s: expected an object, got %s", path, n.describe())
+}
+
+// members calls fn with the name and value of each member of the object n
+// that is not null, in document order (see nonNull), until fn fails.
+func (d *decoder) members(path string, n *node, fn func(name string, v *node) error) error {
+	fs, err := d.object(path, n)
+	if err != nil {
+		return err
+	}
+	for name, v := range nonNull(fs) {
+		if err := fn(name, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // text returns a scalar as text: strings as they are, numbers and booleans

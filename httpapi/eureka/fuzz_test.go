@@ -17,13 +17,7 @@ import (
 // both formats. Seeds: testdata/fuzz/<FuzzName>/ plus the f.Add calls.
 
 func FuzzDecodeInstanceJSON(f *testing.F) {
-	for _, c := range clientBodies {
-		if c.format == JSON {
-			f.Add([]byte(c.body))
-		}
-	}
-	f.Add(AppendInstanceDoc(nil, JSON, oddEntry()))
-	f.Add(AppendInstanceDoc(nil, JSON, payments()))
+	addInstanceSeeds(f, JSON)
 	f.Add([]byte(`{"hostName":"h","app":"a","ipAddr":"i","dataCenterInfo":{"name":"Amazon","metadata":{"instance-id":"x"}},"port":"1","securePort":2}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		n, perr := parseJSON(body)
@@ -72,17 +66,23 @@ func toAny(n *node) any {
 }
 
 func FuzzDecodeInstanceXML(f *testing.F) {
-	for _, c := range clientBodies {
-		if c.format == XML {
-			f.Add([]byte(c.body))
-		}
-	}
-	f.Add(AppendInstanceDoc(nil, XML, oddEntry()))
-	f.Add(AppendInstanceDoc(nil, XML, payments()))
+	addInstanceSeeds(f, XML)
 	f.Add([]byte(`<instance><hostName>h</hostName><app>a</app><ipAddr>i</ipAddr><dataCenterInfo><name>MyOwn</name></dataCenterInfo><metadata><a__b>1</a__b></metadata></instance>`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkDecode(t, body, XML)
 	})
+}
+
+// addInstanceSeeds seeds f with the client bodies of format and the
+// encoder's documents of two entries in it.
+func addInstanceSeeds(f *testing.F, format Format) {
+	for _, c := range clientBodies {
+		if c.format == format {
+			f.Add([]byte(c.body))
+		}
+	}
+	f.Add(AppendInstanceDoc(nil, format, oddEntry()))
+	f.Add(AppendInstanceDoc(nil, format, payments()))
 }
 
 func checkDecode(t *testing.T, body []byte, f Format) {

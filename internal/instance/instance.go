@@ -3,8 +3,12 @@
 // strings, port objects with a numeric "$" and a string "@enabled", a MyOwn
 // dataCenterInfo and the empty-metadata marker. The system tests (e2e) and
 // `heureka bench` both register such instances and may not import each
-// other, so the shape is kept here once.
+// other, so the shape is kept here once; AppIDs reads back the instance
+// ids of an application document, for the tools that check what a node
+// lists (the lab, the compose tests).
 package instance
+
+import "encoding/json"
 
 // Fields are the parts of an instance its callers choose; the rest of the
 // document is fixed.
@@ -65,4 +69,25 @@ func Doc(f Fields) map[string]any {
 		"lastUpdatedTimestamp":          f.Timestamp,
 		"lastDirtyTimestamp":            f.Timestamp,
 	}
+}
+
+// AppIDs returns the instance ids of a JSON application document
+// ({"application": {"instance": [...]}}, as heureka and eureka-server write
+// it), in document order.
+func AppIDs(body []byte) ([]string, error) {
+	var doc struct {
+		Application struct {
+			Instance []struct {
+				InstanceID string `json:"instanceId"`
+			} `json:"instance"`
+		} `json:"application"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(doc.Application.Instance))
+	for _, in := range doc.Application.Instance {
+		ids = append(ids, in.InstanceID)
+	}
+	return ids, nil
 }

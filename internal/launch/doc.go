@@ -20,6 +20,6 @@
 //
 // It talks to the nodes only over HTTP, as an operator would, so it must
 // import no heureka package other than opapi (the operator API's wire
-// types), and nothing of testing: callers turn its errors into test failures
+// types) and tick (its pacing loop), and nothing of testing: callers turn its errors into test failures
 // or command errors.
 package launch

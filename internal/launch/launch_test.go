@@ -77,17 +77,3 @@ func TestProcStopsByPIDAndStartsAgain(t *testing.T) {
 		t.Fatalf("log:\n%s", log)
 	}
 }
-
-func TestEveryCallsUntilStopCloses(t *testing.T) {
-	stop := make(chan struct{})
-	calls := 0
-	Every(stop, time.Millisecond, func() {
-		calls++
-		if calls == 3 {
-			close(stop)
-		}
-	})
-	if calls != 3 {
-		t.Fatalf("fn ran %d times, want 3 (Every returns once stop is closed)", calls)
-	}
-}

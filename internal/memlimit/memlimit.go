@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 // Auto and Off are the --memory-limit values besides a size.
@@ -206,14 +208,5 @@ func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logg
 // follow re-sets the automatic limit every interval as the live heap
 // changes.
 func follow(ctx context.Context, cgroup int64, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			debug.SetMemoryLimit(autoLimit(cgroup))
-		}
-	}
+	tick.Every(ctx.Done(), interval, func() { debug.SetMemoryLimit(autoLimit(cgroup)) })
 }
