@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 // Suite is one `heureka bench` run: the workload, its bounds, and the
@@ -357,7 +357,7 @@ func (s *Suite) timed(ctx context.Context, system, label string, lc LoadConfig, 
 	go func() {
 		defer wg.Done()
 		t0 := time.Now()
-		launch.Every(stop, 2*time.Second, func() {
+		tick.Every(stop, 2*time.Second, func() {
 			n := done.Load()
 			s.logf(system, "%s: %s done (%s)", label, group(n), fmtRate(float64(n)/time.Since(t0).Seconds()))
 		})

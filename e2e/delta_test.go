@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 const (
@@ -131,7 +131,7 @@ func (c *dtClient) states() []string { return edStates(c.localInstances()) }
 // mismatch it reconciles with a full fetch, as the Java client does (the
 // mismatch is still counted and fails the test).
 func (c *dtClient) run(stop <-chan struct{}, changing *atomic.Bool) {
-	launch.Every(stop, dtFetchTick, func() {
+	tick.Every(stop, dtFetchTick, func() {
 		_, err := c.fetchDelta(changing.Load())
 		switch {
 		case err == errHashMismatch:

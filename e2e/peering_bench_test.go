@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 // BenchmarkPeerReplication measures replication between an eureka-server
@@ -75,7 +75,7 @@ func BenchmarkPeerReplication(b *testing.B) {
 				for _, i := range mine {
 					_ = TryRegisterJSON(bases[i%len(bases)], "LOAD"+side, fmt.Sprintf("%s-%04d", side, i), nil)
 				}
-				launch.Every(stop, interval, func() {
+				tick.Every(stop, interval, func() {
 					for _, i := range mine {
 						u := fmt.Sprintf("%s/eureka/apps/LOAD%s/%s-%04d", bases[i%len(bases)], side, side, i)
 						req, _ := http.NewRequest(http.MethodPut, u, nil)

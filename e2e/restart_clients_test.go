@@ -27,7 +27,7 @@ import (
 
 	"github.com/hudl/fargo"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 const (
@@ -175,7 +175,7 @@ func TestClientsKeepViewAcrossClusterRestart(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		launch.Every(done, 100*time.Millisecond, func() {
+		tick.Every(done, 100*time.Millisecond, func() {
 			got, err := fgXML.GetApps()
 			if err != nil {
 				xmlView.failed()

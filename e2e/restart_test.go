@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 const (
@@ -71,7 +71,7 @@ func rsPoll1(nd *Node, want int) *rsPoller {
 // run polls every rsPoll until stop closes.
 func (p *rsPoller) run(stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
-	launch.Every(stop, rsPoll, p.poll)
+	tick.Every(stop, rsPoll, p.poll)
 }
 
 // poll reads the node's registry once and counts the answer.

@@ -14,7 +14,7 @@ import (
 	logging "github.com/op/go-logging"
 
 	"github.com/heureka-registry/heureka/e2e"
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 // fargoClients is a real Eureka client (hudl/fargo) pinned to each node in
@@ -78,7 +78,7 @@ func runClients(fc *fargoClients, app string, ins []*fargo.Instance, stop <-chan
 	}
 	go func() {
 		defer close(cl.done)
-		launch.Every(stop, 500*time.Millisecond, func() {
+		tick.Every(stop, 500*time.Millisecond, func() {
 			for _, in := range ins {
 				err := fc.try(func(c *fargo.EurekaConnection) error { return c.HeartBeatInstance(in) })
 				cl.note(err == nil, "heartbeat %s: %v", in.Id(), err)
@@ -262,7 +262,7 @@ func TestComposePause(t *testing.T) {
 	}
 	go func() {
 		defer wg.Done()
-		launch.Every(stop, time.Second, beat)
+		tick.Every(stop, time.Second, beat)
 	}()
 	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(3 * time.Second)

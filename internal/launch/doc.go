@@ -15,11 +15,9 @@
 //     timings for tests) and adds nodes that --join later.
 //   - Node.Status reads GET /v1/status into opapi.Status; WaitReady and
 //     Leader/WaitLeader are the readiness and leader waits every tool shares.
-//   - Every paces the pollers and background load the tools run next to a
-//     cluster.
 //
 // It talks to the nodes only over HTTP, as an operator would, so it must
 // import no heureka package other than opapi (the operator API's wire
-// types) and tick (its pacing loop), and nothing of testing: callers turn its errors into test failures
-// or command errors.
+// types), and nothing of testing: callers turn its errors into test
+// failures or command errors.
 package launch
