@@ -39,9 +39,9 @@ func ValidStatus(s string) bool {
 // DataCenterInfo is the instance's data center description. Metadata is only
 // meaningful for the Amazon data center; nil means the registrant sent none.
 type DataCenterInfo struct {
-	Class    string            `codec:"c"`
-	Name     string            `codec:"n"`
-	Metadata map[string]string `codec:"m"`
+	Class    string   `codec:"c"`
+	Name     string   `codec:"n"`
+	Metadata Metadata `codec:"m"`
 }
 
 // Instance is one registration as the client sent it, normalised only where
@@ -49,32 +49,32 @@ type DataCenterInfo struct {
 // statuses). It holds no server-side lease state. The registry never mutates
 // an Instance in place: a change makes a new copy, so readers may keep one.
 type Instance struct {
-	InstanceID                    string            `codec:"id"`
-	HostName                      string            `codec:"h"`
-	App                           string            `codec:"a"`
-	IPAddr                        string            `codec:"ip"`
-	Sid                           string            `codec:"sid"`
-	Status                        string            `codec:"s"`
-	OverriddenStatus              string            `codec:"os"`
-	Port                          int32             `codec:"p"`
-	PortEnabled                   bool              `codec:"pe"`
-	SecurePort                    int32             `codec:"sp"`
-	SecurePortEnabled             bool              `codec:"spe"`
-	CountryID                     int32             `codec:"cid"`
-	DataCenterInfo                DataCenterInfo    `codec:"dc"`
-	RenewalIntervalSecs           int32             `codec:"ri"`
-	DurationSecs                  int32             `codec:"du"`
-	Metadata                      map[string]string `codec:"md"`
-	AppGroupName                  string            `codec:"ag"`
-	HomePageURL                   string            `codec:"hp"`
-	StatusPageURL                 string            `codec:"spu"`
-	HealthCheckURL                string            `codec:"hc"`
-	SecureHealthCheckURL          string            `codec:"shc"`
-	VIPAddress                    string            `codec:"vip"`
-	SecureVIPAddress              string            `codec:"svip"`
-	IsCoordinatingDiscoveryServer bool              `codec:"cds"`
-	LastDirtyTimestamp            int64             `codec:"ldt"`
-	ASGName                       string            `codec:"asg"`
+	InstanceID                    string         `codec:"id"`
+	HostName                      string         `codec:"h"`
+	App                           string         `codec:"a"`
+	IPAddr                        string         `codec:"ip"`
+	Sid                           string         `codec:"sid"`
+	Status                        string         `codec:"s"`
+	OverriddenStatus              string         `codec:"os"`
+	Port                          int32          `codec:"p"`
+	PortEnabled                   bool           `codec:"pe"`
+	SecurePort                    int32          `codec:"sp"`
+	SecurePortEnabled             bool           `codec:"spe"`
+	CountryID                     int32          `codec:"cid"`
+	DataCenterInfo                DataCenterInfo `codec:"dc"`
+	RenewalIntervalSecs           int32          `codec:"ri"`
+	DurationSecs                  int32          `codec:"du"`
+	Metadata                      Metadata       `codec:"md"`
+	AppGroupName                  string         `codec:"ag"`
+	HomePageURL                   string         `codec:"hp"`
+	StatusPageURL                 string         `codec:"spu"`
+	HealthCheckURL                string         `codec:"hc"`
+	SecureHealthCheckURL          string         `codec:"shc"`
+	VIPAddress                    string         `codec:"vip"`
+	SecureVIPAddress              string         `codec:"svip"`
+	IsCoordinatingDiscoveryServer bool           `codec:"cds"`
+	LastDirtyTimestamp            int64          `codec:"ldt"`
+	ASGName                       string         `codec:"asg"`
 }
 
 // ID returns the registry key of the instance: its instanceId if set, else the
@@ -85,7 +85,7 @@ func (in *Instance) ID() string {
 		return in.InstanceID
 	}
 	if in.DataCenterInfo.Name == "Amazon" {
-		if id := in.DataCenterInfo.Metadata["instance-id"]; id != "" {
+		if id, _ := in.DataCenterInfo.Metadata.Get("instance-id"); id != "" {
 			return id
 		}
 	}
@@ -94,9 +94,8 @@ func (in *Instance) ID() string {
 
 // clone returns a copy that shares nothing mutable with in.
 func (in *Instance) clone() *Instance {
+	// Metadata blocks are immutable: the copy shares them.
 	c := *in
-	c.Metadata = cloneMap(in.Metadata)
-	c.DataCenterInfo.Metadata = cloneMap(in.DataCenterInfo.Metadata)
 	// The strings many instances repeat (application, VIPs, statuses,
 	// data center, metadata keys and short values such as versions and zones)
 	// are held once per registry, as eureka-server's string cache does,
@@ -115,26 +114,6 @@ func intern(s string) string {
 		return s
 	}
 	return unique.Make(s).Value()
-}
-
-// internMax is the longest metadata value interned: short values (versions,
-// zones, ports, flags) repeat across instances; long ones (commit hashes,
-// tokens) mostly do not, and interning them would only add a copy.
-const internMax = 32
-
-// cloneMap copies m, interning its keys and short values.
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		if len(v) <= internMax {
-			v = intern(v)
-		}
-		c[intern(k)] = v
-	}
-	return c
 }
 
 // VIPs splits a comma-separated VIP address list into its non-empty elements.
