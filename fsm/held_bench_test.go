@@ -1,7 +1,9 @@
 package fsm_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"runtime"
 	"strings"
 	"testing"
@@ -34,6 +36,38 @@ func BenchmarkRegistryHeldPerInstance(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSnapshot measures writing and restoring a snapshot of 10,000
+// workload instances (about 1 KB of metadata each).
+func BenchmarkSnapshot(b *testing.B) {
+	w := bench.DefaultWorkload()
+	f := fsm.New(0, nil)
+	for i := range w.Instances {
+		applyRegister(b, f, uint64(i+1), w.Spec(i))
+	}
+	var snap bytes.Buffer
+	if err := f.Export().Encode(&snap); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		b.SetBytes(int64(snap.Len()))
+		b.ReportAllocs()
+		for range b.N {
+			if err := f.Export().Encode(io.Discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("restore", func(b *testing.B) {
+		b.SetBytes(int64(snap.Len()))
+		b.ReportAllocs()
+		for range b.N {
+			if err := fsm.New(0, nil).Restore(io.NopCloser(bytes.NewReader(snap.Bytes()))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // liveHeap returns the memory statistics after a full collection.

@@ -3,6 +3,7 @@ package fsm
 import (
 	"strings"
 	"unique"
+	"unsafe"
 )
 
 // Instance statuses, as Eureka names them.
@@ -94,8 +95,9 @@ func (in *Instance) ID() string {
 
 // clone returns a copy that shares nothing mutable with in.
 func (in *Instance) clone() *Instance {
-	// Metadata blocks are immutable: the copy shares them.
+	// Strings and metadata blocks are immutable: the copy may share them.
 	c := *in
+	c.pack()
 	// The strings many instances repeat (application, VIPs, statuses,
 	// data center, metadata keys and short values such as versions and zones)
 	// are held once per registry, as eureka-server's string cache does,
@@ -105,6 +107,58 @@ func (in *Instance) clone() *Instance {
 		*f = intern(*f)
 	}
 	return &c
+}
+
+// ownStrings are the instance's strings that other instances do not
+// repeat (its names, URLs and metadata), in the order pack lays them out.
+func (in *Instance) ownStrings() [9]*string {
+	return [...]*string{&in.InstanceID, &in.HostName, &in.IPAddr, &in.HomePageURL, &in.StatusPageURL,
+		&in.HealthCheckURL, &in.SecureHealthCheckURL, &in.Metadata.b, &in.DataCenterInfo.Metadata.b}
+}
+
+// pack makes the instance's own strings substrings of one string. The log
+// decoder allocates every string of a registration apart; a record held
+// for the lease's lifetime then costs one heap object (and one size-class
+// rounding) for all of them instead of nine, and the collector has fewer
+// objects to mark. A record that is already packed (the copy made for a
+// status change or a cancel) keeps sharing its string.
+func (in *Instance) pack() {
+	fs := in.ownStrings()
+	n, packed := packedLen(fs)
+	if packed {
+		return
+	}
+	buf := make([]byte, 0, n)
+	for _, f := range fs {
+		buf = append(buf, *f...)
+	}
+	all := unsafe.String(unsafe.SliceData(buf), n) // buf is not used after this
+	off := 0
+	for _, f := range fs {
+		if l := len(*f); l > 0 {
+			*f, off = all[off:off+l], off+l
+		}
+	}
+}
+
+// packedLen returns the total length of the strings and whether they lie
+// one after the other in memory, as pack leaves them (empty ones aside).
+func packedLen(fs [9]*string) (n int, packed bool) {
+	packed = true
+	var base uintptr
+	for _, f := range fs {
+		if *f == "" {
+			continue
+		}
+		p := uintptr(unsafe.Pointer(unsafe.StringData(*f)))
+		if n == 0 {
+			base = p
+		} else if p != base+uintptr(n) {
+			packed = false
+		}
+		n += len(*f)
+	}
+	return n, packed
 }
 
 // intern returns the registry-wide copy of s. Equal strings are equal
