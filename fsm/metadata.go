@@ -160,6 +160,16 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 	return data, nil
 }
 
+// UnmarshalJSON reads a JSON object of strings (null for nil).
+func (m *Metadata) UnmarshalJSON(data []byte) error {
+	var mm map[string]string
+	if err := json.Unmarshal(data, &mm); err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	*m = MetadataOf(mm)
+	return nil
+}
+
 // CodecEncodeSelf writes the block as it is: it is already the canonical
 // encoding the handle would write for the map.
 func (m Metadata) CodecEncodeSelf(e *codec.Encoder) {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -398,6 +399,23 @@ func TestMetadata_With(t *testing.T) {
 	}
 	if got := fmt.Sprint(m); got != "map[a:1 b:3 c:4]" {
 		t.Fatalf("String %q", got)
+	}
+}
+
+func TestMetadata_JSON(t *testing.T) {
+	for _, md := range []map[string]string{nil, {}, {"a": "1", "é": "\"<>"}} {
+		data, err := json.Marshal(struct{ M Metadata }{MetadataOf(md)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(struct{ M map[string]string }{md})
+		if !bytes.Equal(data, want) {
+			t.Fatalf("JSON %s, a map gives %s", data, want)
+		}
+		var back struct{ M Metadata }
+		if err := json.Unmarshal(data, &back); err != nil || back.M != MetadataOf(md) {
+			t.Fatalf("JSON round trip of %v gives %v (%v)", md, back.M, err)
+		}
 	}
 }
 
