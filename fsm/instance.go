@@ -2,7 +2,7 @@ package fsm
 
 import (
 	"strings"
-	"unique"
+	"sync"
 	"unsafe"
 )
 
@@ -102,10 +102,8 @@ func (in *Instance) clone() *Instance {
 	// data center, metadata keys and short values such as versions and zones)
 	// are held once per registry, as eureka-server's string cache does,
 	// rather than once per instance as the log decoder makes them.
-	for _, f := range []*string{&c.App, &c.Status, &c.OverriddenStatus, &c.VIPAddress, &c.SecureVIPAddress,
-		&c.AppGroupName, &c.ASGName, &c.Sid, &c.DataCenterInfo.Class, &c.DataCenterInfo.Name} {
-		*f = intern(*f)
-	}
+	intern(&c.App, &c.Status, &c.OverriddenStatus, &c.VIPAddress, &c.SecureVIPAddress,
+		&c.AppGroupName, &c.ASGName, &c.Sid, &c.DataCenterInfo.Class, &c.DataCenterInfo.Name)
 	return &c
 }
 
@@ -161,13 +159,39 @@ func packedLen(fs [9]*string) (n int, packed bool) {
 	return n, packed
 }
 
-// intern returns the registry-wide copy of s. Equal strings are equal
-// whichever copy is kept, so Apply stays deterministic.
-func intern(s string) string {
-	if s == "" {
-		return s
+// interned holds the registry-wide copy of each string intern has seen.
+// (unique.Make alone does not keep one: its table forgets a string once no
+// Handle refers to it, that is at the next collection, and every record
+// registered after it got copies of its own.)
+var interned = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
+// internedMax bounds the table: past it the table starts again, so that
+// the names of applications long gone do not pile up. Records keep the
+// copies they hold.
+const internedMax = 1 << 16
+
+// intern replaces each string with its registry-wide copy. Equal strings
+// are equal whichever copy is kept, so Apply stays deterministic.
+func intern(fs ...*string) {
+	interned.Lock()
+	defer interned.Unlock()
+	for _, f := range fs {
+		if *f == "" {
+			continue
+		}
+		c, ok := interned.m[*f]
+		if !ok {
+			if len(interned.m) >= internedMax {
+				clear(interned.m)
+			}
+			c = strings.Clone(*f)
+			interned.m[c] = c
+		}
+		*f = c
 	}
-	return unique.Make(s).Value()
 }
 
 // VIPs splits a comma-separated VIP address list into its non-empty elements.
