@@ -34,6 +34,13 @@ func TestInstance_PackHoldsOwnStringsTogether(t *testing.T) {
 		t.Fatal("the status change copied the packed strings")
 	}
 
+	// A metadata update packs the merged block with the record's strings.
+	applyAll(f, [][]byte{mustEncode(t, CmdMetadata, 3000, &MetadataBody{App: "A", ID: in.InstanceID, Metadata: map[string]string{"k": "v"}})})
+	merged := f.reg.Get("A", in.InstanceID).Instance
+	if _, packed := packedLen(merged.ownStrings()); !packed || mdGet(merged.Metadata, "k") != "v" || mdGet(merged.Metadata, "zone") != "a" {
+		t.Fatalf("after a metadata update: packed %v, metadata %v", packed, merged.Metadata)
+	}
+
 	// A copy with one field replaced is packed anew, keeping every value.
 	c := *held
 	c.HostName = "other-host"

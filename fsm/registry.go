@@ -541,6 +541,7 @@ func (r *Registry) updateMetadata(idx uint64, ts int64, b *MetadataBody, c *Chan
 	n := *e
 	n.Instance = e.Instance.clone()
 	n.Instance.Metadata = n.Instance.Metadata.With(b.Metadata)
+	n.Instance.pack() // the new block joins the record's own strings
 	n.ActionType = ActionModified
 	n.LastUpdatedTs = ts
 	n.ModifyIndex = idx
