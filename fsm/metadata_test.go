@@ -430,3 +430,28 @@ func BenchmarkMetadataOf(b *testing.B) {
 		_ = MetadataOf(md)
 	}
 }
+
+// FuzzMetadataDecode: any bytes either fail to decode or give a canonical
+// block equal to MetadataOf of its own map, which encodes back to itself.
+func FuzzMetadataDecode(f *testing.F) {
+	for _, seed := range []string{"\xc0", "\x80", "\x82\xa1b\xa11\xa1a\xa12", "\x81\xd9\x01a\xc4\x011", "\xde\x00\x01\xa1a\xa11"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var m Metadata
+		if err := codec.NewDecoderBytes(raw, msgpackHandle).Decode(&m); err != nil {
+			return
+		}
+		if !m.IsNil() && !canonicalMap([]byte(m.b)) {
+			t.Fatalf("%x decoded to a non-canonical block %x", raw, m.b)
+		}
+		if again := MetadataOf(m.Map()); again != m {
+			t.Fatalf("%x: block %x, its map gives %x", raw, m.b, again.b)
+		}
+		var back Metadata
+		msgpackDecode(t, msgpackBytes(t, m), &back)
+		if back != m {
+			t.Fatalf("%x: re-encoding changed the block", raw)
+		}
+	})
+}
