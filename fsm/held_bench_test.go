@@ -46,6 +46,30 @@ func BenchmarkRegistryHeldPerInstance(b *testing.B) {
 	}
 }
 
+// BenchmarkRegistryCollect measures one full garbage collection with the
+// registry of n workload instances held: the marking work every collection
+// repeats, which is the part of a registration's CPU that grows with the
+// registry.
+func BenchmarkRegistryCollect(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
+			w := bench.DefaultWorkload()
+			w.Instances = n
+			f := fsm.New(0, nil)
+			for i := range n {
+				applyRegister(b, f, uint64(i+1), w.Spec(i))
+			}
+			runtime.GC()
+			b.ResetTimer()
+			for range b.N {
+				runtime.GC()
+			}
+			b.StopTimer()
+			runtime.KeepAlive(f)
+		})
+	}
+}
+
 // BenchmarkSnapshot measures writing and restoring a snapshot of 10,000
 // workload instances (about 1 KB of metadata each).
 func BenchmarkSnapshot(b *testing.B) {
