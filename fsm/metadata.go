@@ -172,6 +172,12 @@ func (m *Metadata) UnmarshalJSON(data []byte) error {
 
 // CodecEncodeSelf writes the block as it is: it is already the canonical
 // encoding the handle would write for the map.
+//
+// GenHelperEncoder and GenHelperDecoder are the codec's hooks for
+// generated code; they are the way to write and read a value's bytes as
+// they are without the handle's Raw option, which the log handle leaves
+// off. go.mod pins the codec's version, and the compatibility tests
+// (metadata_test.go) fail if an upgrade changes what they write or read.
 func (m Metadata) CodecEncodeSelf(e *codec.Encoder) {
 	ge, _ := codec.GenHelperEncoder(e)
 	if m.b == "" {
