@@ -99,9 +99,10 @@ func (in *Instance) clone() *Instance {
 	c := *in
 	c.pack()
 	// The strings many instances repeat (application, VIPs, statuses,
-	// data center, metadata keys and short values such as versions and zones)
-	// are held once per registry, as eureka-server's string cache does,
-	// rather than once per instance as the log decoder makes them.
+	// data center) are held once per registry, as eureka-server's string
+	// cache does, rather than once per instance as the log decoder makes
+	// them. (Metadata keys and values stay in the instance's block: one
+	// allocation costs less than a shared string header per entry.)
 	intern(&c.App, &c.Status, &c.OverriddenStatus, &c.VIPAddress, &c.SecureVIPAddress,
 		&c.AppGroupName, &c.ASGName, &c.Sid, &c.DataCenterInfo.Class, &c.DataCenterInfo.Name)
 	return &c
