@@ -109,13 +109,21 @@ func (in *Instance) clone() *Instance {
 }
 
 // ownStrings are the instance's strings that other instances do not
-// repeat (its names, URLs and metadata), in the order pack lays them out.
+// repeat (its names, URLs and metadata), in the order pack lays them out:
+// the longer URLs first, as the home page URL, the host and the IP address
+// are often parts of them.
 func (in *Instance) ownStrings() [9]*string {
-	return [...]*string{&in.InstanceID, &in.HostName, &in.IPAddr, &in.HomePageURL, &in.StatusPageURL,
-		&in.HealthCheckURL, &in.SecureHealthCheckURL, &in.Metadata.b, &in.DataCenterInfo.Metadata.b}
+	return [...]*string{&in.StatusPageURL, &in.HealthCheckURL, &in.SecureHealthCheckURL, &in.HomePageURL,
+		&in.InstanceID, &in.HostName, &in.IPAddr, &in.Metadata.b, &in.DataCenterInfo.Metadata.b}
 }
 
-// pack makes the instance's own strings substrings of one string. The log
+// searched is how many of ownStrings pack looks for in what it laid out
+// before them; metadata blocks are laid out as they are.
+const searched = 7
+
+// pack makes the instance's own strings substrings of one string, a
+// string that is part of one laid out before it (a home page URL of its
+// status page URL, a host of its URLs) taking no room of its own. The log
 // decoder allocates every string of a registration apart; a record held
 // for the lease's lifetime then costs one heap object (and one size-class
 // rounding) for all of them instead of nine, and the collector has fewer
@@ -123,41 +131,59 @@ func (in *Instance) ownStrings() [9]*string {
 // status change or a cancel) keeps sharing its string.
 func (in *Instance) pack() {
 	fs := in.ownStrings()
-	n, packed := packedLen(fs)
-	if packed {
+	if packed(fs) {
 		return
 	}
-	buf := make([]byte, 0, n)
-	for _, f := range fs {
+	// The searched strings are laid out in a scratch buffer first, so
+	// that the packed string is allocated at its final length.
+	var at [len(fs)]int // each string's offset in the packed string
+	var scratch [512]byte
+	head := scratch[:0]
+	for i, f := range fs[:searched] {
+		if j := strings.Index(unsafe.String(unsafe.SliceData(head), len(head)), *f); j >= 0 {
+			at[i] = j
+			continue
+		}
+		at[i] = len(head)
+		head = append(head, *f...)
+	}
+	n := len(head)
+	for _, f := range fs[searched:] {
+		n += len(*f)
+	}
+	buf := append(make([]byte, 0, n), head...)
+	for i, f := range fs[searched:] {
+		at[searched+i] = len(buf)
 		buf = append(buf, *f...)
 	}
-	all := unsafe.String(unsafe.SliceData(buf), n) // buf is not used after this
-	off := 0
-	for _, f := range fs {
+	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is not written after this
+	for i, f := range fs {
 		if l := len(*f); l > 0 {
-			*f, off = all[off:off+l], off+l
+			*f = all[at[i] : at[i]+l]
 		}
 	}
 }
 
-// packedLen returns the total length of the strings and whether they lie
-// one after the other in memory, as pack leaves them (empty ones aside).
-func packedLen(fs [9]*string) (n int, packed bool) {
-	packed = true
-	var base uintptr
+// packed reports whether the strings lie in memory as pack leaves them:
+// each one either right after the ones before it or inside them (empty
+// ones aside).
+func packed(fs [9]*string) bool {
+	var base, end uintptr
 	for _, f := range fs {
 		if *f == "" {
 			continue
 		}
 		p := uintptr(unsafe.Pointer(unsafe.StringData(*f)))
-		if n == 0 {
-			base = p
-		} else if p != base+uintptr(n) {
-			packed = false
+		switch {
+		case end == 0:
+			base, end = p, p+uintptr(len(*f))
+		case p == end:
+			end += uintptr(len(*f))
+		case p < base || p+uintptr(len(*f)) > end:
+			return false
 		}
-		n += len(*f)
 	}
-	return n, packed
+	return true
 }
 
 // interned holds the registry-wide copy of each string intern has seen.

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"math/rand/v2"
 	"testing"
 	"unsafe"
 )
@@ -21,8 +22,11 @@ func TestInstance_PackHoldsOwnStringsTogether(t *testing.T) {
 			t.Fatalf("field %d is %q after packing, want %q", i, *p, w)
 		}
 	}
-	if _, packed := packedLen(held.ownStrings()); !packed {
+	if !packed(held.ownStrings()) {
 		t.Fatal("the registered record's strings are not packed")
+	}
+	if unsafe.StringData(held.HomePageURL) != unsafe.StringData(held.StatusPageURL) {
+		t.Fatal("the home page URL, a prefix of the status page URL, takes room of its own")
 	}
 	applyAll(f, [][]byte{mustEncode(t, CmdSetOverride, 2000, &OverrideBody{App: "A", ID: in.InstanceID, Status: StatusOutOfService})})
 	changed := f.reg.Get("A", in.InstanceID).Instance
@@ -37,7 +41,7 @@ func TestInstance_PackHoldsOwnStringsTogether(t *testing.T) {
 	// A metadata update packs the merged block with the record's strings.
 	applyAll(f, [][]byte{mustEncode(t, CmdMetadata, 3000, &MetadataBody{App: "A", ID: in.InstanceID, Metadata: map[string]string{"k": "v"}})})
 	merged := f.reg.Get("A", in.InstanceID).Instance
-	if _, packed := packedLen(merged.ownStrings()); !packed || mdGet(merged.Metadata, "k") != "v" || mdGet(merged.Metadata, "zone") != "a" {
+	if packed := packed(merged.ownStrings()); !packed || mdGet(merged.Metadata, "k") != "v" || mdGet(merged.Metadata, "zone") != "a" {
 		t.Fatalf("after a metadata update: packed %v, metadata %v", packed, merged.Metadata)
 	}
 
@@ -45,8 +49,46 @@ func TestInstance_PackHoldsOwnStringsTogether(t *testing.T) {
 	c := *held
 	c.HostName = "other-host"
 	p := c.clone()
-	if _, packed := packedLen(p.ownStrings()); !packed || p.HostName != "other-host" || p.InstanceID != in.InstanceID ||
+	if !packed(p.ownStrings()) || p.HostName != "other-host" || p.InstanceID != in.InstanceID ||
 		p.Metadata != held.Metadata || p.DataCenterInfo.Metadata != held.DataCenterInfo.Metadata || p.ID() != in.InstanceID {
 		t.Fatalf("repacked copy %+v", p)
+	}
+}
+
+// TestInstance_PackKeepsValues packs random strings from a small alphabet,
+// so that many are parts of others, and checks every value survives and
+// a second pack shares the first one's string.
+func TestInstance_PackKeepsValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func() string {
+		b := make([]byte, rng.IntN(12))
+		for i := range b {
+			b[i] = "ab/:"[rng.IntN(4)]
+		}
+		return string(b)
+	}
+	for range 2000 {
+		in := &Instance{}
+		fs := in.ownStrings()
+		want := make([]string, len(fs))
+		for i, f := range fs {
+			*f = word()
+			want[i] = *f
+		}
+		in.pack()
+		for i, f := range in.ownStrings() {
+			if *f != want[i] {
+				t.Fatalf("field %d is %q after packing, want %q", i, *f, want[i])
+			}
+		}
+		if !packed(in.ownStrings()) {
+			t.Fatalf("not packed: %q", want)
+		}
+		before := in.InstanceID
+		again := *in
+		again.pack()
+		if again.InstanceID != "" && unsafe.StringData(again.InstanceID) != unsafe.StringData(before) {
+			t.Fatalf("a packed record was packed again: %q", want)
+		}
 	}
 }
