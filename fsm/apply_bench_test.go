@@ -22,7 +22,7 @@ func BenchmarkApplyRegister(b *testing.B) {
 				app := fmt.Sprintf("APP-%03d", i%500)
 				md := map[string]string{"version": "1.2.3", "zone": "zone-a", "tag": pad}
 				in := &Instance{InstanceID: fmt.Sprintf("10.%d.%d.%d:%s:8080", i>>16&255, i>>8&255, i&255, app), HostName: "h",
-					App: app, Status: StatusUp, Metadata: md, VIPAddress: strings.ToLower(app), LastDirtyTimestamp: 1}
+					App: app, Status: StatusUp, Metadata: MetadataOf(md), VIPAddress: strings.ToLower(app), LastDirtyTimestamp: 1}
 				e, err := Encode(CmdRegister, &RegisterBody{Instance: in})
 				if err != nil {
 					b.Fatal(err)

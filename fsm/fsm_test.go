@@ -30,7 +30,7 @@ func testInstance(app, id, status string, ldt int64) *Instance {
 	return &Instance{InstanceID: id, HostName: id + ".local", App: app, IPAddr: "10.0.0.1", Sid: "na",
 		Status: status, OverriddenStatus: StatusUnknown, Port: 8080, PortEnabled: true, SecurePort: 443,
 		CountryID: 1, DataCenterInfo: DataCenterInfo{Name: "MyOwn"}, RenewalIntervalSecs: 30, DurationSecs: 90,
-		Metadata: map[string]string{"zone": "a", "id": id}, VIPAddress: app + "-vip,shared", LastDirtyTimestamp: ldt}
+		Metadata: MetadataOf(map[string]string{"zone": "a", "id": id}), VIPAddress: app + "-vip,shared", LastDirtyTimestamp: ldt}
 }
 
 // randomCommands builds a reproducible sequence of commands of every kind.

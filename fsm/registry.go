@@ -540,12 +540,8 @@ func (r *Registry) updateMetadata(idx uint64, ts int64, b *MetadataBody, c *Chan
 	}
 	n := *e
 	n.Instance = e.Instance.clone()
-	if n.Instance.Metadata == nil {
-		n.Instance.Metadata = make(map[string]string, len(b.Metadata))
-	}
-	for k, v := range b.Metadata {
-		n.Instance.Metadata[k] = v
-	}
+	n.Instance.Metadata = n.Instance.Metadata.With(b.Metadata)
+	n.Instance.pack() // the new block joins the record's own strings
 	n.ActionType = ActionModified
 	n.LastUpdatedTs = ts
 	n.ModifyIndex = idx

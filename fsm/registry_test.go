@@ -71,13 +71,13 @@ func TestRegistry_OverrideRuleChain(t *testing.T) {
 func TestRegistry_NewerStoredRecordIsKept(t *testing.T) {
 	r := newReg()
 	in := testInstance("A", "1", StatusUp, 500)
-	in.Metadata = map[string]string{"v": "new"}
+	in.Metadata = MetadataOf(map[string]string{"v": "new"})
 	reg(r, 1, 1000, in)
 	old := testInstance("A", "1", StatusUp, 400)
-	old.Metadata = map[string]string{"v": "old"}
+	old.Metadata = MetadataOf(map[string]string{"v": "old"})
 	reg(r, 2, 1100, old)
 	e := r.Get("A", "1")
-	if e.Instance.Metadata["v"] != "new" || e.RegistrationTs != 1100 {
+	if mdGet(e.Instance.Metadata, "v") != "new" || e.RegistrationTs != 1100 {
 		t.Fatalf("kept %+v", e)
 	}
 }
@@ -127,10 +127,10 @@ func TestRegistry_MetadataMergesInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := r.Get("A", "1")
-	if e.Instance.Metadata["zone"] != "b" || e.Instance.Metadata["new"] != "x" || e.Instance.Metadata["id"] != "1" {
+	if mdGet(e.Instance.Metadata, "zone") != "b" || mdGet(e.Instance.Metadata, "new") != "x" || mdGet(e.Instance.Metadata, "id") != "1" {
 		t.Fatalf("metadata %v", e.Instance.Metadata)
 	}
-	if before.Instance.Metadata["zone"] != "a" {
+	if mdGet(before.Instance.Metadata, "zone") != "a" {
 		t.Fatal("an older entry was mutated in place")
 	}
 	if e.RegistrationTs != 1000 || e.ActionType != ActionModified {
@@ -146,7 +146,7 @@ func TestInstance_ID(t *testing.T) {
 	if in.ID() != "h" {
 		t.Fatal(in.ID())
 	}
-	in.DataCenterInfo = DataCenterInfo{Name: "Amazon", Metadata: map[string]string{"instance-id": "i-1"}}
+	in.DataCenterInfo = DataCenterInfo{Name: "Amazon", Metadata: MetadataOf(map[string]string{"instance-id": "i-1"})}
 	if in.ID() != "i-1" {
 		t.Fatal(in.ID())
 	}
@@ -168,4 +168,10 @@ func TestDeltaRetentionIsConfiguredOnce(t *testing.T) {
 	if got := NewRegistry(0).Clone().DeltaRetention(); got != DefaultDeltaRetention {
 		t.Errorf("a clone's retention %s, want %s", got, DefaultDeltaRetention)
 	}
+}
+
+// mdGet returns key's value in m, "" when absent.
+func mdGet(m Metadata, key string) string {
+	v, _ := m.Get(key)
+	return v
 }

@@ -107,15 +107,10 @@ func normalizeRegister(in *fsm.Instance) {
 	if dc.Name != "Amazon" {
 		return
 	}
-	if _, ok := dc.Metadata["instance-id"]; ok {
+	if _, ok := dc.Metadata.Get("instance-id"); ok {
 		return
 	}
-	md := make(map[string]string, len(dc.Metadata)+1)
-	for k, v := range dc.Metadata {
-		md[k] = v
-	}
-	md["instance-id"] = in.ID()
-	dc.Metadata = md
+	dc.Metadata = dc.Metadata.With(map[string]string{"instance-id": in.ID()})
 }
 
 // statusInfo is GET /eureka/status: eureka-server's StatusInfo document

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -322,7 +323,7 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 		md[k] = vs[0] // first value wins, as in Eureka
 	}
 	if s.cfg.StrictInput {
-		if err := checkMetadata(md); err != nil {
+		if err := checkMetadata(len(md), maps.All(md)); err != nil {
 			s.fail(c, err)
 			return
 		}

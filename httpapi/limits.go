@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"iter"
 	"strconv"
 	"unicode/utf8"
 
@@ -42,12 +43,14 @@ func checkName(kind, s string) error {
 	return nil
 }
 
-// checkMetadata refuses too many entries and oversized keys or values.
-func checkMetadata(md map[string]string) error {
-	if len(md) > maxMetadataEntries {
-		return badRequestf(fmt.Sprintf("metadata has %d entries; at most %d are allowed", len(md), maxMetadataEntries))
+// checkMetadata refuses too many entries (n) and oversized keys or values.
+// It takes the entries as a sequence so that a registration's metadata block
+// and a PUT's map are checked alike.
+func checkMetadata(n int, entries iter.Seq2[string, string]) error {
+	if n > maxMetadataEntries {
+		return badRequestf(fmt.Sprintf("metadata has %d entries; at most %d are allowed", n, maxMetadataEntries))
 	}
-	for k, v := range md {
+	for k, v := range entries {
 		if len(k) > maxMetadataKeyBytes {
 			return badRequestf(fmt.Sprintf("metadata key %.40q... is %d bytes long; at most %d are allowed", k, len(k), maxMetadataKeyBytes))
 		}
@@ -97,5 +100,5 @@ func checkInstance(in *fsm.Instance) error {
 	if err := checkName("instance id", in.ID()); err != nil {
 		return err
 	}
-	return checkMetadata(in.Metadata)
+	return checkMetadata(in.Metadata.Len(), in.Metadata.All())
 }

@@ -30,7 +30,7 @@ func benchRegistry(tb testing.TB, n, apps int) (*fsm.FSM, *uint64) {
 		in := &fsm.Instance{InstanceID: fmt.Sprintf("10.0.%d.%d:%s:8080", i/250, i%250, strings.ToLower(app)),
 			HostName: fmt.Sprintf("host-%d", i), App: app, IPAddr: "10.0.0.1", Status: fsm.StatusUp,
 			OverriddenStatus: fsm.StatusUnknown, Port: 8080, PortEnabled: true, SecurePort: 443, CountryID: 1,
-			DataCenterInfo: fsm.DataCenterInfo{Name: "MyOwn"}, Metadata: md, VIPAddress: strings.ToLower(app),
+			DataCenterInfo: fsm.DataCenterInfo{Name: "MyOwn"}, Metadata: fsm.MetadataOf(md), VIPAddress: strings.ToLower(app),
 			HomePageURL: "http://host:8080/", StatusPageURL: "http://host:8080/info", HealthCheckURL: "http://host:8080/health",
 			LastDirtyTimestamp: 1700000000000}
 		applyCmd(tb, f, &idx, fsm.CmdRegister, &fsm.RegisterBody{Instance: in})

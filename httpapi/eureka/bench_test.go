@@ -18,7 +18,7 @@ func benchEntries() []*fsm.Entry {
 		for k := 0; k < 16; k++ {
 			md[fmt.Sprintf("metadata_key.%02d", k)] = strings.Repeat("v", 48)
 		}
-		e.Instance.Metadata = md
+		e.Instance.Metadata = fsm.MetadataOf(md)
 		entries[i] = e
 	}
 	return entries

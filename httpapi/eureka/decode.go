@@ -96,7 +96,7 @@ func ValidateInstance(in *fsm.Instance, pathApp string) error {
 		msg = "Missing appName"
 	case upperASCII(pathApp) != upperASCII(in.App):
 		msg = "Mismatched appName, expecting " + upperASCII(pathApp) + " but was " + upperASCII(in.App)
-	case dc.Name == "" && dc.Class == "" && dc.Metadata == nil:
+	case dc.Name == "" && dc.Class == "" && dc.Metadata.IsNil():
 		msg = "Missing dataCenterInfo"
 	case dc.Name == "":
 		msg = "Missing dataCenterInfo Name"
@@ -381,7 +381,7 @@ func (d *decoder) instance(n *node) (*fsm.Entry, error) {
 // absent one. Metadata is kept for Amazon only.
 func (d *decoder) dataCenter(n *node) (fsm.DataCenterInfo, error) {
 	var dc fsm.DataCenterInfo
-	var md map[string]string
+	var md fsm.Metadata
 	err := d.members("dataCenterInfo", n, func(name string, v *node) (err error) {
 		switch name {
 		case "@class":
@@ -460,13 +460,15 @@ func (d *decoder) lease(n *node, e *fsm.Entry) error {
 
 // metadata reads a string map (docs/eureka-api.md, "Metadata map"). Values are taken as text (numbers
 // and booleans as written). JSON drops the key "@class", Eureka's empty-map
-// marker; XML drops attributes and unescapes element names.
-func (d *decoder) metadata(path string, n *node) (map[string]string, error) {
+// marker; XML drops attributes and unescapes element names. A repeated key
+// keeps its last value, as a map would; no entry at all gives nil.
+func (d *decoder) metadata(path string, n *node) (fsm.Metadata, error) {
 	fs, err := d.object(path, n)
 	if err != nil {
-		return nil, err
+		return fsm.Metadata{}, err
 	}
-	var m map[string]string
+	var m fsm.MetadataBuilder
+	m.Grow(len(fs))
 	for i := range fs {
 		k, v := fs[i].name, &fs[i].val
 		if d.xml {
@@ -478,14 +480,11 @@ func (d *decoder) metadata(path string, n *node) (map[string]string, error) {
 			continue
 		}
 		if v.kind == kObj || v.kind == kArr {
-			return nil, badRequest("%s.%s: expected a string, got %s", path, k, v.describe())
+			return fsm.Metadata{}, badRequest("%s.%s: expected a string, got %s", path, k, v.describe())
 		}
-		if m == nil {
-			m = make(map[string]string, len(fs))
-		}
-		m[k] = v.text
+		m.Set(k, v.text)
 	}
-	return m, nil
+	return m.Metadata(), nil
 }
 
 // port reads a port (docs/eureka-api.md, "Ports"), starting from the defaults num and enabled.

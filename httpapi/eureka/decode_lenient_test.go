@@ -38,7 +38,7 @@ func TestDecodeLikeEurekaServer(t *testing.T) {
 			func(in *fsm.Instance) bool { return in.LastDirtyTimestamp == now }},
 		{"xml amazon any case", XML, `<instance><dataCenterInfo><name>amazon</name><metadata><instance-id>i-1</instance-id></metadata></dataCenterInfo></instance>`,
 			func(in *fsm.Instance) bool {
-				return in.DataCenterInfo.Name == "Amazon" && in.DataCenterInfo.Metadata["instance-id"] == "i-1"
+				return in.DataCenterInfo.Name == "Amazon" && in.DataCenterInfo.Metadata.Map()["instance-id"] == "i-1"
 			}},
 		{"every enum name", JSON, `{"dataCenterInfo":{"name":"Netflix"}}`,
 			func(in *fsm.Instance) bool { return in.DataCenterInfo.Name == "Netflix" }},

@@ -121,7 +121,7 @@ func wantClientInstance() *fsm.Instance {
 		Port: 8080, PortEnabled: true, SecurePort: 443, CountryID: 1,
 		DataCenterInfo:      fsm.DataCenterInfo{Class: classDefaultInfo, Name: "MyOwn"},
 		RenewalIntervalSecs: 30, DurationSecs: 90,
-		Metadata:    map[string]string{"zone": "z1", "management.port": "8081"},
+		Metadata:    fsm.MetadataOf(map[string]string{"zone": "z1", "management.port": "8081"}),
 		HomePageURL: "http://10.0.0.5:8080/", StatusPageURL: "http://10.0.0.5:8080/info",
 		HealthCheckURL: "http://10.0.0.5:8080/health", VIPAddress: "orders", SecureVIPAddress: "orders",
 		LastDirtyTimestamp: 1718000000000,
@@ -232,7 +232,7 @@ func TestDecodeNormalisation(t *testing.T) {
 		{"defaults", JSON, `{"instance":{` + min + `}}`, func(in *fsm.Instance) bool {
 			return in.App == "MY-APP" && in.Status == "UP" && in.OverriddenStatus == "UNKNOWN" && in.Sid == "na" &&
 				in.Port == 7001 && in.PortEnabled && in.SecurePort == 7002 && !in.SecurePortEnabled &&
-				in.CountryID == 1 && in.LastDirtyTimestamp == now && in.Metadata == nil && in.ID() == "h" &&
+				in.CountryID == 1 && in.LastDirtyTimestamp == now && in.Metadata.IsNil() && in.ID() == "h" &&
 				in.RenewalIntervalSecs == 0 && in.DurationSecs == 0
 		}},
 		{"empty status is UNKNOWN", JSON, `{` + min + `,"status":"","overriddenStatus":""}`, func(in *fsm.Instance) bool {
@@ -272,24 +272,24 @@ func TestDecodeNormalisation(t *testing.T) {
 			func(in *fsm.Instance) bool { return in.PortEnabled && !in.SecurePortEnabled && in.Port == 1 }},
 		{"json metadata", JSON, `{` + min + `,"metadata":{"@class":"java.util.Collections$EmptyMap","n":1.50,"b":false,"z":null}}`,
 			func(in *fsm.Instance) bool {
-				return reflect.DeepEqual(in.Metadata, map[string]string{"n": "1.50", "b": "false"})
+				return reflect.DeepEqual(in.Metadata.Map(), map[string]string{"n": "1.50", "b": "false"})
 			}},
 		{"json empty-map marker", JSON, `{` + min + `,"metadata":{"@class":"java.util.Collections$EmptyMap"}}`,
-			func(in *fsm.Instance) bool { return in.Metadata == nil }},
+			func(in *fsm.Instance) bool { return in.Metadata.IsNil() }},
 		{"xml metadata names", XML, `<instance><metadata class="x"><a__b>1</a__b><c_-d>2</c_-d><e_f> 3 </e_f><class>4</class></metadata></instance>`,
 			func(in *fsm.Instance) bool {
-				return reflect.DeepEqual(in.Metadata, map[string]string{"a_b": "1", "c$d": "2", "e_f": " 3 ", "class": "4"})
+				return reflect.DeepEqual(in.Metadata.Map(), map[string]string{"a_b": "1", "c$d": "2", "e_f": " 3 ", "class": "4"})
 			}},
 		{"xml empty metadata marker", XML, `<instance><metadata class="java.util.Collections$EmptyMap"/></instance>`,
-			func(in *fsm.Instance) bool { return in.Metadata == nil }},
+			func(in *fsm.Instance) bool { return in.Metadata.IsNil() }},
 		{"amazon metadata kept", JSON, `{"dataCenterInfo":{"name":"Amazon","metadata":{"instance-id":"i-1","ami-launch-index":0}}}`,
 			func(in *fsm.Instance) bool {
 				dc := in.DataCenterInfo
 				return dc.Class == classAmazonInfo && in.ID() == "i-1" &&
-					reflect.DeepEqual(dc.Metadata, map[string]string{"instance-id": "i-1", "ami-launch-index": "0"})
+					reflect.DeepEqual(dc.Metadata.Map(), map[string]string{"instance-id": "i-1", "ami-launch-index": "0"})
 			}},
 		{"non-amazon metadata dropped", JSON, `{"dataCenterInfo":{"name":"MyOwn","metadata":{"a":"b"}}}`,
-			func(in *fsm.Instance) bool { return in.DataCenterInfo.Metadata == nil }},
+			func(in *fsm.Instance) bool { return in.DataCenterInfo.Metadata.IsNil() }},
 		{"client class kept", XML, `<instance><dataCenterInfo class="com.netflix.appinfo.MyDataCenterInfo"><name>MyOwn</name></dataCenterInfo></instance>`,
 			func(in *fsm.Instance) bool {
 				return reflect.DeepEqual(in.DataCenterInfo, fsm.DataCenterInfo{Class: "com.netflix.appinfo.MyDataCenterInfo", Name: "MyOwn"})
@@ -405,7 +405,7 @@ func TestValidateInstance(t *testing.T) {
 		{"missing instanceId", "orders", func(in *fsm.Instance) { in.InstanceID, in.HostName = "", "" }, "Missing instanceId"},
 		{"amazon id", "orders", func(in *fsm.Instance) {
 			in.InstanceID, in.HostName = "", ""
-			in.DataCenterInfo = fsm.DataCenterInfo{Class: classAmazonInfo, Name: "Amazon", Metadata: map[string]string{"instance-id": "i-1"}}
+			in.DataCenterInfo = fsm.DataCenterInfo{Class: classAmazonInfo, Name: "Amazon", Metadata: fsm.MetadataOf(map[string]string{"instance-id": "i-1"})}
 		}, "Missing hostname"},
 		{"missing hostname", "orders", func(in *fsm.Instance) { in.HostName = "" }, "Missing hostname"},
 		{"missing ip", "orders", func(in *fsm.Instance) { in.IPAddr = "" }, "Missing ip address"},

@@ -1,7 +1,6 @@
 package eureka
 
 import (
-	"slices"
 	"strconv"
 
 	"github.com/heureka-registry/heureka/fsm"
@@ -73,7 +72,7 @@ func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
 	if full {
 		dst = num(dst, f, "countryId", int64(in.CountryID))
 	}
-	if dc := &in.DataCenterInfo; dc.Name != "" || dc.Class != "" || dc.Metadata != nil {
+	if dc := &in.DataCenterInfo; dc.Name != "" || dc.Class != "" || !dc.Metadata.IsNil() {
 		dst = dataCenter(dst, f, dc)
 	}
 	if full {
@@ -239,31 +238,26 @@ func dataCenter(dst []byte, f Format, dc *fsm.DataCenterInfo) []byte {
 	return closeObj(dst, f, "dataCenterInfo")
 }
 
-// metadata writes a string map with its keys sorted, so that equal registries
-// encode to equal bytes. An empty map is Eureka's EmptyMap marker (docs/eureka-api.md, "Metadata map").
-func metadata(dst []byte, f Format, m map[string]string) []byte {
-	if len(m) == 0 {
+// metadata writes a string map with its keys sorted (the order the block
+// holds them in), so that equal registries encode to equal bytes. An empty
+// map is Eureka's EmptyMap marker (docs/eureka-api.md, "Metadata map").
+func metadata(dst []byte, f Format, m fsm.Metadata) []byte {
+	if m.Len() == 0 {
 		if f.Base() == XML {
 			return append(dst, `<metadata class="`+classEmptyMap+`"/>`...)
 		}
 		dst = key(dst, "metadata")
 		return append(dst, `{"@class":"`+classEmptyMap+`"}`...)
 	}
-	var buf [32]string
-	keys := buf[:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	dst = open(dst, f, "metadata")
-	for _, k := range keys {
+	for k, v := range m.All() {
 		if f.Base() == JSON {
-			dst = str(dst, f, k, m[k])
+			dst = str(dst, f, k, v)
 		} else if xmlNameOK(k) {
 			dst = append(dst, '<')
 			dst = appendXMLName(dst, k)
 			dst = append(dst, '>')
-			dst = appendXMLText(dst, m[k])
+			dst = appendXMLText(dst, v)
 			dst = append(dst, '<', '/')
 			dst = appendXMLName(dst, k)
 			dst = append(dst, '>')

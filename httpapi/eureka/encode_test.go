@@ -277,7 +277,7 @@ func TestEmptyMetadataMarker(t *testing.T) {
 		t.Errorf("XML lacks the EmptyMap marker: %s", x)
 	}
 	e = payments()
-	e.Instance.DataCenterInfo.Metadata = nil
+	e.Instance.DataCenterInfo.Metadata = fsm.Metadata{}
 	j = string(AppendInstance(nil, JSON, e))
 	if !strings.Contains(j, `"name":"Amazon","metadata":{"@class":"java.util.Collections$EmptyMap"}`) {
 		t.Errorf("empty Amazon metadata lacks the EmptyMap marker: %s", j)
@@ -313,7 +313,7 @@ func TestOmittedFields(t *testing.T) {
 
 func TestXMLMetadataNames(t *testing.T) {
 	e := orderA()
-	e.Instance.Metadata = map[string]string{"a_b": "1", "c$d": "2", "9bad": "3", "a:b": "4", "": "5", "é": "6", "-x": "7", "ok.k-1": "8"}
+	e.Instance.Metadata = fsm.MetadataOf(map[string]string{"a_b": "1", "c$d": "2", "9bad": "3", "a:b": "4", "": "5", "é": "6", "-x": "7", "ok.k-1": "8"})
 	got := string(AppendInstance(nil, XML, e))
 	want := "<metadata><a__b>1</a__b><c_-d>2</c_-d><ok.k-1>8</ok.k-1></metadata>"
 	if !strings.Contains(got, want) {

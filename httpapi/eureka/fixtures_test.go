@@ -33,7 +33,7 @@ func orderService(ip string) *fsm.Entry {
 
 func orderA() *fsm.Entry {
 	e := orderService("10.20.1.15")
-	e.Instance.Metadata = map[string]string{"management.port": "8081", "zone": "rack-a"}
+	e.Instance.Metadata = fsm.MetadataOf(map[string]string{"management.port": "8081", "zone": "rack-a"})
 	e.Instance.LastDirtyTimestamp = 1717999998877
 	e.RegistrationTs, e.LastRenewalTs, e.ServiceUpTs = 1718000000123, 1718000480311, 1718000000120
 	e.LastUpdatedTs, e.ActionType = 1718000000123, fsm.ActionAdded
@@ -56,14 +56,14 @@ func payments() *fsm.Entry {
 			HostName: "ip-172-31-8-40.ec2.internal", App: "PAYMENTS", IPAddr: "172.31.8.40", Sid: "na",
 			Status: fsm.StatusUp, OverriddenStatus: fsm.StatusUnknown,
 			Port: 7001, PortEnabled: true, SecurePort: 7002, CountryID: 1,
-			DataCenterInfo: fsm.DataCenterInfo{Class: classAmazonInfo, Name: "Amazon", Metadata: map[string]string{
+			DataCenterInfo: fsm.DataCenterInfo{Class: classAmazonInfo, Name: "Amazon", Metadata: fsm.MetadataOf(map[string]string{
 				"instance-id":       "i-0abc12de34f567890",
 				"availability-zone": "us-east-1c",
 				"local-ipv4":        "172.31.8.40",
 				"local-hostname":    "ip-172-31-8-40.ec2.internal",
 				"instance-type":     "m5.large",
 				"ami-id":            "ami-0fedcba9876543210",
-			}},
+			})},
 			RenewalIntervalSecs: 30, DurationSecs: 90,
 			AppGroupName:       "CHECKOUT",
 			HomePageURL:        "http://ip-172-31-8-40.ec2.internal:7001/",
@@ -103,10 +103,10 @@ func oddEntry() *fsm.Entry {
 			Port: -1, PortEnabled: false, SecurePort: 65535, SecurePortEnabled: true, CountryID: -7,
 			DataCenterInfo:      fsm.DataCenterInfo{Class: classAmazonInfo, Name: "Amazon"},
 			RenewalIntervalSecs: 5, DurationSecs: 2147483647,
-			Metadata: map[string]string{
+			Metadata: fsm.MetadataOf(map[string]string{
 				"a_b": "under", "$dollar": "d", "x.y-z": "]]>", "emoji": "😀 ünïcödé", "empty": "",
 				"__": "double", "_-": "mixed", "ws": "  spaced  ",
-			},
+			}),
 			AppGroupName: "GROUP", HomePageURL: "h", StatusPageURL: "s", HealthCheckURL: "c",
 			SecureHealthCheckURL: "sc", VIPAddress: "a,b", SecureVIPAddress: "c,d",
 			IsCoordinatingDiscoveryServer: true, LastDirtyTimestamp: -42, ASGName: "asg",
@@ -127,18 +127,15 @@ func wireEntry(e *fsm.Entry, f Format) *fsm.Entry {
 	if f == XML {
 		clean = xmlClean
 	}
-	cleanMap := func(m map[string]string) map[string]string {
-		var out map[string]string
-		for k, v := range m {
+	cleanMap := func(m fsm.Metadata) fsm.Metadata {
+		var out fsm.MetadataBuilder
+		for k, v := range m.All() {
 			if f == XML && !xmlNameOK(k) {
 				continue
 			}
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[clean(k)] = clean(v)
+			out.Set(clean(k), clean(v))
 		}
-		return out
+		return out.Metadata()
 	}
 	for _, p := range []*string{&in.InstanceID, &in.HostName, &in.App, &in.IPAddr, &in.Sid,
 		&in.AppGroupName, &in.HomePageURL, &in.StatusPageURL, &in.HealthCheckURL, &in.SecureHealthCheckURL,
@@ -147,9 +144,9 @@ func wireEntry(e *fsm.Entry, f Format) *fsm.Entry {
 	}
 	in.App, in.AppGroupName = upperASCII(in.App), upperASCII(in.AppGroupName)
 	in.Metadata = cleanMap(in.Metadata)
-	if dc := &in.DataCenterInfo; dc.Name != "" || dc.Class != "" || dc.Metadata != nil {
+	if dc := &in.DataCenterInfo; dc.Name != "" || dc.Class != "" || !dc.Metadata.IsNil() {
 		dc.Class = dataCenterClass(dc.Name)
-		dc.Metadata = nil
+		dc.Metadata = fsm.Metadata{}
 		if dc.Name == amazon {
 			dc.Metadata = cleanMap(e.Instance.DataCenterInfo.Metadata)
 		}

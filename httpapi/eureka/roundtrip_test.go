@@ -13,9 +13,9 @@ import (
 func TestRoundTripEntry(t *testing.T) {
 	sparse := orderA()
 	in := sparse.Instance
-	in.InstanceID, in.Sid, in.OverriddenStatus, in.Metadata = "", "unknown", "", map[string]string{}
+	in.InstanceID, in.Sid, in.OverriddenStatus, in.Metadata = "", "unknown", "", fsm.MetadataOf(map[string]string{})
 	in.RenewalIntervalSecs, in.DurationSecs, in.SecureVIPAddress, in.VIPAddress = 0, -3, "", ""
-	in.DataCenterInfo = fsm.DataCenterInfo{Class: "com.netflix.appinfo.MyDataCenterInfo", Name: "MyOwn", Metadata: map[string]string{"x": "y"}}
+	in.DataCenterInfo = fsm.DataCenterInfo{Class: "com.netflix.appinfo.MyDataCenterInfo", Name: "MyOwn", Metadata: fsm.MetadataOf(map[string]string{"x": "y"})}
 	sparse.ActionType, sparse.ID, sparse.ModifyIndex = "", "10.20.1.15", 7
 
 	noDC := orderA()
@@ -23,7 +23,7 @@ func TestRoundTripEntry(t *testing.T) {
 
 	controls := orderA()
 	controls.Instance.HostName = "ctl\x00\x1f\x7f\uFFFE bad\xff"
-	controls.Instance.Metadata = map[string]string{"9starts-with-digit": "v", "k": "\x01", "": "empty key", "a:b": "colon"}
+	controls.Instance.Metadata = fsm.MetadataOf(map[string]string{"9starts-with-digit": "v", "k": "\x01", "": "empty key", "a:b": "colon"})
 
 	entries := map[string]*fsm.Entry{
 		"orderA": orderA(), "orderB": orderB(), "payments": payments(), "deleted": paymentsDeleted(),

@@ -1,0 +1,94 @@
+package fsm
+
+import (
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// TestInstance_PackHoldsOwnStringsTogether: a registration's own strings
+// and metadata end up in one string with their values unchanged, and the
+// copy a status change makes shares that string instead of copying it.
+func TestInstance_PackHoldsOwnStringsTogether(t *testing.T) {
+	in := testInstance("A", "10.0.0.1:a:8080", StatusUp, 1)
+	in.HomePageURL, in.StatusPageURL, in.HealthCheckURL = "http://h/", "http://h/info", "http://h/health"
+	in.DataCenterInfo = DataCenterInfo{Name: "Amazon", Metadata: MetadataOf(map[string]string{"instance-id": "i-1"})}
+	want := *in
+	f := New(0, nil)
+	applyAll(f, [][]byte{mustEncode(t, CmdRegister, 1000, &RegisterBody{Instance: in})})
+	held := f.reg.Get("A", in.InstanceID).Instance
+	for i, p := range held.ownStrings() {
+		if w := *want.ownStrings()[i]; *p != w {
+			t.Fatalf("field %d is %q after packing, want %q", i, *p, w)
+		}
+	}
+	if !packed(held.ownStrings()) {
+		t.Fatal("the registered record's strings are not packed")
+	}
+	if unsafe.StringData(held.HomePageURL) != unsafe.StringData(held.StatusPageURL) {
+		t.Fatal("the home page URL, a prefix of the status page URL, takes room of its own")
+	}
+	applyAll(f, [][]byte{mustEncode(t, CmdSetOverride, 2000, &OverrideBody{App: "A", ID: in.InstanceID, Status: StatusOutOfService})})
+	changed := f.reg.Get("A", in.InstanceID).Instance
+	if changed == held || changed.Status != StatusOutOfService {
+		t.Fatalf("override did not make a new record: %+v", changed)
+	}
+	if unsafe.StringData(changed.InstanceID) != unsafe.StringData(held.InstanceID) ||
+		unsafe.StringData(changed.Metadata.b) != unsafe.StringData(held.Metadata.b) {
+		t.Fatal("the status change copied the packed strings")
+	}
+
+	// A metadata update packs the merged block with the record's strings.
+	applyAll(f, [][]byte{mustEncode(t, CmdMetadata, 3000, &MetadataBody{App: "A", ID: in.InstanceID, Metadata: map[string]string{"k": "v"}})})
+	merged := f.reg.Get("A", in.InstanceID).Instance
+	if packed := packed(merged.ownStrings()); !packed || mdGet(merged.Metadata, "k") != "v" || mdGet(merged.Metadata, "zone") != "a" {
+		t.Fatalf("after a metadata update: packed %v, metadata %v", packed, merged.Metadata)
+	}
+
+	// A copy with one field replaced is packed anew, keeping every value.
+	c := *held
+	c.HostName = "other-host"
+	p := c.clone()
+	if !packed(p.ownStrings()) || p.HostName != "other-host" || p.InstanceID != in.InstanceID ||
+		p.Metadata != held.Metadata || p.DataCenterInfo.Metadata != held.DataCenterInfo.Metadata || p.ID() != in.InstanceID {
+		t.Fatalf("repacked copy %+v", p)
+	}
+}
+
+// TestInstance_PackKeepsValues packs random strings from a small alphabet,
+// so that many are parts of others, and checks every value survives and
+// a second pack shares the first one's string.
+func TestInstance_PackKeepsValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func() string {
+		b := make([]byte, rng.IntN(12))
+		for i := range b {
+			b[i] = "ab/:"[rng.IntN(4)]
+		}
+		return string(b)
+	}
+	for range 2000 {
+		in := &Instance{}
+		fs := in.ownStrings()
+		want := make([]string, len(fs))
+		for i, f := range fs {
+			*f = word()
+			want[i] = *f
+		}
+		in.pack()
+		for i, f := range in.ownStrings() {
+			if *f != want[i] {
+				t.Fatalf("field %d is %q after packing, want %q", i, *f, want[i])
+			}
+		}
+		if !packed(in.ownStrings()) {
+			t.Fatalf("not packed: %q", want)
+		}
+		before := in.InstanceID
+		again := *in
+		again.pack()
+		if again.InstanceID != "" && unsafe.StringData(again.InstanceID) != unsafe.StringData(before) {
+			t.Fatalf("a packed record was packed again: %q", want)
+		}
+	}
+}
