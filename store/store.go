@@ -101,6 +101,11 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("open log store: %w", err)
 	}
 	s.mapped = newMappedLog(s.bolt, filepath.Join(cfg.Dir, LogFile), log.Named("log"))
+	// Opening read every page in use (bolt rebuilds its freelist by
+	// walking the file): give them back, as after a cut.
+	if _, err := s.mapped.release(); err != nil {
+		log.Warn("release the log's mapped pages", "error", err)
+	}
 	s.Log, err = raft.NewLogCache(logCacheSize, s.mapped)
 	if err != nil {
 		s.Close()
