@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -31,12 +32,25 @@ import (
 // a commit grows the file. Every call into bolt holds mu for reading and
 // the release holds it for writing, so the range released is the live
 // mapping of the log file and nothing else can have been mapped there.
+//
+// Between cuts, the leader reads entries a lagging follower needs through
+// the mapping too (past Raft's cache of recent entries), and those pages
+// would stay until the next cut, which at 200,000 instances comes 50,000
+// entries or more later: the mapping is also released after every
+// releaseEvery entries stored.
 type mappedLog struct {
 	mu   sync.RWMutex
 	bolt *raftboltdb.BoltStore
 	path string // the log file's resolved path, as /proc/self/maps names it
 	log  hclog.Logger
+	// stored counts the entries stored since the last release.
+	stored atomic.Int64
 }
+
+// releaseEvery is how many entries stored between releases of the
+// mapping: about 16 MiB of log pages, at two entries per page. A release
+// costs about a millisecond.
+const releaseEvery = 8192
 
 func newMappedLog(bolt *raftboltdb.BoltStore, path string, log hclog.Logger) *mappedLog {
 	if abs, err := filepath.Abs(path); err == nil {
@@ -70,17 +84,17 @@ func (m *mappedLog) GetLog(idx uint64, l *raft.Log) error {
 }
 
 // StoreLog implements raft.LogStore.
-func (m *mappedLog) StoreLog(l *raft.Log) error {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.bolt.StoreLog(l)
-}
+func (m *mappedLog) StoreLog(l *raft.Log) error { return m.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs implements raft.LogStore.
 func (m *mappedLog) StoreLogs(logs []*raft.Log) error {
 	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.bolt.StoreLogs(logs)
+	err := m.bolt.StoreLogs(logs)
+	m.mu.RUnlock()
+	if err == nil && m.stored.Add(int64(len(logs))) >= releaseEvery {
+		m.releaseLogged("stored", 0, 0)
+	}
+	return err
 }
 
 // DeleteRange implements raft.LogStore; once the range is gone, the pages
@@ -92,13 +106,18 @@ func (m *mappedLog) DeleteRange(lo, hi uint64) error {
 	if err != nil {
 		return err
 	}
-	if n, err := m.release(); err != nil {
-		// Only memory is at stake: the log itself is intact.
-		m.log.Warn("release the log's mapped pages", "error", err)
-	} else {
-		m.log.Debug("released the log's mapped pages", "mapped_bytes", n, "deleted_from", lo, "deleted_to", hi)
-	}
+	m.releaseLogged("cut", lo, hi)
 	return nil
+}
+
+// releaseLogged releases the mapping and logs the outcome: only memory is
+// at stake, the log itself is intact either way.
+func (m *mappedLog) releaseLogged(after string, lo, hi uint64) {
+	if n, err := m.release(); err != nil {
+		m.log.Warn("release the log's mapped pages", "after", after, "error", err)
+	} else {
+		m.log.Debug("released the log's mapped pages", "after", after, "mapped_bytes", n, "deleted_from", lo, "deleted_to", hi)
+	}
 }
 
 // Set implements raft.StableStore.
@@ -141,6 +160,7 @@ func (m *mappedLog) Close() error {
 func (m *mappedLog) release() (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.stored.Store(0)
 	ranges, err := mappingsOf(m.path)
 	if err != nil {
 		return 0, err

@@ -174,3 +174,45 @@ func TestStore_ReleaseWhileTheFileGrows(t *testing.T) {
 		}
 	}
 }
+
+// TestStore_StoringReleasesMappedPages: pages read between cuts (a leader
+// reading entries for a lagging follower) are given back after every
+// releaseEvery entries stored, without a cut.
+func TestStore_StoringReleasesMappedPages(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("mapped pages are released on Linux only")
+	}
+	dir := t.TempDir()
+	s, err := Open(DefaultConfig(dir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	path := filepath.Join(dir, LogFile)
+	// The file reaches its size first: bolt moves its mapping when the
+	// file outgrows it, which also drops the mapped pages.
+	small := func(i uint64) []byte { return []byte{byte(i)} }
+	storeEntries(t, s, 1, 4000, entryData)
+	storeEntries(t, s, 4001, 4000+2*releaseEvery, small)
+	if err := s.Log.DeleteRange(4001, 4000+2*releaseEvery); err != nil { // room for as many again
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 4000; i++ {
+		var l raft.Log
+		if err := s.mapped.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mappedRSS(t, path); got < 4<<20 {
+		t.Fatalf("only %d KiB of the log mapped after reading 4,000 entries of 1 KiB", got>>10)
+	}
+	next := uint64(4001 + 2*releaseEvery)
+	storeEntries(t, s, next, next+releaseEvery-2, small)
+	if got := mappedRSS(t, path); got < 4<<20 {
+		t.Fatalf("released before %d entries were stored (%d KiB mapped)", releaseEvery, got>>10)
+	}
+	storeEntries(t, s, next+releaseEvery-1, next+releaseEvery-1, small)
+	if got := mappedRSS(t, path); got > 256<<10 {
+		t.Fatalf("%d KiB of the log still mapped after %d entries stored", got>>10, releaseEvery)
+	}
+}

@@ -103,9 +103,7 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 	s.mapped = newMappedLog(s.bolt, filepath.Join(cfg.Dir, LogFile), log.Named("log"))
 	// Opening read every page in use (bolt rebuilds its freelist by
 	// walking the file): give them back, as after a cut.
-	if _, err := s.mapped.release(); err != nil {
-		log.Warn("release the log's mapped pages", "error", err)
-	}
+	s.mapped.releaseLogged("open", 0, 0)
 	s.Log, err = raft.NewLogCache(logCacheSize, s.mapped)
 	if err != nil {
 		s.Close()
