@@ -57,13 +57,10 @@ func storeEntries(t *testing.T, s *Store, from, to uint64, data func(uint64) []b
 	}
 }
 
-func entryData(i uint64) []byte { return bytes.Repeat([]byte(fmt.Sprintf("%08d", i)), 128) }
-
-// TestStore_CutReleasesMappedPages: cutting the front of the log gives back
-// the mapped pages bolt read (the node's file-backed resident memory), and
-// what is left of the log still reads back whole, before and after a
-// reopen.
-func TestStore_CutReleasesMappedPages(t *testing.T) {
+// openMapped opens a store in a new directory, on Linux only (where the
+// mapping is released).
+func openMapped(t *testing.T) (*Store, string) {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("mapped pages are released on Linux only")
 	}
@@ -72,7 +69,34 @@ func TestStore_CutReleasesMappedPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, dir
+}
+
+// readThroughMapping reads entries 1..n from bolt itself (past the log
+// cache), which maps their pages, and checks they are mapped.
+func readThroughMapping(t *testing.T, s *Store, path string, n uint64) {
+	t.Helper()
+	for i := uint64(1); i <= n; i++ {
+		var l raft.Log
+		if err := s.mapped.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mappedRSS(t, path); got < int64(n)<<10 {
+		t.Fatalf("only %d KiB of the log mapped after reading %d entries of 1 KiB", got>>10, n)
+	}
+}
+
+func entryData(i uint64) []byte { return bytes.Repeat([]byte(fmt.Sprintf("%08d", i)), 128) }
+
+// TestStore_CutReleasesMappedPages: cutting the front of the log gives back
+// the mapped pages bolt read (the node's file-backed resident memory), and
+// what is left of the log still reads back whole, before and after a
+// reopen.
+func TestStore_CutReleasesMappedPages(t *testing.T) {
+	s, dir := openMapped(t)
 	defer func() { s.Close() }()
+	var err error
 	storeEntries(t, s, 1, 4000, entryData)
 	path := filepath.Join(dir, LogFile)
 	// Opening walks every page in use (bolt's freelist is rebuilt): they
@@ -86,17 +110,8 @@ func TestStore_CutReleasesMappedPages(t *testing.T) {
 	if got := mappedRSS(t, path); got > 256<<10 {
 		t.Fatalf("%d KiB of the log mapped right after opening it", got>>10)
 	}
-	// Read every entry through bolt (past the cache): its pages are mapped.
-	for i := uint64(1); i <= 4000; i++ {
-		var l raft.Log
-		if err := s.mapped.GetLog(i, &l); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readThroughMapping(t, s, path, 4000)
 	before := mappedRSS(t, path)
-	if before < 4<<20 {
-		t.Fatalf("only %d KiB of the log mapped after reading 4,000 entries of 1 KiB", before>>10)
-	}
 	if err := s.Log.DeleteRange(1, 3900); err != nil {
 		t.Fatal(err)
 	}
@@ -179,15 +194,7 @@ func TestStore_ReleaseWhileTheFileGrows(t *testing.T) {
 // reading entries for a lagging follower) are given back after every
 // releaseEvery entries stored, without a cut.
 func TestStore_StoringReleasesMappedPages(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("mapped pages are released on Linux only")
-	}
-	dir := t.TempDir()
-	s, err := Open(DefaultConfig(dir), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, dir := openMapped(t)
 	path := filepath.Join(dir, LogFile)
 	// The file reaches its size first: bolt moves its mapping when the
 	// file outgrows it, which also drops the mapped pages.
@@ -197,15 +204,7 @@ func TestStore_StoringReleasesMappedPages(t *testing.T) {
 	if err := s.Log.DeleteRange(4001, 4000+2*releaseEvery); err != nil { // room for as many again
 		t.Fatal(err)
 	}
-	for i := uint64(1); i <= 4000; i++ {
-		var l raft.Log
-		if err := s.mapped.GetLog(i, &l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := mappedRSS(t, path); got < 4<<20 {
-		t.Fatalf("only %d KiB of the log mapped after reading 4,000 entries of 1 KiB", got>>10)
-	}
+	readThroughMapping(t, s, path, 4000)
 	next := uint64(4001 + 2*releaseEvery)
 	storeEntries(t, s, next, next+releaseEvery-2, small)
 	if got := mappedRSS(t, path); got < 4<<20 {
