@@ -2,7 +2,9 @@ package store
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,7 +51,8 @@ type mappedLog struct {
 
 // releaseEvery is how many entries stored between releases of the
 // mapping: about 16 MiB of log pages, at two entries per page. A release
-// costs about a millisecond.
+// takes about 2 ms with 8 MiB mapped (BenchmarkRelease), during which no
+// entry is stored: a fraction of a microsecond per entry.
 const releaseEvery = 8192
 
 func newMappedLog(bolt *raftboltdb.BoltStore, path string, log hclog.Logger) *mappedLog {
@@ -179,6 +182,9 @@ func (m *mappedLog) release() (int64, error) {
 // maps the file at path, from /proc/self/maps.
 func mappingsOf(path string) ([][2]uintptr, error) {
 	f, err := os.Open("/proc/self/maps")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // not Linux: nothing to release (dropPages does nothing there)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read memory maps: %w", err)
 	}

@@ -44,7 +44,7 @@ func mappedRSS(t *testing.T, path string) int64 {
 	return total
 }
 
-func storeEntries(t *testing.T, s *Store, from, to uint64, data func(uint64) []byte) {
+func storeEntries(t testing.TB, s *Store, from, to uint64, data func(uint64) []byte) {
 	t.Helper()
 	for i := from; i <= to; i += 100 {
 		var logs []*raft.Log
@@ -213,5 +213,28 @@ func TestStore_StoringReleasesMappedPages(t *testing.T) {
 	storeEntries(t, s, next+releaseEvery-1, next+releaseEvery-1, small)
 	if got := mappedRSS(t, path); got > 256<<10 {
 		t.Fatalf("%d KiB of the log still mapped after %d entries stored", got>>10, releaseEvery)
+	}
+}
+
+// BenchmarkRelease is one release of the log's mapping with 4,000 entries
+// of 1 KiB (about 8 MiB of pages) mapped, the pages read again each time.
+func BenchmarkRelease(b *testing.B) {
+	dir := b.TempDir()
+	s, err := Open(DefaultConfig(dir), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storeEntries(b, s, 1, 4000, entryData)
+	var l raft.Log
+	for b.Loop() {
+		b.StopTimer()
+		for i := uint64(1); i <= 4000; i++ {
+			_ = s.mapped.GetLog(i, &l)
+		}
+		b.StartTimer()
+		if _, err := s.mapped.release(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
