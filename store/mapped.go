@@ -24,8 +24,8 @@ import (
 // every page it has read stays mapped, counted in the node's resident
 // memory (as file-backed pages), until the mapping goes. Cutting the log
 // after a snapshot reads every page it frees, so after a registration burst
-// the mapping holds the whole log the burst wrote: 100-250 MiB per node at
-// 50,000-200,000 instances, for pages that are free. Once the cut is done,
+// the mapping holds the whole log the burst wrote: about 100 MiB per node
+// at 50,000 instances, 190-270 MiB at 200,000, for pages that are free. Once the cut is done,
 // mappedLog tells the kernel it no longer needs the mapping's pages
 // (madvise MADV_DONTNEED): the page table entries go, the data stays in
 // the file and the page cache, and the next read of a page maps it again.
