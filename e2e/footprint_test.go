@@ -177,6 +177,9 @@ func BenchmarkFootprint(b *testing.B) {
 	renNet := (renCPU - idleFull*renTook.Seconds()) / float64(max(ren.Requests, 1)) * 1e6
 	b.Logf("registered %d instances in %s, renewed each once in %s; CPU per renewal %.0f µs, net of idle %.0f µs, load average %s", n,
 		regTook.Round(time.Millisecond), renTook.Round(time.Millisecond), renOp, renNet, loadAvg())
+	for _, nd := range c.Nodes { // which mappings the file-backed memory is, and the log behind it
+		b.Logf("after the renewals, %s", logFootprint(nd))
+	}
 	if os.Getenv("BENCH_STOP") == "renew" {
 		return
 	}
@@ -275,6 +278,7 @@ func BenchmarkFootprint(b *testing.B) {
 		mem = append(mem, fmt.Sprintf("| %s (%s) | %.0f MiB | %.0f / %.0f MiB | %.0f MiB | %.0f MiB |", nd.ID, role, rss, anon, file,
 			float64(st.Memory.HeapInuseBytes)/(1<<20), float64(st.Memory.HeapAllocBytes)/(1<<20)))
 		b.ReportMetric(rss, nd.ID+"-rss-MiB")
+		b.Logf("memory measured, %s", logFootprint(nd))
 		if pprofDir != "" {
 			body, _, err := bench.Fetch(client, nd.URL("/debug/pprof/heap"), nil)
 			if err != nil {

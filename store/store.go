@@ -57,6 +57,9 @@ type Store struct {
 	dir  string
 	lock *os.File
 	bolt *raftboltdb.BoltStore
+	// mapped guards every use of bolt, so that its mapped pages can be
+	// given back after the log is cut (mappedLog).
+	mapped *mappedLog
 	// Log is the Raft log store (bolt behind an in-memory cache of recent entries).
 	Log raft.LogStore
 	// Stable is the Raft stable store (current term, vote).
@@ -97,12 +100,16 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 		s.unlock()
 		return nil, fmt.Errorf("open log store: %w", err)
 	}
-	s.Log, err = raft.NewLogCache(logCacheSize, s.bolt)
+	s.mapped = newMappedLog(s.bolt, filepath.Join(cfg.Dir, LogFile), log.Named("log"))
+	// Opening read every page in use (bolt rebuilds its freelist by
+	// walking the file): give them back, as after a cut.
+	s.mapped.releaseLogged("open", 0, 0)
+	s.Log, err = raft.NewLogCache(logCacheSize, s.mapped)
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("create log cache: %w", err)
 	}
-	s.Stable = s.bolt
+	s.Stable = s.mapped
 	// The file snapshot store adds its own "snapshots" folder under the
 	// directory it is given.
 	s.Snapshots, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain,
@@ -139,10 +146,12 @@ func (s *Store) LogSize() int64 {
 // Close closes the log store and releases the lock.
 func (s *Store) Close() error {
 	var err error
-	if s.bolt != nil {
+	if s.mapped != nil {
+		err = s.mapped.Close()
+	} else if s.bolt != nil {
 		err = s.bolt.Close()
-		s.bolt = nil
 	}
+	s.bolt, s.mapped = nil, nil
 	s.unlock()
 	if err != nil {
 		return fmt.Errorf("close log store: %w", err)

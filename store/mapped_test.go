@@ -1,0 +1,241 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// mappedRSS is the resident size in bytes of this process's mappings of
+// the file at path (/proc/self/smaps).
+func mappedRSS(t *testing.T, path string) int64 {
+	t.Helper()
+	path, _ = filepath.EvalSymlinks(path)
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	defer f.Close()
+	var total int64
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "Rss:"); ok {
+			var kb int64
+			if in {
+				fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
+				total += kb << 10
+			}
+			continue
+		}
+		if fields := strings.Fields(line); len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+			in = len(fields) >= 6 && fields[5] == path
+		}
+	}
+	return total
+}
+
+func storeEntries(t testing.TB, s *Store, from, to uint64, data func(uint64) []byte) {
+	t.Helper()
+	for i := from; i <= to; i += 100 {
+		var logs []*raft.Log
+		for j := i; j < i+100 && j <= to; j++ {
+			logs = append(logs, &raft.Log{Index: j, Term: 1, Type: raft.LogCommand, Data: data(j)})
+		}
+		if err := s.Log.StoreLogs(logs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openMapped opens a store in a new directory, on Linux only (where the
+// mapping is released).
+func openMapped(t *testing.T) (*Store, string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("mapped pages are released on Linux only")
+	}
+	dir := t.TempDir()
+	s, err := Open(DefaultConfig(dir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
+// readThroughMapping reads entries 1..n from bolt itself (past the log
+// cache), which maps their pages, and checks they are mapped.
+func readThroughMapping(t *testing.T, s *Store, path string, n uint64) {
+	t.Helper()
+	for i := uint64(1); i <= n; i++ {
+		var l raft.Log
+		if err := s.mapped.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mappedRSS(t, path); got < int64(n)<<10 {
+		t.Fatalf("only %d KiB of the log mapped after reading %d entries of 1 KiB", got>>10, n)
+	}
+}
+
+func entryData(i uint64) []byte { return bytes.Repeat([]byte(fmt.Sprintf("%08d", i)), 128) }
+
+// TestStore_CutReleasesMappedPages: cutting the front of the log gives back
+// the mapped pages bolt read (the node's file-backed resident memory), and
+// what is left of the log still reads back whole, before and after a
+// reopen.
+func TestStore_CutReleasesMappedPages(t *testing.T) {
+	s, dir := openMapped(t)
+	defer func() { s.Close() }()
+	var err error
+	storeEntries(t, s, 1, 4000, entryData)
+	path := filepath.Join(dir, LogFile)
+	// Opening walks every page in use (bolt's freelist is rebuilt): they
+	// are given back too.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(DefaultConfig(dir), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := mappedRSS(t, path); got > 256<<10 {
+		t.Fatalf("%d KiB of the log mapped right after opening it", got>>10)
+	}
+	readThroughMapping(t, s, path, 4000)
+	before := mappedRSS(t, path)
+	if err := s.Log.DeleteRange(1, 3900); err != nil {
+		t.Fatal(err)
+	}
+	after := mappedRSS(t, path)
+	if after > 256<<10 {
+		t.Fatalf("%d KiB of the log still mapped after the cut (%d KiB before)", after>>10, before>>10)
+	}
+	check := func() {
+		t.Helper()
+		for i := uint64(3901); i <= 4000; i++ {
+			var l raft.Log
+			if err := s.Log.GetLog(i, &l); err != nil || !bytes.Equal(l.Data, entryData(i)) {
+				t.Fatalf("entry %d after the release: %v", i, err)
+			}
+		}
+	}
+	check()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(DefaultConfig(dir), nil); err != nil {
+		t.Fatal(err)
+	}
+	check()
+}
+
+// TestStore_ReleaseWhileTheFileGrows: appends that grow the file (bolt
+// then moves its mapping) race with cuts that release the mapping; every
+// entry kept reads back whole.
+func TestStore_ReleaseWhileTheFileGrows(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(DefaultConfig(dir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const last = 6000
+	var wg sync.WaitGroup
+	var appendErr error
+	wg.Add(1)
+	go func() { // t.Fatal belongs to the test's goroutine: the error is checked after Wait
+		defer wg.Done()
+		for i := uint64(1); i <= last && appendErr == nil; i += 100 {
+			var logs []*raft.Log
+			for j := i; j < i+100; j++ {
+				logs = append(logs, &raft.Log{Index: j, Term: 1, Type: raft.LogCommand, Data: entryData(j)})
+			}
+			appendErr = s.Log.StoreLogs(logs)
+		}
+	}()
+	for k := 0; k < 200; k++ {
+		first, _ := s.Log.FirstIndex()
+		lastIdx, _ := s.Log.LastIndex()
+		if lastIdx > first+500 {
+			if err := s.Log.DeleteRange(first, lastIdx-500); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := max(first, lastIdx-400); i <= lastIdx && i > 0; i += 37 {
+			var l raft.Log
+			if err := s.Log.GetLog(i, &l); err == nil && !bytes.Equal(l.Data, entryData(i)) {
+				t.Fatalf("entry %d reads back wrong", i)
+			}
+		}
+	}
+	wg.Wait()
+	if appendErr != nil {
+		t.Fatal(appendErr)
+	}
+	first, _ := s.Log.FirstIndex()
+	for i := first; i <= last; i++ {
+		var l raft.Log
+		if err := s.Log.GetLog(i, &l); err != nil || !bytes.Equal(l.Data, entryData(i)) {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+}
+
+// TestStore_StoringReleasesMappedPages: pages read between cuts (a leader
+// reading entries for a lagging follower) are given back after every
+// releaseEvery entries stored, without a cut.
+func TestStore_StoringReleasesMappedPages(t *testing.T) {
+	s, dir := openMapped(t)
+	path := filepath.Join(dir, LogFile)
+	// The file reaches its size first: bolt moves its mapping when the
+	// file outgrows it, which also drops the mapped pages.
+	small := func(i uint64) []byte { return []byte{byte(i)} }
+	storeEntries(t, s, 1, 4000, entryData)
+	storeEntries(t, s, 4001, 4000+2*releaseEvery, small)
+	if err := s.Log.DeleteRange(4001, 4000+2*releaseEvery); err != nil { // room for as many again
+		t.Fatal(err)
+	}
+	readThroughMapping(t, s, path, 4000)
+	next := uint64(4001 + 2*releaseEvery)
+	storeEntries(t, s, next, next+releaseEvery-2, small)
+	if got := mappedRSS(t, path); got < 4<<20 {
+		t.Fatalf("released before %d entries were stored (%d KiB mapped)", releaseEvery, got>>10)
+	}
+	storeEntries(t, s, next+releaseEvery-1, next+releaseEvery-1, small)
+	if got := mappedRSS(t, path); got > 256<<10 {
+		t.Fatalf("%d KiB of the log still mapped after %d entries stored", got>>10, releaseEvery)
+	}
+}
+
+// BenchmarkRelease is one release of the log's mapping with 2,048 entries
+// of 1 KiB (about 4 MiB of pages, releaseEvery's worth) mapped, the pages
+// read again each time.
+func BenchmarkRelease(b *testing.B) {
+	dir := b.TempDir()
+	s, err := Open(DefaultConfig(dir), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storeEntries(b, s, 1, 2048, entryData)
+	var l raft.Log
+	for b.Loop() {
+		b.StopTimer()
+		for i := uint64(1); i <= 2048; i++ {
+			_ = s.mapped.GetLog(i, &l)
+		}
+		b.StartTimer()
+		if _, err := s.mapped.release(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
