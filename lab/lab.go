@@ -108,9 +108,20 @@ func (r *recorder) setPhase(phase string, sideOf func(string) string) {
 	r.mu.Unlock()
 }
 
-func (r *recorder) bucket(nodeID string) (*Counts, string) {
-	side := r.sideOf(nodeID)
-	k := [2]string{r.phase, side}
+// phaseNow is the phase in force and its sides, taken when an operation
+// starts: an operation counts in the phase it began in, so a write sent
+// just before a fault and acknowledged just after it is not counted as the
+// fault's.
+func (r *recorder) phaseNow() (string, func(string) string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.phase, r.sideOf
+}
+
+// bucket returns the counts of phase for nodeID's side; r.mu is held.
+func (r *recorder) bucket(phase string, sideOf func(string) string, nodeID string) (*Counts, string) {
+	side := sideOf(nodeID)
+	k := [2]string{phase, side}
 	c := r.counts[k]
 	if c == nil {
 		c = &Counts{}
@@ -124,9 +135,10 @@ func (r *recorder) bucket(nodeID string) (*Counts, string) {
 // read of the application, every 50 ms.
 func (r *recorder) client(ctx context.Context, nd *launch.Node) {
 	for seq := 0; ctx.Err() == nil; seq++ {
+		phase, sideOf := r.phaseNow()
 		if !nd.Running() {
 			r.mu.Lock()
-			c, _ := r.bucket(nd.ID)
+			c, _ := r.bucket(phase, sideOf, nd.ID)
 			c.WritesRefused++
 			c.ReadsRefused++
 			r.mu.Unlock()
@@ -148,7 +160,7 @@ func (r *recorder) client(ctx context.Context, nd *launch.Node) {
 			resp.Body.Close()
 		}
 		r.mu.Lock()
-		c, side := r.bucket(nd.ID)
+		c, side := r.bucket(phase, sideOf, nd.ID)
 		refused := !ok && ctx.Err() == nil
 		journaled := ok && r.mode == "ap" && (side == "minority" || noLeader)
 		if ok {
@@ -175,7 +187,7 @@ func (r *recorder) client(ctx context.Context, nd *launch.Node) {
 
 		resp, err = client.Get(nd.URL("/eureka/apps/LAB"))
 		r.mu.Lock()
-		c, _ = r.bucket(nd.ID)
+		c, _ = r.bucket(phase, sideOf, nd.ID)
 		answered := err == nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound)
 		stale := answered && resp.Header.Get("X-Heureka-Stale") == "true"
 		readRefused := !answered && ctx.Err() == nil
@@ -315,9 +327,9 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	// Fault 1: the leader is partitioned away from every other node.
 	isolated := lead
 	progress("[%s] partitioning the leader %s away", mode, isolated.ID)
-	rec.setPhase("leader partitioned away", sides(isolated.ID, "minority", "majority"))
 	endPartition := rec.tl.fault("partition", isolated.ID)
 	c.proxy.Isolate(isolated.ID)
+	rec.setPhase("leader partitioned away", sides(isolated.ID, "minority", "majority"))
 	time.Sleep(cfg.Phase)
 	progress("[%s] healing", mode)
 	rec.setPhase("healing", all)
@@ -356,9 +368,9 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	}
 	killed := lead
 	progress("[%s] killing the leader %s", mode, killed.ID)
-	rec.setPhase("leader killed", sides(killed.ID, "killed node", "survivors"))
 	endKill := rec.tl.fault("kill", killed.ID)
 	killed.Kill()
+	rec.setPhase("leader killed", sides(killed.ID, "killed node", "survivors"))
 	time.Sleep(cfg.Phase)
 	progress("[%s] restarting %s", mode, killed.ID)
 	rec.setPhase("restart", all)
