@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 	"unsafe"
@@ -105,11 +106,7 @@ func (m Metadata) Map() map[string]string {
 	if m.b == "" {
 		return nil
 	}
-	out := make(map[string]string, m.Len())
-	for k, v := range m.All() {
-		out[k] = v
-	}
-	return out
+	return maps.Collect(m.All())
 }
 
 // With returns m with the entries of add set (added or replaced). The
@@ -126,9 +123,6 @@ func (m Metadata) With(add map[string]string) Metadata {
 	}
 	return b.Metadata()
 }
-
-// Size is the length of the block in bytes (its encoded size).
-func (m Metadata) Size() int { return len(m.b) }
 
 // String formats m as fmt formats a map, for logs and test messages.
 func (m Metadata) String() string {

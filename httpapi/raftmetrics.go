@@ -117,8 +117,7 @@ func (s *raftSink) find(parts []string, labels []gometrics.Label, create func(na
 	if m, ok := s.series[string(key)]; ok {
 		return m
 	}
-	name, pl := splitSeriesKey(string(key))
-	m = create(name, pl)
+	m = create(string(appendSeriesKey(nil, parts, nil)), prometheusLabels(labels))
 	s.series[string(key)] = m
 	return m
 }
@@ -182,7 +181,8 @@ func raftHelp(kind, name, unit string) string {
 
 // appendSeriesKey appends the Prometheus name of parts (joined by '_', with
 // the characters go-metrics allows in names but Prometheus does not made
-// '_') and then each label as "\x00name\x00value".
+// '_') and then each label as "\x00name\x00value": the series' key in the
+// sink.
 func appendSeriesKey(dst []byte, parts []string, labels []gometrics.Label) []byte {
 	for i, p := range parts {
 		if i > 0 {
@@ -206,16 +206,15 @@ func appendSeriesKey(dst []byte, parts []string, labels []gometrics.Label) []byt
 	return dst
 }
 
-// splitSeriesKey is appendSeriesKey's inverse.
-func splitSeriesKey(key string) (string, prometheus.Labels) {
-	name, rest, ok := strings.Cut(key, "\x00")
-	if !ok {
-		return name, nil
+// prometheusLabels returns labels as constant Prometheus labels, nil for
+// none.
+func prometheusLabels(labels []gometrics.Label) prometheus.Labels {
+	if len(labels) == 0 {
+		return nil
 	}
-	fields := strings.Split(rest, "\x00")
-	labels := make(prometheus.Labels, len(fields)/2)
-	for i := 0; i+1 < len(fields); i += 2 {
-		labels[fields[i]] = fields[i+1]
+	out := make(prometheus.Labels, len(labels))
+	for _, l := range labels {
+		out[l.Name] = l.Value
 	}
-	return name, labels
+	return out
 }
