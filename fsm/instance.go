@@ -236,6 +236,21 @@ func VIPs(list string) []string {
 	return out
 }
 
+// HasVIP reports whether the comma-separated VIP address list holds vip,
+// as VIPs would split it, without allocating: a VIP document's build asks
+// it of every instance in the registry.
+func HasVIP(list, vip string) bool {
+	if vip == "" {
+		return false
+	}
+	for p := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(p) == vip {
+			return true
+		}
+	}
+	return false
+}
+
 // Entry is an instance together with its server-side lease state. Like
 // Instance it is copy-on-write: the registry replaces entries, never edits
 // them, so a reader holding an *Entry sees a consistent record.

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -90,5 +91,21 @@ func TestInstance_PackKeepsValues(t *testing.T) {
 		if again.InstanceID != "" && unsafe.StringData(again.InstanceID) != unsafe.StringData(before) {
 			t.Fatalf("a packed record was packed again: %q", want)
 		}
+	}
+}
+
+func TestHasVIP_AgreesWithVIPs(t *testing.T) {
+	lists := []string{"", "a", "a,b", " a , b ,", ",,a", "ab,b", "a b", " , "}
+	vips := []string{"", "a", "b", "ab", "a b", " a"}
+	for _, list := range lists {
+		for _, vip := range vips {
+			want := slices.Contains(VIPs(list), vip)
+			if got := HasVIP(list, vip); got != want {
+				t.Errorf("HasVIP(%q, %q) = %v, VIPs says %v", list, vip, got, want)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { HasVIP("one, two ,three", "three") }); n != 0 {
+		t.Errorf("HasVIP allocates %.0f times", n)
 	}
 }

@@ -393,23 +393,35 @@ func (v *views) vip(f eureka.Format, secure bool, vip string) ([]cache.Segment, 
 	counts := map[string]int{}
 	v.read(func(r *fsm.Registry) {
 		version = r.Version()
+		has := func(e *fsm.Entry) bool {
+			if secure {
+				return fsm.HasVIP(e.Instance.SecureVIPAddress, vip)
+			}
+			return fsm.HasVIP(e.Instance.VIPAddress, vip)
+		}
 		for _, name := range r.AppNames() {
-			all := r.AppEntries(name)
-			var match []*fsm.Entry
-			for _, e := range all {
-				list := e.Instance.VIPAddress
-				if secure {
-					list = e.Instance.SecureVIPAddress
-				}
-				if slices.Contains(fsm.VIPs(list), vip) {
-					match = append(match, e)
+			// Count first, without allocating: most applications hold
+			// none of the VIP's instances or all of them, and a VIP
+			// document is built by scanning the whole registry.
+			matched, total := 0, 0
+			r.RangeApp(name, func(e *fsm.Entry) {
+				total++
+				if has(e) {
+					matched++
 					counts[e.Instance.Status]++
 				}
-			}
+			})
 			switch {
-			case len(match) == len(all):
+			case matched == 0:
+			case matched == total:
 				parts = append(parts, v.wholeApp(r, f, name))
-			case len(match) > 0:
+			default:
+				match := make([]*fsm.Entry, 0, matched)
+				for _, e := range r.AppEntries(name) {
+					if has(e) {
+						match = append(match, e)
+					}
+				}
 				parts = append(parts, part{name: name, entries: match})
 			}
 		}
