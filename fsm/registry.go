@@ -71,11 +71,12 @@ func (c *Change) Empty() bool { return !c.All && len(c.Apps) == 0 }
 // safe for concurrent use; FSM guards it.
 type Registry struct {
 	apps  map[string]*Application
-	delta map[string]*DeltaEntry // key: app + "\x00" + id
-	// deltaOrder lists delta keys in change order, possibly with superseded
-	// items (a newer Seq for the same key); it lets pruning stop at the
-	// first entry young enough instead of scanning the queue.
-	deltaOrder []deltaRef
+	delta map[deltaID]*DeltaEntry
+	// deltaOrder lists delta entries in change order, possibly with
+	// superseded ones (a newer entry for the same instance is in delta);
+	// it lets pruning stop at the first entry young enough instead of
+	// scanning the queue.
+	deltaOrder []*DeltaEntry
 	members    map[string]Member
 	mode       string
 	// version is the Raft index of the last command that changed registry
@@ -103,20 +104,21 @@ func NewRegistry(retention time.Duration) *Registry {
 func newRegistry(retentionMs int64) *Registry {
 	return &Registry{
 		apps:         map[string]*Application{},
-		delta:        map[string]*DeltaEntry{},
+		delta:        map[deltaID]*DeltaEntry{},
 		members:      map[string]Member{},
 		statusCounts: map[string]int{},
 		retentionMs:  retentionMs,
 	}
 }
 
-type deltaRef struct {
-	key string
-	seq uint64
-	ts  int64
-}
+// deltaID names an instance in the delta queue. Its strings are the
+// entry's own, so a queued change costs no key of its own: the queue holds
+// every instance registered in its retention, the whole registry after a
+// mass registration.
+type deltaID struct{ app, id string }
 
-func deltaKey(app, id string) string { return app + "\x00" + id }
+// current reports whether d is the latest change queued for its instance.
+func (r *Registry) current(d *DeltaEntry) bool { return r.delta[deltaID{d.App, d.ID}] == d }
 
 // DeltaRetention is how long a change stays in the delta queue: readers of
 // the delta take it from here, so it is configured in one place.
@@ -203,6 +205,16 @@ func (r *Registry) FindByID(id string) *Entry {
 // do not need Each's order, which costs a sort of every application.
 func (r *Registry) Range(fn func(*Entry)) {
 	for _, a := range r.apps {
+		for _, e := range a.Instances {
+			fn(e)
+		}
+	}
+}
+
+// RangeApp calls fn for every entry of application app, in no particular
+// order and without allocating.
+func (r *Registry) RangeApp(app string, fn func(*Entry)) {
+	if a := r.apps[app]; a != nil {
 		for _, e := range a.Instances {
 			fn(e)
 		}
@@ -327,10 +339,15 @@ func (r *Registry) recordDelta(idx uint64, ts int64, app, id, action string, del
 		a.Version = idx
 	}
 	r.deltaSeq++
-	k := deltaKey(app, id)
-	r.delta[k] = &DeltaEntry{App: app, ID: id, Ts: ts, Seq: r.deltaSeq, Action: action, Deleted: deleted, Replicated: c.Replicated}
+	d := &DeltaEntry{App: app, ID: id, Ts: ts, Seq: r.deltaSeq, Action: action, Deleted: deleted, Replicated: c.Replicated}
+	if old := r.delta[deltaID{app, id}]; old != nil {
+		// deltaOrder keeps the superseded entry until it ages out; its
+		// instance's last record need not stay with it.
+		old.Deleted = nil
+	}
+	r.delta[deltaID{app, id}] = d
 	c.Keys = append(c.Keys, KeyBody{App: app, ID: id})
-	r.deltaOrder = append(r.deltaOrder, deltaRef{key: k, seq: r.deltaSeq, ts: ts})
+	r.deltaOrder = append(r.deltaOrder, d)
 }
 
 // pruneDelta drops queue entries older than the retention, measured on the
@@ -338,25 +355,25 @@ func (r *Registry) recordDelta(idx uint64, ts int64, app, id, action string, del
 func (r *Registry) pruneDelta(ts int64) {
 	cutoff := ts - r.retentionMs
 	n := 0
-	for n < len(r.deltaOrder) && r.deltaOrder[n].ts < cutoff {
-		ref := r.deltaOrder[n]
-		if d := r.delta[ref.key]; d != nil && d.Seq == ref.seq {
-			delete(r.delta, ref.key)
+	for n < len(r.deltaOrder) && r.deltaOrder[n].Ts < cutoff {
+		if d := r.deltaOrder[n]; r.current(d) {
+			delete(r.delta, deltaID{d.App, d.ID})
 		}
+		r.deltaOrder[n] = nil // let the superseded ones go
 		n++
 	}
 	if n > 0 {
 		r.deltaOrder = r.deltaOrder[n:]
 		// Compact when superseded items dominate, so the slice stays bounded.
 		if cap(r.deltaOrder) > 1024 && len(r.deltaOrder) < cap(r.deltaOrder)/4 {
-			r.deltaOrder = append([]deltaRef(nil), r.deltaOrder...)
+			r.deltaOrder = append([]*DeltaEntry(nil), r.deltaOrder...)
 		}
 	}
 	if len(r.deltaOrder) > 2*len(r.delta)+1024 {
 		live := r.deltaOrder[:0:0]
-		for _, ref := range r.deltaOrder {
-			if d := r.delta[ref.key]; d != nil && d.Seq == ref.seq {
-				live = append(live, ref)
+		for _, d := range r.deltaOrder {
+			if r.current(d) {
+				live = append(live, d)
 			}
 		}
 		r.deltaOrder = live

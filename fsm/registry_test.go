@@ -175,3 +175,36 @@ func mdGet(m Metadata, key string) string {
 	v, _ := m.Get(key)
 	return v
 }
+
+// TestRegistry_DeltaSupersededAndPruned: an instance changed again while
+// its earlier change is queued is listed once, with its latest action; the
+// earlier change's record is let go, pruning it leaves the latest in place,
+// and pruning the latest empties the queue.
+func TestRegistry_DeltaSupersededAndPruned(t *testing.T) {
+	r := NewRegistry(time.Second)
+	reg(r, 1, 1000, testInstance("A", "1", StatusUp, 10))
+	if err := r.cancel(2, 1100, "A", "1", &Change{}); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := r.deltaOrder[1]
+	reg(r, 3, 1600, testInstance("A", "1", StatusUp, 20))
+	reg(r, 4, 1700, testInstance("B", "1", StatusUp, 20))
+	if d := r.Delta(0); len(d) != 2 || d[0].Action != ActionAdded || d[0].Entry.ModifyIndex != 3 {
+		t.Fatalf("delta %+v", d)
+	}
+	if cancelled.Deleted != nil {
+		t.Fatal("a superseded cancel keeps the instance's last record")
+	}
+	r.pruneDelta(2200) // drops changes before 1200: the first two, superseded
+	if d := r.Delta(0); len(d) != 2 || len(r.deltaOrder) != 2 {
+		t.Fatalf("after pruning the superseded changes: delta %+v, order %d", d, len(r.deltaOrder))
+	}
+	r.pruneDelta(2650) // drops A/1's latest change, keeps B/1's
+	if d := r.Delta(0); len(d) != 1 || d[0].Entry.App != "B" {
+		t.Fatalf("after pruning A/1: %+v", d)
+	}
+	r.pruneDelta(5000)
+	if len(r.Delta(0)) != 0 || len(r.delta) != 0 || len(r.deltaOrder) != 0 {
+		t.Fatalf("queue not empty: %d %d", len(r.delta), len(r.deltaOrder))
+	}
+}

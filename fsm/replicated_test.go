@@ -24,8 +24,8 @@ func TestRegistry_ReplicatedRegisterOverride(t *testing.T) {
 		t.Fatalf("replicated override not stored: override %q instance %+v", e.Override, e.Instance)
 	}
 	d := r.Delta(0)
-	if len(d) != 1 || !r.delta[deltaKey("A", "1")].Replicated {
-		t.Fatalf("delta of a replicated change must be marked: %+v", r.delta[deltaKey("A", "1")])
+	if len(d) != 1 || !r.delta[deltaID{"A", "1"}].Replicated {
+		t.Fatalf("delta of a replicated change must be marked: %+v", r.delta[deltaID{"A", "1"}])
 	}
 	if len(c.Keys) != 1 || c.Keys[0] != (KeyBody{App: "A", ID: "1"}) {
 		t.Fatalf("change keys %+v", c.Keys)

@@ -68,10 +68,9 @@ func importState(st *State, retentionMs int64) *Registry {
 		}
 	}
 	for i := range st.Delta {
-		d := st.Delta[i]
-		k := deltaKey(d.App, d.ID)
-		r.delta[k] = &d
-		r.deltaOrder = append(r.deltaOrder, deltaRef{key: k, seq: d.Seq, ts: d.Ts})
+		d := &st.Delta[i]
+		r.delta[deltaID{d.App, d.ID}] = d
+		r.deltaOrder = append(r.deltaOrder, d)
 	}
 	return r
 }
