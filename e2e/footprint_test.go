@@ -450,6 +450,9 @@ func loadAvg() string {
 	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
+// rssMB is the resident size of process pid in MiB, or -1.
+func rssMB(pid int) float64 { return procStatusMiB(pid, "VmRSS:") }
+
 // procStatusMiB is a kB field of /proc/pid/status (e.g. "RssAnon:", the
 // process's own memory, or "RssFile:", mapped file pages such as bolt's
 // log and the binary's text) in MiB, or -1.
