@@ -54,13 +54,9 @@ func TestFindReadsEveryKindAndMatchesLabels(t *testing.T) {
 	up := prometheus.NewGauge(prometheus.GaugeOpts{Name: "up", Help: "u"})
 	up.Set(1)
 	reg.MustRegister(hits, lat, up)
-	got, err := reg.Gather()
+	fams, err := Gather(reg)
 	if err != nil {
 		t.Fatal(err)
-	}
-	fams := map[string]*dto.MetricFamily{}
-	for _, f := range got {
-		fams[f.GetName()] = f
 	}
 	for _, c := range []struct {
 		name string

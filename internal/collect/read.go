@@ -1,6 +1,23 @@
 package collect
 
-import dto "github.com/prometheus/client_model/go"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Gather gathers g and returns the families keyed by name, as Find takes
+// them.
+func Gather(g prometheus.Gatherer) (map[string]*dto.MetricFamily, error) {
+	fams, err := g.Gather()
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*dto.MetricFamily, len(fams))
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	return byName, nil
+}
 
 // Value is the number a reader of the exposition takes from sample m: the
 // value of a gauge, counter or untyped series, the sample count of a
