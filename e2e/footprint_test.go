@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/bench"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 // BenchmarkFootprint is the memory and scale benchmark (BENCHMARKS.md,
@@ -416,12 +417,7 @@ func profileCPU(b *testing.B, c *Cluster, dir, phase string, n int) (stop func()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := 0; ; k++ {
-				select {
-				case <-done:
-					return
-				default:
-				}
+			for k := 0; !tick.Stopped(done); k++ {
 				body, _, err := bench.Fetch(client, nd.URL("/debug/pprof/profile?seconds=5"), nil)
 				if err != nil {
 					b.Logf("cpu profile of %s: %v", nd.ID, err)
