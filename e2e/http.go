@@ -271,23 +271,37 @@ func GetApps(t testing.TB, nodeURL string) Apps {
 	return a
 }
 
-// ParseApps decodes a JSON {"applications": {...}} document.
-func ParseApps(body []byte) (Apps, error) {
-	var doc struct {
-		Applications *struct {
-			VersionsDelta flexString `json:"versions__delta"`
-			HashCode      string     `json:"apps__hashcode"`
-			Application   []struct {
-				Name     string            `json:"name"`
-				Instance []json.RawMessage `json:"instance"`
-			} `json:"application"`
-		} `json:"applications"`
-	}
+// appsJSON is a JSON {"applications": {...}} document, versions__delta
+// read as a V and every instance as an I.
+type appsJSON[V, I any] struct {
+	Applications *struct {
+		VersionsDelta V      `json:"versions__delta"`
+		HashCode      string `json:"apps__hashcode"`
+		Application   []struct {
+			Name     string `json:"name"`
+			Instance []I    `json:"instance"`
+		} `json:"application"`
+	} `json:"applications"`
+}
+
+// decodeAppsJSON decodes body as an appsJSON, which must have its
+// "applications" root.
+func decodeAppsJSON[V, I any](body []byte) (appsJSON[V, I], error) {
+	var doc appsJSON[V, I]
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return Apps{}, fmt.Errorf("decode applications: %v", err)
+		return doc, fmt.Errorf("decode JSON applications: %v in %.300q", err, body)
 	}
 	if doc.Applications == nil {
-		return Apps{}, fmt.Errorf("no \"applications\" root in %.200q", body)
+		return doc, fmt.Errorf("no \"applications\" root in %.300q", body)
+	}
+	return doc, nil
+}
+
+// ParseApps decodes a JSON {"applications": {...}} document.
+func ParseApps(body []byte) (Apps, error) {
+	doc, err := decodeAppsJSON[flexString, json.RawMessage](body)
+	if err != nil {
+		return Apps{}, err
 	}
 	out := Apps{VersionsDelta: string(doc.Applications.VersionsDelta), HashCode: doc.Applications.HashCode}
 	for _, app := range doc.Applications.Application {
