@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/internal/instance"
+	"github.com/heureka-registry/heureka/internal/launch"
 	"github.com/heureka-registry/heureka/opapi"
 )
 
@@ -124,31 +124,11 @@ func DoWith(c *http.Client, method, url string, body []byte, headers ...string) 
 	if len(headers)%2 != 0 {
 		return 0, nil, nil, fmt.Errorf("headers must be name/value pairs, got %d strings", len(headers))
 	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	hdr := http.Header{}
 	for i := 0; i < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		hdr.Set(headers[i], headers[i+1])
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	respBody, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, nil, resp.Header, err
-	}
-	return resp.StatusCode, respBody, resp.Header, nil
+	return launch.Send(context.Background(), c, method, url, body, hdr)
 }
 
 // ---------------------------------------------------------------------------
