@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // HeurekaTarget is a Eureka-compatible endpoint set: heureka, or
@@ -130,28 +132,7 @@ func (r *heurekaRun) url(node int, path string) string { return r.t.URLs[node] +
 
 // send issues one request and reads the whole answer.
 func (r *heurekaRun) send(ctx context.Context, method, url string, body []byte, hdr http.Header) (int, []byte, http.Header, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header, err
+	return launch.Send(ctx, r.client, method, url, body, hdr)
 }
 
 func (r *heurekaRun) expect(ctx context.Context, method, url string, body []byte, want int) (int64, error) {

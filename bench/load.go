@@ -21,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // Request is one request template; Next, if set, varies the URL per call.
@@ -257,20 +259,15 @@ func Fetch(client *http.Client, url string, header http.Header) ([]byte, http.He
 	for k, v := range header {
 		r.Header[k] = v
 	}
-	resp, err := client.Do(r)
+	code, b, hdr, err := launch.Read(client, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+	if code != http.StatusOK {
+		return nil, nil, fmt.Errorf("GET %s: status %d", url, code)
 	}
 	if len(b) == 0 {
 		return nil, nil, ErrNoBody
 	}
-	return b, resp.Header, nil
+	return b, hdr, nil
 }

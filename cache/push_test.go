@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 func withPush(cfg *Config) { cfg.PushWindow = time.Millisecond }
@@ -170,12 +171,7 @@ func TestCache_ConcurrentBuildAndInvalidate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for i := 0; !tick.Stopped(stop); i++ {
 				step(i)
 			}
 		}()

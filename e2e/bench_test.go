@@ -81,21 +81,6 @@ func startLimitServer(b *testing.B, body []byte, contentType string) string {
 	return "http://" + strings.TrimSpace(addr)
 }
 
-func rssMB(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			var kb float64
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%f", &kb)
-			return kb / 1024
-		}
-	}
-	return -1
-}
-
 func nodeCache(b *testing.B, nd *Node) opapi.CacheStats {
 	return nd.Status(b).Cache
 }

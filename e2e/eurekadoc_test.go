@@ -160,21 +160,9 @@ func (j edJSONInstance) record(appName string) edInstance {
 // edParseJSON decodes {"applications": {...}} strictly enough to notice
 // shape errors: application and instance must be arrays.
 func edParseJSON(body []byte) (edDoc, error) {
-	var doc struct {
-		Applications *struct {
-			VersionsDelta string `json:"versions__delta"`
-			HashCode      string `json:"apps__hashcode"`
-			Application   []struct {
-				Name     string           `json:"name"`
-				Instance []edJSONInstance `json:"instance"`
-			} `json:"application"`
-		} `json:"applications"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return edDoc{}, fmt.Errorf("decode JSON applications: %v in %.300s", err, body)
-	}
-	if doc.Applications == nil {
-		return edDoc{}, fmt.Errorf("no \"applications\" root in %.300s", body)
+	doc, err := decodeAppsJSON[string, edJSONInstance](body)
+	if err != nil {
+		return edDoc{}, err
 	}
 	out := edDoc{VersionsDelta: doc.Applications.VersionsDelta, HashCode: doc.Applications.HashCode}
 	for _, app := range doc.Applications.Application {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/bench"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 // BenchmarkFootprint is the memory and scale benchmark (BENCHMARKS.md,
@@ -416,12 +417,7 @@ func profileCPU(b *testing.B, c *Cluster, dir, phase string, n int) (stop func()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := 0; ; k++ {
-				select {
-				case <-done:
-					return
-				default:
-				}
+			for k := 0; !tick.Stopped(done); k++ {
 				body, _, err := bench.Fetch(client, nd.URL("/debug/pprof/profile?seconds=5"), nil)
 				if err != nil {
 					b.Logf("cpu profile of %s: %v", nd.ID, err)
@@ -449,6 +445,9 @@ func loadAvg() string {
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
+
+// rssMB is the resident size of process pid in MiB, or -1.
+func rssMB(pid int) float64 { return procStatusMiB(pid, "VmRSS:") }
 
 // procStatusMiB is a kB field of /proc/pid/status (e.g. "RssAnon:", the
 // process's own memory, or "RssFile:", mapped file pages such as bolt's

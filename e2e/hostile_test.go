@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 const (
@@ -220,12 +222,7 @@ func TestHostileInput(t *testing.T) {
 		goodWG.Add(1)
 		go func() {
 			defer goodWG.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for i := 0; !tick.Stopped(stop); i++ {
 				nd := c.Nodes[(g+i)%3]
 				var method, path string
 				switch i % 3 {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/internal/instance"
+	"github.com/heureka-registry/heureka/internal/launch"
 	"github.com/heureka-registry/heureka/opapi"
 )
 
@@ -124,31 +124,11 @@ func DoWith(c *http.Client, method, url string, body []byte, headers ...string) 
 	if len(headers)%2 != 0 {
 		return 0, nil, nil, fmt.Errorf("headers must be name/value pairs, got %d strings", len(headers))
 	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	hdr := http.Header{}
 	for i := 0; i < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		hdr.Set(headers[i], headers[i+1])
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	respBody, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, nil, resp.Header, err
-	}
-	return resp.StatusCode, respBody, resp.Header, nil
+	return launch.Send(context.Background(), c, method, url, body, hdr)
 }
 
 // ---------------------------------------------------------------------------
@@ -271,23 +251,37 @@ func GetApps(t testing.TB, nodeURL string) Apps {
 	return a
 }
 
-// ParseApps decodes a JSON {"applications": {...}} document.
-func ParseApps(body []byte) (Apps, error) {
-	var doc struct {
-		Applications *struct {
-			VersionsDelta flexString `json:"versions__delta"`
-			HashCode      string     `json:"apps__hashcode"`
-			Application   []struct {
-				Name     string            `json:"name"`
-				Instance []json.RawMessage `json:"instance"`
-			} `json:"application"`
-		} `json:"applications"`
-	}
+// appsJSON is a JSON {"applications": {...}} document, versions__delta
+// read as a V and every instance as an I.
+type appsJSON[V, I any] struct {
+	Applications *struct {
+		VersionsDelta V      `json:"versions__delta"`
+		HashCode      string `json:"apps__hashcode"`
+		Application   []struct {
+			Name     string `json:"name"`
+			Instance []I    `json:"instance"`
+		} `json:"application"`
+	} `json:"applications"`
+}
+
+// decodeAppsJSON decodes body as an appsJSON, which must have its
+// "applications" root.
+func decodeAppsJSON[V, I any](body []byte) (appsJSON[V, I], error) {
+	var doc appsJSON[V, I]
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return Apps{}, fmt.Errorf("decode applications: %v", err)
+		return doc, fmt.Errorf("decode JSON applications: %v in %.300q", err, body)
 	}
 	if doc.Applications == nil {
-		return Apps{}, fmt.Errorf("no \"applications\" root in %.200q", body)
+		return doc, fmt.Errorf("no \"applications\" root in %.300q", body)
+	}
+	return doc, nil
+}
+
+// ParseApps decodes a JSON {"applications": {...}} document.
+func ParseApps(body []byte) (Apps, error) {
+	doc, err := decodeAppsJSON[flexString, json.RawMessage](body)
+	if err != nil {
+		return Apps{}, err
 	}
 	out := Apps{VersionsDelta: string(doc.Applications.VersionsDelta), HashCode: doc.Applications.HashCode}
 	for _, app := range doc.Applications.Application {

@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/heureka-registry/heureka/faultproxy"
+	"github.com/heureka-registry/heureka/internal/tick"
 )
 
 // A cp-mode history is checked against a model of one register per
@@ -87,12 +88,7 @@ func (h *linHistory) add(client int, in linInput, call, ret time.Time, out linOu
 // linClient runs random operations against random live nodes until stop.
 func linClient(id int, c *Cluster, keys []string, h *linHistory, stop <-chan struct{}, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(id)))
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
+	for !tick.Stopped(stop) {
 		live := c.Live()
 		nd := live[rng.IntN(len(live))]
 		key := keys[rng.IntN(len(keys))]

@@ -10,6 +10,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/heureka-registry/heureka/internal/collect"
 )
 
 // The operator CLI against a live cluster: status, members (list, remove,
@@ -112,7 +114,11 @@ func TestOperatorCLI(t *testing.T) {
 	ff := scrapeNode(t, follower)
 	checkSeries := func(fams map[string]*dto.MetricFamily, who, name, label, value string, min float64) {
 		t.Helper()
-		v, found := sample(fams, name, label, value)
+		var want map[string]string // "" label: any series
+		if label != "" {
+			want = map[string]string{label: value}
+		}
+		v, found := collect.Find(fams, name, want)
 		if !found || v < min {
 			t.Errorf("%s: %s{%s=%q} = %v (found %v), want at least %v", who, name, label, value, v, found, min)
 		}
@@ -150,37 +156,4 @@ func scrapeNode(t *testing.T, nd *Node) map[string]*dto.MetricFamily {
 		t.Fatalf("%s: /metrics is not valid Prometheus text: %v", nd.ID, err)
 	}
 	return fams
-}
-
-// sample returns the value (for summaries and histograms, the count) of the
-// first series of name whose label has value ("" label: any series).
-func sample(fams map[string]*dto.MetricFamily, name, label, value string) (float64, bool) {
-	fam, ok := fams[name]
-	if !ok {
-		return 0, false
-	}
-	for _, m := range fam.Metric {
-		match := label == ""
-		for _, l := range m.Label {
-			if l.GetName() == label && l.GetValue() == value {
-				match = true
-			}
-		}
-		if !match {
-			continue
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Summary != nil:
-			return float64(m.Summary.GetSampleCount()), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		case m.Untyped != nil:
-			return m.Untyped.GetValue(), true
-		}
-	}
-	return 0, false
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/internal/collect"
 )
 
 // metricsCluster is fakeCluster with lease numbers, a Raft status, members,
@@ -59,40 +60,6 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// value returns the value of the series of fam whose labels include want.
-func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	t.Helper()
-	fam, ok := fams[name]
-	if !ok {
-		return 0, false
-	}
-next:
-	for _, m := range fam.Metric {
-		labels := map[string]string{}
-		for _, l := range m.Label {
-			labels[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if labels[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		case m.Summary != nil:
-			return float64(m.Summary.GetSampleCount()), true
-		case m.Untyped != nil:
-			return m.Untyped.GetValue(), true
-		}
-	}
-	return 0, false
-}
-
 func TestMetricsExposition(t *testing.T) {
 	f := fsm.New(0, nil)
 	fc := metricsCluster{&fakeCluster{fsm: f}}
@@ -126,8 +93,8 @@ func TestMetricsExposition(t *testing.T) {
 	// middleware records the request: wait for the last one's record.
 	fams := scrape(t, ts.URL)
 	for i := 0; i < 100; i++ {
-		apps, _ := value(t, fams, "heureka_http_requests_total", map[string]string{"route": "eureka_apps", "method": "GET", "code": "200"})
-		inst, _ := value(t, fams, "heureka_http_requests_total", map[string]string{"route": "eureka_instance", "method": "GET"})
+		apps, _ := collect.Find(fams, "heureka_http_requests_total", map[string]string{"route": "eureka_apps", "method": "GET", "code": "200"})
+		inst, _ := collect.Find(fams, "heureka_http_requests_total", map[string]string{"route": "eureka_instance", "method": "GET"})
 		if apps == 2 && inst == 2 {
 			break
 		}
@@ -184,7 +151,7 @@ func TestMetricsExposition(t *testing.T) {
 		{"go_goroutines", nil, -1},
 		{"process_resident_memory_bytes", nil, -1},
 	} {
-		got, ok := value(t, fams, c.name, c.labels)
+		got, ok := collect.Find(fams, c.name, c.labels)
 		switch {
 		case !ok:
 			t.Errorf("%s%v missing", c.name, c.labels)

@@ -7,6 +7,8 @@ import (
 	gometrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/heureka-registry/heureka/internal/collect"
 )
 
 // gatherSink collects s through a registry of its own, keyed by family name.
@@ -16,15 +18,11 @@ func gatherSink(t *testing.T, s *raftSink) map[string]*dto.MetricFamily {
 	if err := reg.Register(s); err != nil {
 		t.Fatal(err)
 	}
-	fams, err := reg.Gather()
+	fams, err := collect.Gather(reg)
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}
-	out := map[string]*dto.MetricFamily{}
-	for _, f := range fams {
-		out[f.GetName()] = f
-	}
-	return out
+	return fams
 }
 
 func TestRaftSink_SeriesKindsAndLabels(t *testing.T) {

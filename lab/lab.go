@@ -217,21 +217,16 @@ func (r *recorder) client(ctx context.Context, nd *launch.Node) {
 func idsOn(nd *launch.Node) (map[string]bool, error) {
 	req, _ := http.NewRequest(http.MethodGet, nd.URL("/eureka/apps/LAB?consistency=stale"), nil)
 	req.Header.Set("Accept", "application/json")
-	resp, err := slowClient.Do(req)
+	code, body, _, err := launch.Read(slowClient, req)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	have := map[string]bool{}
-	if resp.StatusCode == http.StatusNotFound {
+	if code == http.StatusNotFound {
 		return have, nil
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: GET /eureka/apps/LAB: %s", nd.ID, resp.Status)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("%s: GET /eureka/apps/LAB: %d %s", nd.ID, code, http.StatusText(code))
 	}
 	ids, err := instance.AppIDs(body)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/heureka-registry/heureka/internal/collect"
 )
 
 // The collector describes exactly what it collects (a pedantic registry
@@ -16,13 +18,9 @@ func TestCollectorReportsStats(t *testing.T) {
 	r.countDrop(kindHeartbeat)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(r.Collector())
-	fams, err := reg.Gather()
+	byName, err := collect.Gather(reg)
 	if err != nil {
 		t.Fatal(err)
-	}
-	byName := map[string]*dto.MetricFamily{}
-	for _, f := range fams {
-		byName[f.GetName()] = f
 	}
 	if len(byName) != 10 {
 		t.Fatalf("%d series families, want 10: %v", len(byName), byName)

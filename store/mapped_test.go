@@ -44,19 +44,6 @@ func mappedRSS(t *testing.T, path string) int64 {
 	return total
 }
 
-func storeEntries(t testing.TB, s *Store, from, to uint64, data func(uint64) []byte) {
-	t.Helper()
-	for i := from; i <= to; i += 100 {
-		var logs []*raft.Log
-		for j := i; j < i+100 && j <= to; j++ {
-			logs = append(logs, &raft.Log{Index: j, Term: 1, Type: raft.LogCommand, Data: data(j)})
-		}
-		if err := s.Log.StoreLogs(logs); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // openMapped opens a store in a new directory, on Linux only (where the
 // mapping is released).
 func openMapped(t *testing.T) (*Store, string) {
@@ -64,12 +51,7 @@ func openMapped(t *testing.T) (*Store, string) {
 	if runtime.GOOS != "linux" {
 		t.Skip("mapped pages are released on Linux only")
 	}
-	dir := t.TempDir()
-	s, err := Open(DefaultConfig(dir), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, dir
+	return openTemp(t)
 }
 
 // readThroughMapping reads entries 1..n from bolt itself (past the log
@@ -142,26 +124,14 @@ func TestStore_CutReleasesMappedPages(t *testing.T) {
 // then moves its mapping) race with cuts that release the mapping; every
 // entry kept reads back whole.
 func TestStore_ReleaseWhileTheFileGrows(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(DefaultConfig(dir), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := openTemp(t)
 	defer s.Close()
 	const last = 6000
 	var wg sync.WaitGroup
 	var appendErr error
-	wg.Add(1)
-	go func() { // t.Fatal belongs to the test's goroutine: the error is checked after Wait
-		defer wg.Done()
-		for i := uint64(1); i <= last && appendErr == nil; i += 100 {
-			var logs []*raft.Log
-			for j := i; j < i+100; j++ {
-				logs = append(logs, &raft.Log{Index: j, Term: 1, Type: raft.LogCommand, Data: entryData(j)})
-			}
-			appendErr = s.Log.StoreLogs(logs)
-		}
-	}()
+	wg.Go(func() { // t.Fatal belongs to the test's goroutine: the error is checked after Wait
+		appendErr = appendEntries(s, 1, last, entryData)
+	})
 	for k := 0; k < 200; k++ {
 		first, _ := s.Log.FirstIndex()
 		lastIdx, _ := s.Log.LastIndex()
@@ -220,11 +190,7 @@ func TestStore_StoringReleasesMappedPages(t *testing.T) {
 // of 1 KiB (about 4 MiB of pages, releaseEvery's worth) mapped, the pages
 // read again each time.
 func BenchmarkRelease(b *testing.B) {
-	dir := b.TempDir()
-	s, err := Open(DefaultConfig(dir), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, _ := openTemp(b)
 	defer s.Close()
 	storeEntries(b, s, 1, 2048, entryData)
 	var l raft.Log

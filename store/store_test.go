@@ -10,26 +10,49 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// TestStore_FreelistNotWrittenLogKept: after the front of the log is cut
-// (as after a snapshot), commits do not write bolt's freelist (its meta
-// pages name no freelist page), and a reopened store still holds the rest
-// of the log.
-func TestStore_FreelistNotWrittenLogKept(t *testing.T) {
+// openTemp opens a store in a new directory and returns it with the
+// directory.
+func openTemp(t testing.TB) (*Store, string) {
+	t.Helper()
 	dir := t.TempDir()
 	s, err := Open(DefaultConfig(dir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := bytes.Repeat([]byte("x"), 1024)
-	for i := uint64(1); i <= 2000; i += 100 {
+	return s, dir
+}
+
+// appendEntries stores entries from..to, data(i) the body of entry i, in
+// batches of 100 as a leader appends them, stopping at the first error.
+func appendEntries(s *Store, from, to uint64, data func(uint64) []byte) error {
+	for i := from; i <= to; i += 100 {
 		var logs []*raft.Log
-		for j := i; j < i+100; j++ {
-			logs = append(logs, &raft.Log{Index: j, Term: 1, Type: raft.LogCommand, Data: data})
+		for j := i; j < i+100 && j <= to; j++ {
+			logs = append(logs, &raft.Log{Index: j, Term: 1, Type: raft.LogCommand, Data: data(j)})
 		}
 		if err := s.Log.StoreLogs(logs); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
+}
+
+// storeEntries is appendEntries failing the test on error.
+func storeEntries(t testing.TB, s *Store, from, to uint64, data func(uint64) []byte) {
+	t.Helper()
+	if err := appendEntries(s, from, to, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStore_FreelistNotWrittenLogKept: after the front of the log is cut
+// (as after a snapshot), commits do not write bolt's freelist (its meta
+// pages name no freelist page), and a reopened store still holds the rest
+// of the log.
+func TestStore_FreelistNotWrittenLogKept(t *testing.T) {
+	s, dir := openTemp(t)
+	data := bytes.Repeat([]byte("x"), 1024)
+	storeEntries(t, s, 1, 2000, func(uint64) []byte { return data })
 	if err := s.Log.DeleteRange(1, 1500); err != nil {
 		t.Fatal(err)
 	}

@@ -324,41 +324,43 @@ func TestXMLMetadataNames(t *testing.T) {
 	}
 }
 
-func TestJSONStringEscaping(t *testing.T) {
-	for _, s := range []string{
-		"", "plain", `q"uote`, `back\slash`, "\x00\x01\x1f\x7f", "\b\f\n\r\t", "<>&", "é😀", "\u2028\u2029",
-		"bad\xffutf8", "\xed\xa0\x80", "trunc\xe2\x82", "\ufffd",
-	} {
-		b := appendJSONString(nil, s)
+// checkRoundTrips checks that every s, written into a document by doc and
+// read back as a string by unmarshal, comes back as want(s).
+func checkRoundTrips(t *testing.T, ss []string, doc func(string) []byte, unmarshal func([]byte, any) error, want func(string) string) {
+	t.Helper()
+	for _, s := range ss {
+		b := doc(s)
 		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
+		if err := unmarshal(b, &got); err != nil {
 			t.Errorf("%q → %s: %v", s, b, err)
 			continue
 		}
-		if want := validUTF8(s); got != want {
-			t.Errorf("%q → %s → %q, want %q", s, b, got, want)
-		}
-		if bytes.IndexFunc(b, func(r rune) bool { return r < 0x20 }) >= 0 {
-			t.Errorf("%q → %s: raw control character", s, b)
+		if w := want(s); got != w {
+			t.Errorf("%q → %s → %q, want %q", s, b, got, w)
 		}
 	}
 }
 
+func TestJSONStringEscaping(t *testing.T) {
+	checkRoundTrips(t, []string{
+		"", "plain", `q"uote`, `back\slash`, "\x00\x01\x1f\x7f", "\b\f\n\r\t", "<>&", "é😀", "\u2028\u2029",
+		"bad\xffutf8", "\xed\xa0\x80", "trunc\xe2\x82", "\ufffd",
+	}, func(s string) []byte {
+		b := appendJSONString(nil, s)
+		if bytes.IndexFunc(b, func(r rune) bool { return r < 0x20 }) >= 0 {
+			t.Errorf("%q → %s: raw control character", s, b)
+		}
+		return b
+	}, json.Unmarshal, validUTF8)
+}
+
 func TestXMLTextEscaping(t *testing.T) {
-	for _, s := range []string{
+	checkRoundTrips(t, []string{
 		"", "plain", "<a>&amp;</a>", "]]>", `"'`, "tab\tnl\ncr\rcrlf\r\n", "\x00\x01\x1f\x7f", "é😀",
 		"\uFFFE\uFFFF", "bad\xffutf8", "  spaced  ",
-	} {
-		b := append(append([]byte("<a>"), appendXMLText(nil, s)...), "</a>"...)
-		var got string
-		if err := xml.Unmarshal(b, &got); err != nil {
-			t.Errorf("%q → %s: %v", s, b, err)
-			continue
-		}
-		if want := xmlClean(s); got != want {
-			t.Errorf("%q → %s → %q, want %q", s, b, got, want)
-		}
-	}
+	}, func(s string) []byte {
+		return append(append([]byte("<a>"), appendXMLText(nil, s)...), "</a>"...)
+	}, xml.Unmarshal, xmlClean)
 }
 
 func TestXMLNameEscaping(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -72,17 +71,12 @@ func FetchStatus(ctx context.Context, client *http.Client, base string) (opapi.S
 	if err != nil {
 		return st, nil, fmt.Errorf("GET /v1/status: %w", err)
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return st, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	code, body, _, err := Read(client, req)
 	if err != nil {
 		return st, nil, fmt.Errorf("GET /v1/status: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return st, body, fmt.Errorf("GET /v1/status: %d %s", resp.StatusCode, body)
+	if code != http.StatusOK {
+		return st, body, fmt.Errorf("GET /v1/status: %d %s", code, body)
 	}
 	if err := json.Unmarshal(body, &st); err != nil {
 		return st, body, fmt.Errorf("GET /v1/status: %v in %s", err, body)

@@ -32,3 +32,14 @@ func Until(stop <-chan struct{}, d time.Duration, done func() bool) {
 		}
 	}
 }
+
+// Stopped reports whether stop is closed, without waiting: the check at the
+// top of a loop that runs back to back (a load generator) until stop.
+func Stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}

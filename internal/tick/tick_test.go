@@ -38,3 +38,14 @@ func TestUntilReturnsOnClosedStop(t *testing.T) {
 		return true
 	})
 }
+
+func TestStoppedOnceStopCloses(t *testing.T) {
+	stop := make(chan struct{})
+	if Stopped(stop) {
+		t.Fatal("Stopped before stop is closed")
+	}
+	close(stop)
+	if !Stopped(stop) {
+		t.Fatal("not Stopped after stop is closed")
+	}
+}
