@@ -4,7 +4,7 @@
 // needs, instead of letting the heap grow to twice the live data as Go's
 // default garbage collector target does. The limit is either fixed
 // (--memory-limit 512MiB) or automatic: the live heap after the last
-// collection plus a margin, followed as the registry grows and shrinks,
+// collection plus a third, followed as the registry grows and shrinks,
 // and never above 90 % of the container's cgroup memory limit when one is
 // set. It imports nothing of heureka.
 package memlimit
@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
@@ -92,19 +93,25 @@ const (
 	// all the time for nothing (a node holds a few MiB before any
 	// registration).
 	minLimit = 32 << 20
-	// margin is the room above the live heap and the runtime's own
-	// memory: the limit is live + live/2 + runtime + margin. Requests,
-	// builds and Raft batches allocate into it between collections.
+	// roomShare is the room above the live heap and the runtime's own
+	// memory, as a share of the live heap: the limit is live + live/2 +
+	// runtime. Requests, builds and Raft batches allocate into it between
+	// collections.
 	//
-	// The room grows with the heap (half of it) because a collection
-	// marks the whole live heap: with a fixed room, or a small share, the
-	// collector's work per write or read grows with the registry. At
-	// 200,000 instances a room of an eighth made the collector the larger
-	// part of a registration's CPU, and a restarted node, whose heap grows
-	// by the whole registry while it restores its snapshot, was collected
-	// back to back and served after 20 s instead of 5 (BENCHMARKS.md,
-	// "Scale: 10,000 to 200,000 instances").
-	margin = 24 << 20
+	// The room is a share of the heap, not a fixed size, because a
+	// collection marks the whole live heap: with a fixed room the
+	// collector's work per write or read grows with the registry. The
+	// share trades collections for memory. At 200,000 instances an eighth
+	// made the collector the larger part of a registration's CPU, and a
+	// restarted node, whose heap grows by the whole registry while it
+	// restores its snapshot, was collected back to back and served after
+	// 20 s instead of 5 ("Scale: 10,000 to 200,000 instances" in
+	// BENCHMARKS.md). At 10,000 instances a third collected 4-5 times as
+	// often as a half while renewals came (CPU per renewal 44-54 µs
+	// against 36), and a fixed 24 MiB on top of a half held 24 MiB more
+	// for nothing ("A half of the live heap as room, and memory returned
+	// when quiet" there).
+	roomShare = 2
 	// cgroupShare is the part of a cgroup memory limit the Go runtime may
 	// use: the rest is for bolt's memory-mapped pages and the kernel.
 	cgroupShare = 0.9
@@ -116,9 +123,9 @@ const (
 // usage) of runtime bytes, under a cgroup limit of cgroup bytes (0:
 // none). The Go runtime holds its whole memory to the limit, not only the
 // heap: without the runtime's share counted, a small heap would get far
-// less room than the margin and be collected again and again.
+// less room than its share and be collected again and again.
 func AutoLimit(live, runtime, cgroup int64) int64 {
-	l := max(live+live/2+runtime+margin, minLimit)
+	l := max(live+live/roomShare+runtime, minLimit)
 	if cgroup > 0 {
 		l = min(l, int64(float64(cgroup)*cgroupShare))
 	}
@@ -186,27 +193,70 @@ func autoLimit(cgroup int64) int64 {
 // Apply puts policy p in force until ctx ends. A fixed limit is set once;
 // an automatic one is set now and then followed every interval. When the
 // GOMEMLIMIT environment variable is set and the policy is automatic, the
-// operator's setting wins and nothing is changed. The log says what is in
-// force.
+// operator's setting wins and nothing is changed. Unless the policy is
+// off, a node that goes quiet after a busy spell collects once and gives
+// its free memory back (idleReturn). The log says what is in force.
 func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logger) {
 	cgroup := CgroupLimit("/")
+	follow := false
 	switch {
 	case p.Fixed > 0:
 		debug.SetMemoryLimit(p.Fixed)
 		log.Info("memory limit", "limit_mib", p.Fixed>>20)
 	case !p.Auto:
 		log.Info("memory limit off: Go runtime defaults")
+		return
 	case os.Getenv("GOMEMLIMIT") != "":
 		log.Info("memory limit from GOMEMLIMIT", "limit_mib", debug.SetMemoryLimit(-1)>>20)
 	default:
 		debug.SetMemoryLimit(autoLimit(cgroup))
-		log.Info("memory limit automatic: live heap + 1/2 + the runtime's own + 24 MiB", "cgroup_limit_mib", cgroup>>20)
-		go follow(ctx, cgroup, interval)
+		log.Info("memory limit automatic: live heap + 1/2 + the runtime's own", "cgroup_limit_mib", cgroup>>20)
+		follow = true
 	}
+	go watch(ctx, cgroup, interval, follow, log)
 }
 
-// follow re-sets the automatic limit every interval as the live heap
-// changes.
-func follow(ctx context.Context, cgroup int64, interval time.Duration) {
-	tick.Every(ctx.Done(), interval, func() { debug.SetMemoryLimit(autoLimit(cgroup)) })
+// watch returns memory when the node goes quiet and, when follow is set,
+// re-sets the automatic limit after every collection, as soon as the live
+// heap it measured is known, and every interval besides (the runtime's
+// own share moves between collections). Following only by the interval,
+// a node restoring a large snapshot, whose live heap grows by hundreds of
+// MB a second, was collected again and again against a limit set for the
+// heap of a tenth of a second before.
+func watch(ctx context.Context, cgroup int64, interval time.Duration, follow bool, log hclog.Logger) {
+	set := func() {
+		if follow {
+			debug.SetMemoryLimit(autoLimit(cgroup))
+		}
+	}
+	if follow {
+		afterEachGC(ctx.Done(), set)
+	}
+	idle := newIdleReturn()
+	tick.Every(ctx.Done(), interval, func() {
+		set()
+		if idle.tick(interval.Seconds()) {
+			log.Debug("quiet after a busy spell: collected and returned free memory to the system")
+		}
+	})
 }
+
+// afterEachGC calls fn after every garbage collection until stop is
+// closed: a cleanup attached to an object nothing refers to runs once a
+// collection has found it unreachable, and attaches the next one.
+func afterEachGC(stop <-chan struct{}, fn func()) {
+	runtime.AddCleanup(new(gcMark), func(struct{}) {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		fn()
+		afterEachGC(stop, fn)
+	}, struct{}{})
+}
+
+// gcMark is the object afterEachGC's cleanups hang on; 32 bytes, so that
+// the runtime's tiny allocator, whose blocks live as long as any object
+// in them, does not share it.
+type gcMark [32]byte

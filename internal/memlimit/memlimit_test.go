@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
@@ -30,13 +32,13 @@ func TestAutoLimit(t *testing.T) {
 	if got := AutoLimit(0, 0, 0); got != minLimit {
 		t.Errorf("empty heap: %d, want the floor %d", got, minLimit)
 	}
-	if got := AutoLimit(800<<20, 0, 0); got != 800<<20+400<<20+margin {
-		t.Errorf("800 MiB live: %d MiB", got>>20)
+	if got := AutoLimit(900<<20, 0, 0); got != 900<<20+900<<20/roomShare {
+		t.Errorf("900 MiB live: %d MiB", got>>20)
 	}
 	// The runtime's own memory counts against the limit: it is added, so
-	// that the heap keeps its margin.
-	if got := AutoLimit(80<<20, 16<<20, 0); got != 80<<20+40<<20+16<<20+margin {
-		t.Errorf("80 MiB live, 16 MiB runtime: %d MiB", got>>20)
+	// that the heap keeps its room.
+	if got := AutoLimit(90<<20, 16<<20, 0); got != 90<<20+90<<20/roomShare+16<<20 {
+		t.Errorf("90 MiB live, 16 MiB runtime: %d MiB", got>>20)
 	}
 	if got := AutoLimit(800<<20, 16<<20, 500<<20); got != 450<<20 {
 		t.Errorf("under a 500 MiB cgroup: %d MiB, want 450", got>>20)
@@ -93,5 +95,31 @@ func TestCgroupLimit(t *testing.T) {
 		if got := CgroupLimit(root); got != want {
 			t.Errorf("CgroupLimit(%s) = %d, want %d", root, got, want)
 		}
+	}
+}
+
+// TestAfterEachGC: the hook runs after collections, and no more once
+// stopped.
+func TestAfterEachGC(t *testing.T) {
+	stop := make(chan struct{})
+	var calls atomic.Int64
+	afterEachGC(stop, func() { calls.Add(1) })
+	for i := 0; i < 500 && calls.Load() < 3; i++ {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if n := calls.Load(); n < 3 {
+		t.Fatalf("%d calls after up to 500 collections", n)
+	}
+	close(stop)
+	runtime.GC()
+	time.Sleep(10 * time.Millisecond)
+	before := calls.Load()
+	for range 5 {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if n := calls.Load(); n != before {
+		t.Fatalf("%d calls after stop", n-before)
 	}
 }

@@ -1,0 +1,94 @@
+package memlimit
+
+import (
+	"runtime/debug"
+	"runtime/metrics"
+)
+
+const (
+	// quietRate is the allocation rate, in bytes a second, below which a
+	// node counts as quiet: an idle node's heartbeats, lease scans and
+	// status polls allocate tens of KB a second; a node serving reads or
+	// applying writes, MBs.
+	quietRate = 1 << 20
+	// quietTicks is how many consecutive quiet intervals make a node idle:
+	// 2 s at the interval serve uses.
+	quietTicks = 20
+	// minGarbage is the least garbage worth an idle collection; the share
+	// of the live heap below is the other floor, so that a large registry
+	// is not marked for a few MB.
+	minGarbage   = 8 << 20
+	garbageShare = 8
+)
+
+// idleReturn collects once and returns the free memory to the system when
+// a node goes quiet after a busy spell, as G1's periodic collection does
+// for an idle JVM. Without it, the garbage of the last burst of reads or
+// writes stays until the runtime's forced collection, up to two minutes
+// later: the runtime collects when the heap reaches its goal, and an idle
+// node allocates too little to get there. And the limit, which follows
+// the live heap measured by the last collection, keeps the free pages:
+// a collection during a burst counts what the burst allocated while it
+// marked as live. A 10,000-instance follower that had served 35,000
+// reads a second held 13 MB of free pages and its reads' garbage 5 s
+// after the load.
+type idleReturn struct {
+	samples    []metrics.Sample
+	lastAllocs uint64
+	quiet      int
+	// collect runs the collection and the return (debug.FreeOSMemory);
+	// a field so that tests can count calls.
+	collect func()
+}
+
+func newIdleReturn() *idleReturn {
+	w := &idleReturn{collect: debug.FreeOSMemory, samples: []metrics.Sample{
+		{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
+	}}
+	w.read()
+	return w
+}
+
+func (w *idleReturn) read() (allocs, live, objects, free uint64) {
+	metrics.Read(w.samples)
+	var v [4]uint64
+	for i := range w.samples {
+		if w.samples[i].Value.Kind() == metrics.KindUint64 {
+			v[i] = w.samples[i].Value.Uint64()
+		}
+	}
+	return v[0], v[1], v[2], v[3]
+}
+
+// tick is called every interval (in seconds); it collects when the node
+// has been quiet for quietTicks and holds enough garbage and free pages
+// to be worth it, and reports whether it did.
+func (w *idleReturn) tick(interval float64) bool {
+	allocs, live, objects, free := w.read()
+	rate := float64(allocs-w.lastAllocs) / interval
+	w.lastAllocs = allocs
+	if rate >= quietRate {
+		w.quiet = 0
+		return false
+	}
+	w.quiet++
+	return w.tickQuiet(live, objects, free)
+}
+
+// tickQuiet decides for a quiet interval.
+func (w *idleReturn) tickQuiet(live, objects, free uint64) bool {
+	if w.quiet < quietTicks {
+		return false
+	}
+	held := free
+	if objects > live {
+		held += objects - live
+	}
+	if held < max(minGarbage, live/garbageShare) {
+		return false
+	}
+	w.collect()
+	w.quiet = 0
+	return true
+}

@@ -1,0 +1,47 @@
+package memlimit
+
+import "testing"
+
+// TestIdleReturn_CollectsOnceQuietWithGarbage: a collection only after
+// quietTicks quiet intervals, only with enough garbage and free pages, and
+// the count starts again after it.
+func TestIdleReturn_CollectsOnceQuietWithGarbage(t *testing.T) {
+	calls := 0
+	w := &idleReturn{collect: func() { calls++ }}
+	const live = 40 << 20
+	for i := 1; i < quietTicks; i++ {
+		w.quiet = i
+		if w.tickQuiet(live, live+20<<20, 0) || calls != 0 {
+			t.Fatalf("collected after %d quiet intervals", i)
+		}
+	}
+	w.quiet = quietTicks
+	if w.tickQuiet(live, live+4<<20, 2<<20) || calls != 0 {
+		t.Fatal("collected for 6 MiB of garbage and free pages")
+	}
+	if !w.tickQuiet(live, live+4<<20, 5<<20) || calls != 1 || w.quiet != 0 {
+		t.Fatalf("9 MiB held, quiet: calls %d, quiet %d", calls, w.quiet)
+	}
+	// A large heap needs its share, not the floor.
+	w.quiet = quietTicks
+	if w.tickQuiet(800<<20, 800<<20+50<<20, 0) || calls != 1 {
+		t.Fatal("collected 800 MiB for 50 MiB of garbage")
+	}
+	if !w.tickQuiet(800<<20, 800<<20+101<<20, 0) || calls != 2 {
+		t.Fatal("did not collect 800 MiB for 101 MiB of garbage")
+	}
+}
+
+// TestIdleReturn_BusyResetsQuiet: an interval allocating at quietRate or
+// more starts the quiet count again.
+func TestIdleReturn_BusyResetsQuiet(t *testing.T) {
+	w := newIdleReturn()
+	w.collect = func() { t.Fatal("collected while busy") }
+	w.quiet = quietTicks - 1
+	allocs, _, _, _ := w.read()
+	w.lastAllocs = allocs - 2*quietRate // as if 2 MiB had been allocated in the last second
+	w.tick(1)
+	if w.quiet != 0 {
+		t.Fatalf("quiet count %d after a busy interval", w.quiet)
+	}
+}
