@@ -54,7 +54,7 @@ type mappedLog struct {
 // entries stored since the last release are resident: about 4 MiB, at two
 // entries per page. A release takes 0.3 ms with 4 MiB mapped
 // (BenchmarkRelease), during which no entry is stored: 0.15 µs per entry.
-const releaseEvery = 2048
+const releaseEvery = 512
 
 func newMappedLog(bolt *raftboltdb.BoltStore, path string, log hclog.Logger) *mappedLog {
 	if abs, err := filepath.Abs(path); err == nil {
