@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"net/http"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -81,7 +83,33 @@ func logFootprint(nd *Node) string {
 	if st.LastLogIndex >= st.FirstLogIndex && st.FirstLogIndex > 0 {
 		entries = st.LastLogIndex - st.FirstLogIndex + 1
 	}
-	return fmt.Sprintf("%s: RSS %.0f MiB, file-backed %.1f MiB (binary %.1f, bolt log %.1f, other %.1f); log file %.1f MiB holding %d entries (%d..%d), %d since the last snapshot",
+	return fmt.Sprintf("%s: RSS %.0f MiB, file-backed %.1f MiB (binary %.1f, bolt log %.1f, other %.1f); log file %.1f MiB holding %d entries (%d..%d), %d since the last snapshot; Go runtime: %s",
 		nd.ID, rssMB(nd.PID()), fb.binary+fb.bolt+fb.other, fb.binary, fb.bolt, fb.other,
-		float64(st.LogBytes)/(1<<20), entries, st.FirstLogIndex, st.LastLogIndex, st.LastLogIndex-st.LastSnapshotIndex)
+		float64(st.LogBytes)/(1<<20), entries, st.FirstLogIndex, st.LastLogIndex, st.LastLogIndex-st.LastSnapshotIndex, runtimeMemory(nd))
+}
+
+// runtimeMemory says where the Go runtime's memory is, in MiB, from the
+// node's /metrics: heap objects, the rest of the spans in use (free slots
+// and fragmentation), free pages not yet returned to the system, stacks,
+// the runtime's metadata, and the memory limit in force.
+func runtimeMemory(nd *Node) string {
+	code, body, _, err := TryDo(http.MethodGet, nd.URL("/metrics"), nil, "Accept", "text/plain")
+	if err != nil || code != http.StatusOK {
+		return fmt.Sprintf("/metrics: %d %v", code, err)
+	}
+	v := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			v[name] = f / (1 << 20)
+		}
+	}
+	return fmt.Sprintf("objects %.1f, span slack %.1f, free unreturned %.1f, stacks %.1f, metadata %.1f, limit %.0f, GCs %.0f",
+		v["go_memstats_heap_alloc_bytes"], v["go_memstats_heap_inuse_bytes"]-v["go_memstats_heap_alloc_bytes"],
+		v["go_memstats_heap_idle_bytes"]-v["go_memstats_heap_released_bytes"], v["go_memstats_stack_inuse_bytes"],
+		v["go_memstats_gc_sys_bytes"]+v["go_memstats_mspan_inuse_bytes"]+v["go_memstats_mcache_inuse_bytes"]+v["go_memstats_other_sys_bytes"],
+		v["go_gc_gomemlimit_bytes"], v["go_gc_duration_seconds_count"]*(1<<20))
 }

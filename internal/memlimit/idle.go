@@ -18,7 +18,7 @@ const (
 	// of the live heap below is the other floor, so that a large registry
 	// is not marked for a few MB.
 	minGarbage   = 8 << 20
-	garbageShare = 8
+	garbageShare = 16
 )
 
 // idleReturn collects once and returns the free memory to the system when

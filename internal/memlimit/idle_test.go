@@ -24,11 +24,11 @@ func TestIdleReturn_CollectsOnceQuietWithGarbage(t *testing.T) {
 	}
 	// A large heap needs its share, not the floor.
 	w.quiet = quietTicks
-	if w.tickQuiet(800<<20, 800<<20+50<<20, 0) || calls != 1 {
-		t.Fatal("collected 800 MiB for 50 MiB of garbage")
+	if w.tickQuiet(800<<20, 800<<20+40<<20, 0) || calls != 1 {
+		t.Fatal("collected 800 MiB for 40 MiB of garbage")
 	}
-	if !w.tickQuiet(800<<20, 800<<20+101<<20, 0) || calls != 2 {
-		t.Fatal("did not collect 800 MiB for 101 MiB of garbage")
+	if !w.tickQuiet(800<<20, 800<<20+51<<20, 0) || calls != 2 {
+		t.Fatal("did not collect 800 MiB for 51 MiB of garbage")
 	}
 }
 
