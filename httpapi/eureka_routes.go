@@ -584,8 +584,9 @@ func writeDoc(w io.Writer, v *cache.Value, gz bool) {
 		// application of 100 instances: 43 KiB) goes out in one write
 		// from the larger buffer. Split at 32 KiB it took an extra
 		// system call, and 32 clients reading one at 50,000 instances got
-		// 0.84-0.88 of the limit server's rate instead of 0.91-0.93
-		// (BENCHMARKS.md, "A half of the live heap as room").
+		// 0.84-0.88 of the limit server's rate instead of 0.91-0.94
+		// (BENCHMARKS.md, "A half of the live heap as room, and memory
+		// returned when quiet").
 		pool = &largeWriters
 	}
 	bw := pool.Get().(*bufio.Writer)
