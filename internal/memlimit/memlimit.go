@@ -4,7 +4,7 @@
 // needs, instead of letting the heap grow to twice the live data as Go's
 // default garbage collector target does. The limit is either fixed
 // (--memory-limit 512MiB) or automatic: the live heap after the last
-// collection plus a third, followed as the registry grows and shrinks,
+// collection plus a half, followed as the registry grows and shrinks,
 // and never above 90 % of the container's cgroup memory limit when one is
 // set. It imports nothing of heureka.
 package memlimit
@@ -220,9 +220,9 @@ func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logg
 // re-sets the automatic limit after every collection, as soon as the live
 // heap it measured is known, and every interval besides (the runtime's
 // own share moves between collections). Following only by the interval,
-// a node restoring a large snapshot, whose live heap grows by hundreds of
-// MB a second, was collected again and again against a limit set for the
-// heap of a tenth of a second before.
+// the limit in force after a collection would be the one set for the heap
+// of up to a tenth of a second before, and a node restoring a large
+// snapshot grows its live heap by hundreds of MB a second.
 func watch(ctx context.Context, cgroup int64, interval time.Duration, follow bool, log hclog.Logger) {
 	set := func() {
 		if follow {
