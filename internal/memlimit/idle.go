@@ -35,7 +35,16 @@ const (
 type idleReturn struct {
 	samples    []metrics.Sample
 	lastAllocs uint64
+	lastGCs    uint64
 	quiet      int
+	// busyGC is set when the last collection ended in a busy interval:
+	// what it counted as live included what the burst allocated while it
+	// marked, and the limit followed that figure. A node that goes quiet
+	// after one collects once whatever its garbage, so that the limit
+	// follows the heap that is really live: a quiet 10,000-instance
+	// leader kept a limit of 94 MiB while its followers, holding the same
+	// registry, were at 67-68.
+	busyGC bool
 	// collect runs the collection and the return (debug.FreeOSMemory);
 	// a field so that tests can count calls.
 	collect func()
@@ -45,30 +54,35 @@ func newIdleReturn() *idleReturn {
 	w := &idleReturn{collect: debug.FreeOSMemory, samples: []metrics.Sample{
 		{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/gc/cycles/total:gc-cycles"},
 	}}
 	w.read()
 	return w
 }
 
-func (w *idleReturn) read() (allocs, live, objects, free uint64) {
+func (w *idleReturn) read() (allocs, live, objects, free, gcs uint64) {
 	metrics.Read(w.samples)
-	var v [4]uint64
+	var v [5]uint64
 	for i := range w.samples {
 		if w.samples[i].Value.Kind() == metrics.KindUint64 {
 			v[i] = w.samples[i].Value.Uint64()
 		}
 	}
-	return v[0], v[1], v[2], v[3]
+	return v[0], v[1], v[2], v[3], v[4]
 }
 
 // tick is called every interval (in seconds); it collects when the node
 // has been quiet for quietTicks and holds enough garbage and free pages
 // to be worth it, and reports whether it did.
 func (w *idleReturn) tick(interval float64) bool {
-	allocs, live, objects, free := w.read()
+	allocs, live, objects, free, gcs := w.read()
 	rate := float64(allocs-w.lastAllocs) / interval
-	w.lastAllocs = allocs
-	if rate >= quietRate {
+	busy := rate >= quietRate
+	if gcs != w.lastGCs {
+		w.busyGC = busy
+	}
+	w.lastAllocs, w.lastGCs = allocs, gcs
+	if busy {
 		w.quiet = 0
 		return false
 	}
@@ -76,7 +90,9 @@ func (w *idleReturn) tick(interval float64) bool {
 	return w.tickQuiet(live, objects, free)
 }
 
-// tickQuiet decides for a quiet interval.
+// tickQuiet decides for a quiet interval: after quietTicks of them, it
+// collects when the garbage and free pages held are worth it or the last
+// collection came while the node was busy.
 func (w *idleReturn) tickQuiet(live, objects, free uint64) bool {
 	if w.quiet < quietTicks {
 		return false
@@ -85,10 +101,10 @@ func (w *idleReturn) tickQuiet(live, objects, free uint64) bool {
 	if objects > live {
 		held += objects - live
 	}
-	if held < max(minGarbage, live/garbageShare) {
+	if held < max(minGarbage, live/garbageShare) && !w.busyGC {
 		return false
 	}
 	w.collect()
-	w.quiet = 0
+	w.quiet, w.busyGC = 0, false
 	return true
 }

@@ -38,10 +38,26 @@ func TestIdleReturn_BusyResetsQuiet(t *testing.T) {
 	w := newIdleReturn()
 	w.collect = func() { t.Fatal("collected while busy") }
 	w.quiet = quietTicks - 1
-	allocs, _, _, _ := w.read()
+	allocs, _, _, _, _ := w.read()
 	w.lastAllocs = allocs - 2*quietRate // as if 2 MiB had been allocated in the last second
 	w.tick(1)
 	if w.quiet != 0 {
 		t.Fatalf("quiet count %d after a busy interval", w.quiet)
+	}
+}
+
+// TestIdleReturn_AfterABusyCollection: with little garbage, a quiet node
+// still collects once if its last collection came while it was busy, and
+// not again.
+func TestIdleReturn_AfterABusyCollection(t *testing.T) {
+	calls := 0
+	w := &idleReturn{collect: func() { calls++ }, quiet: quietTicks, busyGC: true}
+	const live = 40 << 20
+	if !w.tickQuiet(live, live+1<<20, 0) || calls != 1 {
+		t.Fatalf("calls %d after a busy collection", calls)
+	}
+	w.quiet = quietTicks
+	if w.tickQuiet(live, live+1<<20, 0) || calls != 1 {
+		t.Fatalf("collected again: calls %d", calls)
 	}
 }
