@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -40,6 +41,17 @@ import (
 // cache of recent entries); those pages would stay until the next cut,
 // which at 200,000 instances comes 50,000 entries or more later: the
 // mapping is also released after every releaseEvery entries stored.
+//
+// Every call also maps pages between those releases, and a few calls map
+// a lot: bolt rewrites the log's last leaf at every append, copying the
+// values already in it out of the mapping, so the appends after a batch of
+// renewals (hundreds of KiB) read it back; and where the page cache holds
+// what one large write put there as one large folio (ext4 on Linux 6.18),
+// a fault maps more than the page bolt needs, even once bolt reuses those
+// pages for small leaves. One append after the renewals left 1-2.5 MiB
+// mapped (TestStore_QuietLogReleasesMappedPages), until the next release:
+// on a quiet node, for good. So the mapping is also released quietAfter
+// the first call since the last release.
 type mappedLog struct {
 	mu   sync.RWMutex
 	bolt *raftboltdb.BoltStore
@@ -47,7 +59,21 @@ type mappedLog struct {
 	log  hclog.Logger
 	// stored counts the entries stored since the last release.
 	stored atomic.Int64
+	// quietAfter is the package's, when the log was opened.
+	quietAfter time.Duration
+	// pending is set while a release quietAfter a call is due.
+	pending atomic.Bool
+	// closed is set, under mu, once bolt is closed: a release due then
+	// has nothing to do.
+	closed bool
 }
+
+// quietAfter is how long after the first call into bolt since the last
+// release the mapping is released again: at most one release (0.1 ms) a
+// second however busy the log, and a node that goes quiet holds none of
+// the log's pages a second later. A variable for the tests that check
+// which pages are mapped, which take longer than that.
+var quietAfter = time.Second
 
 // releaseEvery is how many entries stored between releases of the
 // mapping. bolt reads back each page it appends to, so the pages of the
@@ -64,11 +90,12 @@ func newMappedLog(bolt *raftboltdb.BoltStore, path string, log hclog.Logger) *ma
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	return &mappedLog{bolt: bolt, path: path, log: log}
+	return &mappedLog{bolt: bolt, path: path, log: log, quietAfter: quietAfter}
 }
 
 // FirstIndex implements raft.LogStore.
 func (m *mappedLog) FirstIndex() (uint64, error) {
+	m.used()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.bolt.FirstIndex()
@@ -76,6 +103,7 @@ func (m *mappedLog) FirstIndex() (uint64, error) {
 
 // LastIndex implements raft.LogStore.
 func (m *mappedLog) LastIndex() (uint64, error) {
+	m.used()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.bolt.LastIndex()
@@ -83,6 +111,7 @@ func (m *mappedLog) LastIndex() (uint64, error) {
 
 // GetLog implements raft.LogStore.
 func (m *mappedLog) GetLog(idx uint64, l *raft.Log) error {
+	m.used()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.bolt.GetLog(idx, l)
@@ -93,6 +122,7 @@ func (m *mappedLog) StoreLog(l *raft.Log) error { return m.StoreLogs([]*raft.Log
 
 // StoreLogs implements raft.LogStore.
 func (m *mappedLog) StoreLogs(logs []*raft.Log) error {
+	m.used()
 	m.mu.RLock()
 	err := m.bolt.StoreLogs(logs)
 	m.mu.RUnlock()
@@ -105,6 +135,7 @@ func (m *mappedLog) StoreLogs(logs []*raft.Log) error {
 // DeleteRange implements raft.LogStore; once the range is gone, the pages
 // the cut read are released from the mapping.
 func (m *mappedLog) DeleteRange(lo, hi uint64) error {
+	m.used()
 	m.mu.RLock()
 	err := m.bolt.DeleteRange(lo, hi)
 	m.mu.RUnlock()
@@ -125,8 +156,22 @@ func (m *mappedLog) releaseLogged(after string, lo, hi uint64) {
 	}
 }
 
+// used schedules a release quietAfter now unless one is due already.
+func (m *mappedLog) used() {
+	if m.pending.CompareAndSwap(false, true) {
+		time.AfterFunc(m.quietAfter, func() {
+			m.pending.Store(false)
+			// Once a second: only a failure is worth a line.
+			if _, err := m.release(); err != nil {
+				m.log.Warn("release the log's mapped pages", "after", "quiet", "error", err)
+			}
+		})
+	}
+}
+
 // Set implements raft.StableStore.
 func (m *mappedLog) Set(k, v []byte) error {
+	m.used()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.bolt.Set(k, v)
@@ -134,6 +179,7 @@ func (m *mappedLog) Set(k, v []byte) error {
 
 // Get implements raft.StableStore.
 func (m *mappedLog) Get(k []byte) ([]byte, error) {
+	m.used()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.bolt.Get(k)
@@ -141,6 +187,7 @@ func (m *mappedLog) Get(k []byte) ([]byte, error) {
 
 // SetUint64 implements raft.StableStore.
 func (m *mappedLog) SetUint64(k []byte, v uint64) error {
+	m.used()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.bolt.SetUint64(k, v)
@@ -148,6 +195,7 @@ func (m *mappedLog) SetUint64(k []byte, v uint64) error {
 
 // GetUint64 implements raft.StableStore.
 func (m *mappedLog) GetUint64(k []byte) (uint64, error) {
+	m.used()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.bolt.GetUint64(k)
@@ -157,6 +205,7 @@ func (m *mappedLog) GetUint64(k []byte) (uint64, error) {
 func (m *mappedLog) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.closed = true
 	return m.bolt.Close()
 }
 
@@ -166,6 +215,9 @@ func (m *mappedLog) release() (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.stored.Store(0)
+	if m.closed {
+		return 0, nil
+	}
 	ranges, err := mappingsOf(m.path)
 	if err != nil {
 		return 0, err

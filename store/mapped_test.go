@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -54,6 +55,14 @@ func openMapped(t *testing.T) (*Store, string) {
 	return openTemp(t)
 }
 
+// keepMapped stops the release a second after the log is used for the
+// rest of the test, for tests that check pages are still mapped.
+func keepMapped(t *testing.T) {
+	old := quietAfter
+	quietAfter = time.Hour
+	t.Cleanup(func() { quietAfter = old })
+}
+
 // readThroughMapping reads entries 1..n from bolt itself (past the log
 // cache), which maps their pages, and checks they are mapped.
 func readThroughMapping(t *testing.T, s *Store, path string, n uint64) {
@@ -76,6 +85,7 @@ func entryData(i uint64) []byte { return bytes.Repeat([]byte(fmt.Sprintf("%08d",
 // what is left of the log still reads back whole, before and after a
 // reopen.
 func TestStore_CutReleasesMappedPages(t *testing.T) {
+	keepMapped(t)
 	s, dir := openMapped(t)
 	defer func() { s.Close() }()
 	var err error
@@ -164,6 +174,7 @@ func TestStore_ReleaseWhileTheFileGrows(t *testing.T) {
 // reading entries for a lagging follower) are given back after every
 // releaseEvery entries stored, without a cut.
 func TestStore_StoringReleasesMappedPages(t *testing.T) {
+	keepMapped(t)
 	s, dir := openMapped(t)
 	path := filepath.Join(dir, LogFile)
 	// The file reaches its size first: bolt moves its mapping when the
@@ -204,4 +215,44 @@ func BenchmarkRelease(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestStore_QuietLogReleasesMappedPages: the pages the last calls mapped
+// (here appends after large entries, which read those entries back and
+// map the large page-cache folios their writes left) are given back
+// shortly after the log goes quiet, with no further store or cut.
+func TestStore_QuietLogReleasesMappedPages(t *testing.T) {
+	keepMapped(t)
+	s, dir := openMapped(t)
+	defer s.Close()
+	path := filepath.Join(dir, LogFile)
+	large := func(i uint64) []byte { return bytes.Repeat([]byte{byte(i)}, 400<<10) }
+	small := func(i uint64) []byte { return []byte{byte(i)} }
+	storeEntries(t, s, 1, 100, small)
+	storeEntries(t, s, 101, 101, large)
+	storeEntries(t, s, 102, 102, large)
+	storeEntries(t, s, 103, 103, large)
+	storeEntries(t, s, 104, 104, small)
+	storeEntries(t, s, 105, 105, small)
+	if _, err := s.Log.FirstIndex(); err != nil {
+		t.Fatal(err)
+	}
+	before := mappedRSS(t, path)
+	if before < 512<<10 {
+		t.Fatalf("only %d KiB of the log mapped after the appends", before>>10)
+	}
+	// From now on, releases are due a second after the log is used (the
+	// hour-long one already due is passed over).
+	s.mapped.quietAfter = time.Second
+	s.mapped.pending.Store(false)
+	if _, err := s.Log.LastIndex(); err != nil {
+		t.Fatal(err)
+	}
+	got := before
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got = mappedRSS(t, path); got <= 64<<10 {
+			return
+		}
+	}
+	t.Fatalf("%d KiB of the log still mapped %s after the last call (%d KiB right after it)", got>>10, 5*time.Second, before>>10)
 }
