@@ -56,7 +56,7 @@ func newIdleReturn() *idleReturn {
 		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/cycles/total:gc-cycles"},
 	}}
-	w.read()
+	w.lastAllocs, _, _, _, w.lastGCs = w.read()
 	return w
 }
 
