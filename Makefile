@@ -85,7 +85,7 @@ e2e: deps
 
 # race runs the tests of the packages that hold concurrency under the race
 # detector (-short: the in-process tests, not the multi-process system tests).
-RACE_PKGS = ./cache ./fsm ./store ./httpapi/... ./cluster ./nodeapi ./internal/launch ./faultproxy ./lab ./peering
+RACE_PKGS = ./cache ./fsm ./store ./httpapi/... ./cluster ./nodeapi ./internal/launch ./faultproxy ./lab ./peering ./internal/memlimit
 race:
 	$(GO) test -race -short -count=1 $(RACE_PKGS)
 
