@@ -70,7 +70,7 @@ func TestUsage_CountsSpanSpace(t *testing.T) {
 	_, own := usage()
 	s := []metrics.Sample{{Name: "/memory/classes/heap/unused:bytes"}}
 	metrics.Read(s)
-	if unused := int64(s[0].Value.Uint64()); unused < 8<<20 || own < unused {
+	if unused := int64(s[0].Value.Uint64()); unused < 1<<20 || own < unused {
 		t.Fatalf("span space unused %d MiB, runtime share %d MiB: want the share to hold it", unused>>20, own>>20)
 	}
 	runtime.KeepAlive(keep)
