@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/bench"
+	"github.com/heureka-registry/heureka/internal/collect"
 	"github.com/heureka-registry/heureka/internal/tick"
 )
 
@@ -387,23 +388,15 @@ func idleRate(c *Cluster, d time.Duration, polled bool) float64 {
 func snapshotCount(c *Cluster) int {
 	total := 0
 	for _, nd := range c.Nodes {
-		code, body, _, err := TryDo(http.MethodGet, nd.URL("/metrics"), nil, "Accept", "text/plain")
-		if err != nil || code != http.StatusOK {
+		fams, err := scrape(nd)
+		if err != nil {
 			return -1
 		}
-		found := false
-		for _, line := range strings.Split(string(body), "\n") {
-			if rest, ok := strings.CutPrefix(line, "heureka_raft_snapshot_persist_count "); ok {
-				v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-				if err != nil {
-					return -1
-				}
-				total, found = total+int(v), true
-			}
-		}
-		if !found {
+		v, ok := collect.Find(fams, "heureka_raft_snapshot_persist", nil)
+		if !ok {
 			return -1
 		}
+		total += int(v)
 	}
 	return total
 }

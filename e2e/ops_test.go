@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -142,18 +143,27 @@ func TestOperatorCLI(t *testing.T) {
 // scrapeNode fetches and parses a node's /metrics.
 func scrapeNode(t *testing.T, nd *Node) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := httpClient.Get(nd.URL("/metrics"))
+	fams, err := scrape(nd)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fams
+}
+
+// scrape fetches and parses a node's /metrics.
+func scrape(nd *Node) (map[string]*dto.MetricFamily, error) {
+	resp, err := httpClient.Get(nd.URL("/metrics"))
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: GET /metrics: %s", nd.ID, resp.Status)
+		return nil, fmt.Errorf("%s: GET /metrics: %s", nd.ID, resp.Status)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("%s: /metrics is not valid Prometheus text: %v", nd.ID, err)
+		return nil, fmt.Errorf("%s: /metrics is not valid Prometheus text: %w", nd.ID, err)
 	}
-	return fams
+	return fams, nil
 }

@@ -3,10 +3,10 @@ package e2e
 import (
 	"bufio"
 	"fmt"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
+
+	"github.com/heureka-registry/heureka/internal/collect"
 )
 
 // fileBacked is a process's resident file-backed memory by mapping, in
@@ -93,23 +93,22 @@ func logFootprint(nd *Node) string {
 // and fragmentation), free pages not yet returned to the system, stacks,
 // the runtime's metadata, and the memory limit in force.
 func runtimeMemory(nd *Node) string {
-	code, body, _, err := TryDo(http.MethodGet, nd.URL("/metrics"), nil, "Accept", "text/plain")
-	if err != nil || code != http.StatusOK {
-		return fmt.Sprintf("/metrics: %d %v", code, err)
+	fams, err := scrape(nd)
+	if err != nil {
+		return err.Error()
 	}
-	v := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		name, val, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
+	mib := func(names ...string) float64 {
+		sum := 0.0
+		for _, name := range names {
+			v, _ := collect.Find(fams, name, nil)
+			sum += v
 		}
-		if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-			v[name] = f / (1 << 20)
-		}
+		return sum / (1 << 20)
 	}
+	gcs, _ := collect.Find(fams, "go_gc_duration_seconds", nil)
 	return fmt.Sprintf("objects %.1f, span slack %.1f, free unreturned %.1f, stacks %.1f, metadata %.1f, limit %.0f, GCs %.0f",
-		v["go_memstats_heap_alloc_bytes"], v["go_memstats_heap_inuse_bytes"]-v["go_memstats_heap_alloc_bytes"],
-		v["go_memstats_heap_idle_bytes"]-v["go_memstats_heap_released_bytes"], v["go_memstats_stack_inuse_bytes"],
-		v["go_memstats_gc_sys_bytes"]+v["go_memstats_mspan_inuse_bytes"]+v["go_memstats_mcache_inuse_bytes"]+v["go_memstats_other_sys_bytes"],
-		v["go_gc_gomemlimit_bytes"], v["go_gc_duration_seconds_count"]*(1<<20))
+		mib("go_memstats_heap_alloc_bytes"), mib("go_memstats_heap_inuse_bytes")-mib("go_memstats_heap_alloc_bytes"),
+		mib("go_memstats_heap_idle_bytes")-mib("go_memstats_heap_released_bytes"), mib("go_memstats_stack_inuse_bytes"),
+		mib("go_memstats_gc_sys_bytes", "go_memstats_mspan_inuse_bytes", "go_memstats_mcache_inuse_bytes", "go_memstats_other_sys_bytes"),
+		mib("go_gc_gomemlimit_bytes"), gcs)
 }

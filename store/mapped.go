@@ -95,25 +95,19 @@ func newMappedLog(bolt *raftboltdb.BoltStore, path string, log hclog.Logger) *ma
 
 // FirstIndex implements raft.LogStore.
 func (m *mappedLog) FirstIndex() (uint64, error) {
-	m.used()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.enter()()
 	return m.bolt.FirstIndex()
 }
 
 // LastIndex implements raft.LogStore.
 func (m *mappedLog) LastIndex() (uint64, error) {
-	m.used()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.enter()()
 	return m.bolt.LastIndex()
 }
 
 // GetLog implements raft.LogStore.
 func (m *mappedLog) GetLog(idx uint64, l *raft.Log) error {
-	m.used()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.enter()()
 	return m.bolt.GetLog(idx, l)
 }
 
@@ -122,10 +116,9 @@ func (m *mappedLog) StoreLog(l *raft.Log) error { return m.StoreLogs([]*raft.Log
 
 // StoreLogs implements raft.LogStore.
 func (m *mappedLog) StoreLogs(logs []*raft.Log) error {
-	m.used()
-	m.mu.RLock()
+	exit := m.enter()
 	err := m.bolt.StoreLogs(logs)
-	m.mu.RUnlock()
+	exit()
 	if err == nil && m.stored.Add(int64(len(logs))) >= releaseEvery {
 		m.releaseLogged("stored", 0, 0)
 	}
@@ -135,10 +128,9 @@ func (m *mappedLog) StoreLogs(logs []*raft.Log) error {
 // DeleteRange implements raft.LogStore; once the range is gone, the pages
 // the cut read are released from the mapping.
 func (m *mappedLog) DeleteRange(lo, hi uint64) error {
-	m.used()
-	m.mu.RLock()
+	exit := m.enter()
 	err := m.bolt.DeleteRange(lo, hi)
-	m.mu.RUnlock()
+	exit()
 	if err != nil {
 		return err
 	}
@@ -156,6 +148,14 @@ func (m *mappedLog) releaseLogged(after string, lo, hi uint64) {
 	}
 }
 
+// enter begins a call into bolt: it schedules the quiet release (used)
+// and holds mu for reading until the returned exit is called.
+func (m *mappedLog) enter() (exit func()) {
+	m.used()
+	m.mu.RLock()
+	return m.mu.RUnlock
+}
+
 // used schedules a release quietAfter now unless one is due already.
 func (m *mappedLog) used() {
 	if m.pending.CompareAndSwap(false, true) {
@@ -171,33 +171,25 @@ func (m *mappedLog) used() {
 
 // Set implements raft.StableStore.
 func (m *mappedLog) Set(k, v []byte) error {
-	m.used()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.enter()()
 	return m.bolt.Set(k, v)
 }
 
 // Get implements raft.StableStore.
 func (m *mappedLog) Get(k []byte) ([]byte, error) {
-	m.used()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.enter()()
 	return m.bolt.Get(k)
 }
 
 // SetUint64 implements raft.StableStore.
 func (m *mappedLog) SetUint64(k []byte, v uint64) error {
-	m.used()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.enter()()
 	return m.bolt.SetUint64(k, v)
 }
 
 // GetUint64 implements raft.StableStore.
 func (m *mappedLog) GetUint64(k []byte) (uint64, error) {
-	m.used()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.enter()()
 	return m.bolt.GetUint64(k)
 }
 

@@ -224,17 +224,15 @@ func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logg
 // of up to a tenth of a second before, and a node restoring a large
 // snapshot grows its live heap by hundreds of MB a second.
 func watch(ctx context.Context, cgroup int64, interval time.Duration, follow bool, log hclog.Logger) {
-	set := func() {
-		if follow {
-			debug.SetMemoryLimit(autoLimit(cgroup))
-		}
-	}
+	set := func() { debug.SetMemoryLimit(autoLimit(cgroup)) }
 	if follow {
 		afterEachGC(ctx.Done(), set)
 	}
 	idle := newIdleReturn()
 	tick.Every(ctx.Done(), interval, func() {
-		set()
+		if follow {
+			set()
+		}
 		if idle.tick(interval.Seconds()) {
 			log.Debug("quiet after a busy spell: collected and returned free memory to the system")
 		}
