@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,15 +17,14 @@ import (
 // EurekaServerLocalArgs are the Spring properties a local bench
 // eureka-server gets besides its addresses and peers: the same tuning
 // HeurekaLocalArgs gives heureka (1 s eviction and cache refresh, 5 s delta
-// retention, self-preservation off), plus no five-minute wait before serving
-// reads on an empty registry (heureka has none).
+// retention, self-preservation off). Each peer also starts with
+// launch.NoEmptyRegistryWait.
 var EurekaServerLocalArgs = []string{
 	"--eureka.server.eviction-interval-timer-in-ms=1000",
 	"--eureka.server.response-cache-update-interval-ms=1000",
 	"--eureka.server.retention-time-in-m-s-in-delta-queue=5000",
 	"--eureka.server.delta-retention-timer-interval-in-ms=1000",
 	"--eureka.server.enable-self-preservation=false",
-	"--eureka.server.wait-time-in-ms-when-sync-empty=0",
 	"--logging.level.root=WARN",
 }
 
@@ -47,63 +45,43 @@ func StartEurekaServer(ctx context.Context, java, jar string, n int, readOnly bo
 	l := &Local{dir: dir}
 	args := append([]string(nil), EurekaServerLocalArgs...)
 	args = append(args, fmt.Sprintf("--eureka.server.use-read-only-response-cache=%t", readOnly))
-	l.Settings = fmt.Sprintf("%d local peers of Spring Cloud's eureka-server (e2e/eurekaserver), JVM %s, %s",
-		n, strings.Join(eurekaServerJVMArgs, " "), strings.Join(args, " "))
-	hosts := make([]string, n)
-	for i := range hosts {
+	l.Settings = fmt.Sprintf("%d local peers of Spring Cloud's eureka-server (e2e/eurekaserver), JVM %s, %s %s",
+		n, strings.Join(eurekaServerJVMArgs, " "), launch.NoEmptyRegistryWait, strings.Join(args, " "))
+	peers := make([]launch.EurekaServer, n)
+	for i := range peers {
 		addr, err := launch.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
 		_, port, _ := net.SplitHostPort(addr)
-		hosts[i] = net.JoinHostPort(fmt.Sprintf("127.0.0.%d", i+1), port)
+		peers[i] = launch.EurekaServer{Jar: jar, JVMArgs: eurekaServerJVMArgs,
+			Host: fmt.Sprintf("127.0.0.%d", i+1), Port: port, Named: true,
+			Properties: append([]string{
+				fmt.Sprintf("--eureka.client.register-with-eureka=%t", n > 1),
+				fmt.Sprintf("--eureka.client.fetch-registry=%t", n > 1),
+			}, args...)}
 	}
-	for i, h := range hosts {
-		host, port, _ := net.SplitHostPort(h)
-		var peers []string
-		for j, o := range hosts {
-			if j != i {
-				peers = append(peers, "http://"+o+"/eureka/")
+	for i := range peers {
+		for j, o := range peers {
+			if j != i || n == 1 {
+				peers[i].Peers = append(peers[i].Peers, o.URL()+"/eureka/")
 			}
 		}
-		if len(peers) == 0 {
-			peers = []string{"http://" + h + "/eureka/"}
-		}
-		a := append(append([]string(nil), eurekaServerJVMArgs...), "-jar", jar,
-			"--server.port="+port, "--server.address="+host,
-			"--eureka.instance.hostname="+host, "--eureka.instance.ip-address="+host,
-			fmt.Sprintf("--eureka.client.register-with-eureka=%t", n > 1),
-			fmt.Sprintf("--eureka.client.fetch-registry=%t", n > 1),
-			"--eureka.client.service-url.defaultZone="+strings.Join(peers, ","))
-		p, err := startProc(fmt.Sprintf("es%d", i+1), java, append(a, args...), filepath.Join(dir, fmt.Sprintf("es%d.log", i+1)))
+		name := fmt.Sprintf("es%d", i+1)
+		p, err := startProc(name, java, peers[i].Argv(), filepath.Join(dir, name+".log"))
 		if err != nil {
 			l.Stop()
 			return nil, err
 		}
 		l.Procs = append(l.Procs, p)
-		l.URLs = append(l.URLs, "http://"+h)
+		l.URLs = append(l.URLs, peers[i].URL())
 	}
-	client := &http.Client{Timeout: 2 * time.Second}
-	err = waitFor(ctx, 3*time.Minute, 500*time.Millisecond, func() (bool, error) {
-		for i, u := range l.URLs {
-			if !l.Procs[i].Running() {
-				return false, fmt.Errorf("%s exited before it served", l.Procs[i].Name)
-			}
-			resp, err := client.Get(u + "/eureka/apps")
-			if err != nil {
-				return false, err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return false, fmt.Errorf("GET %s/eureka/apps: %d", u, resp.StatusCode)
-			}
+	for i, u := range l.URLs {
+		if err := launch.WaitEurekaServer(ctx, u, 3*time.Minute, l.Procs[i].Running); err != nil {
+			err = l.failure(err)
+			l.Stop()
+			return nil, err
 		}
-		return true, nil
-	})
-	if err != nil {
-		err = l.failure(err)
-		l.Stop()
-		return nil, err
 	}
 	return l, nil
 }

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -61,24 +58,12 @@ func registerBench(b *testing.B, nodes []*Node, on *Node, n, apps int) {
 // startLimitServer runs `heureka limit-server` serving body, and returns its URL.
 func startLimitServer(b *testing.B, body []byte, contentType string) string {
 	b.Helper()
-	f := filepath.Join(b.TempDir(), "body")
-	if err := os.WriteFile(f, body, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(Binary(b), "limit-server", "--addr", "127.0.0.1:0", "--body-file", f, "--content-type", contentType)
-	out, err := cmd.StdoutPipe()
+	l, err := bench.StartLimit(Binary(b), body, contentType, "", b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatal(err)
-	}
-	return "http://" + strings.TrimSpace(addr)
+	b.Cleanup(l.Stop)
+	return l.URLs[0]
 }
 
 func nodeCache(b *testing.B, nd *Node) opapi.CacheStats {

@@ -9,6 +9,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -21,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 const eurekaServerJar = "eurekaserver/target/eurekaserver.jar"
@@ -369,22 +372,16 @@ func xmlToValue(body []byte) (any, error) {
 // waits until it answers.
 func startEurekaServer(t *testing.T, java, jar string) string {
 	t.Helper()
-	addr := FreeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	p := StartProc(t, "eurekaserver", exec.Command(java, append(jvmArgs, "-jar", jar,
-		"--server.port="+port, "--server.address=127.0.0.1",
-		// Fresh reads (readOnly cache off) and no 5-minute 403 on an empty
-		// registry: both sides must answer the same request the same moment.
-		"--eureka.server.use-read-only-response-cache=false",
-		"--eureka.server.wait-time-in-ms-when-sync-empty=0")...))
-	base := "http://" + addr
-	if !Eventually(2*clientTimeout, func() bool {
-		code, _, _, err := TryDo("GET", base+"/eureka/apps", nil)
-		return err == nil && code == 200
-	}) {
-		t.Fatalf("eureka-server did not start (running %v); tail:\n%s", p.Running(), p.Tail(40))
+	host, port, _ := strings.Cut(FreeAddr(t), ":")
+	es := launch.EurekaServer{Jar: jar, JVMArgs: jvmArgs, Host: host, Port: port,
+		// Fresh reads (readOnly cache off): both sides must answer the
+		// same request the same moment.
+		Properties: []string{"--eureka.server.use-read-only-response-cache=false"}}
+	p := StartProc(t, "eurekaserver", exec.Command(java, es.Argv()...))
+	if err := launch.WaitEurekaServer(context.Background(), es.URL(), 2*clientTimeout, p.Running); err != nil {
+		t.Fatalf("%v; tail:\n%s", err, p.Tail(40))
 	}
-	return base
+	return es.URL()
 }
 
 // eurekaServerTools finds java and the reference eureka-server's jar, or

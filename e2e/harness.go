@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -355,43 +354,30 @@ type Result struct {
 }
 
 // RunBinary runs the heureka binary with args (e.g. "serve", "--data-dir", d)
-// and extra environment, waits up to timeout for it to exit (then kills it),
-// and returns its exit code and output. The process is killed by its PID in
-// t.Cleanup if still running.
+// and extra environment, waits up to timeout for it to exit (then kills it
+// by its PID), and returns its exit code and output.
 func RunBinary(t testing.TB, timeout time.Duration, env []string, args ...string) Result {
 	t.Helper()
-	cmd := exec.Command(Binary(t), args...)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Binary(t), args...)
 	cmd.Env = launch.Env(env, "HEUREKA_")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = launch.SysProcAttr()
+	cmd.WaitDelay = 5 * time.Second // a child left holding its output does not hold the test
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start heureka %s: %v", strings.Join(args, " "), err)
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		t.Fatalf("run heureka %s: %v", strings.Join(args, " "), err)
 	}
-	pid := cmd.Process.Pid
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			syscall.Kill(pid, syscall.SIGKILL)
-			<-done
-		}
-	})
-	res := Result{}
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		res.TimedOut = true
-		syscall.Kill(pid, syscall.SIGKILL)
-		<-done
+	code := cmd.ProcessState.ExitCode()
+	return Result{
+		ExitCode: code,
+		Stdout:   stdout.String(),
+		Stderr:   stderr.String(),
+		TimedOut: code == -1 && ctx.Err() != nil, // killed because the time ran out
+		Elapsed:  time.Since(start),
 	}
-	res.Elapsed = time.Since(start)
-	res.ExitCode = cmd.ProcessState.ExitCode()
-	res.Stdout, res.Stderr = stdout.String(), stderr.String()
-	return res
 }
 
 // ---------------------------------------------------------------------------

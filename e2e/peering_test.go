@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"sort"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
 )
 
 // The migration of docs/migrate-from-eureka.md, played on 127.0.0.1: a
@@ -72,28 +75,25 @@ func startEurekaRing(t testing.TB, java, jar string, addrs, extraPeers []string)
 	for _, a := range addrs {
 		urls = append(urls, "http://"+a+"/eureka/")
 	}
-	zone := strings.Join(append(append([]string(nil), urls...), extraPeers...), ",")
+	zone := append(append([]string(nil), urls...), extraPeers...)
 	var procs []*Proc
 	for i, a := range addrs {
-		_, port, _ := strings.Cut(a, ":")
-		procs = append(procs, StartProc(t, fmt.Sprintf("eurekaserver%d", i+1), exec.Command(java, append(jvmArgs, "-jar", jar,
-			"--server.port="+port, "--server.address=127.0.0.1",
-			"--eureka.server.my-url="+urls[i],
-			"--eureka.client.service-url.defaultZone="+zone,
-			"--eureka.server.use-read-only-response-cache=false",
-			"--eureka.server.wait-time-in-ms-when-sync-empty=0",
-			// Evict within seconds, and never hold eviction back: an
-			// instance whose heartbeats stop reaching this server must
-			// disappear from it, so the watcher sees lost replication.
-			"--eureka.server.eviction-interval-timer-in-ms=1000",
-			"--eureka.server.enable-self-preservation=false")...)))
+		host, port, _ := strings.Cut(a, ":")
+		es := launch.EurekaServer{Jar: jar, JVMArgs: jvmArgs, Host: host, Port: port, Peers: zone,
+			Properties: []string{
+				"--eureka.server.my-url=" + urls[i],
+				"--eureka.server.use-read-only-response-cache=false",
+				// Evict within seconds, and never hold eviction back: an
+				// instance whose heartbeats stop reaching this server must
+				// disappear from it, so the watcher sees lost replication.
+				"--eureka.server.eviction-interval-timer-in-ms=1000",
+				"--eureka.server.enable-self-preservation=false",
+			}}
+		procs = append(procs, StartProc(t, fmt.Sprintf("eurekaserver%d", i+1), exec.Command(java, es.Argv()...)))
 	}
-	for i, u := range urls {
-		if !Eventually(3*clientTimeout, func() bool {
-			code, _, _, err := TryDo("GET", u+"apps", nil)
-			return err == nil && code == 200
-		}) {
-			t.Fatalf("eureka-server %d did not start; tail:\n%s", i+1, procs[i].Tail(40))
+	for i, a := range addrs {
+		if err := launch.WaitEurekaServer(context.Background(), "http://"+a, 3*clientTimeout, procs[i].Running); err != nil {
+			t.Fatalf("eureka-server %d: %v; tail:\n%s", i+1, err, procs[i].Tail(40))
 		}
 	}
 	return procs

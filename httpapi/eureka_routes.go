@@ -192,41 +192,45 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 
 // register is POST /apps/{app} (docs/eureka-api.md, "Register").
 func (s *Server) register(c *gin.Context, pathApp string) {
-	if err := checkRegisterType(c.GetHeader("Content-Type")); err != nil {
-		s.fail(c, err)
-		return
+	in, err := s.registration(c, pathApp)
+	if err == nil {
+		err = s.write(c, fsm.CmdRegister, &fsm.RegisterBody{Instance: in, Replicated: isReplication(c)})
 	}
-	body, err := s.readBody(c)
 	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		s.fail(c, badRequestf("empty body: expected an instance"))
-		return
-	}
-	f := eureka.RequestFormat(c.GetHeader("Content-Type"), body)
-	in, err := eureka.DecodeInstance(body, f, s.cfg.Now().UnixMilli())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := eureka.ValidateInstance(in, pathApp); err != nil {
-		s.fail(c, err)
-		return
-	}
-	normalizeRegister(in)
-	if s.cfg.StrictInput {
-		if err := checkInstance(in); err != nil {
-			s.fail(c, err)
-			return
-		}
-	}
-	if err := s.write(c, fsm.CmdRegister, &fsm.RegisterBody{Instance: in, Replicated: isReplication(c)}); err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.Status(http.StatusNoContent)
+}
+
+// registration reads, decodes and checks a registration's body: the
+// instance to record, or the first reason to refuse it.
+func (s *Server) registration(c *gin.Context, pathApp string) (*fsm.Instance, error) {
+	if err := checkRegisterType(c.GetHeader("Content-Type")); err != nil {
+		return nil, err
+	}
+	body, err := s.readBody(c)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, badRequestf("empty body: expected an instance")
+	}
+	f := eureka.RequestFormat(c.GetHeader("Content-Type"), body)
+	in, err := eureka.DecodeInstance(body, f, s.cfg.Now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	if err := eureka.ValidateInstance(in, pathApp); err != nil {
+		return nil, err
+	}
+	normalizeRegister(in)
+	if s.cfg.StrictInput {
+		if err := checkInstance(in); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
 }
 
 // write encodes a command and applies it through the cluster.

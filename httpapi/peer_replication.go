@@ -72,18 +72,32 @@ func (e *statusError) Error() string { return e.msg + ": " + http.StatusText(e.c
 
 // peerBatch is POST /peerreplication/batch.
 func (s *Server) peerBatch(c *gin.Context) {
-	body, err := s.readBody(c)
+	list, instances, err := s.readPeerBatch(c)
 	if err != nil {
 		s.fail(c, err)
 		return
+	}
+	out := eureka.ReplicationListResponse{ResponseList: make([]eureka.ReplicationInstanceResponse, len(list.ReplicationList))}
+	for i, it := range list.ReplicationList {
+		out.ResponseList[i] = s.peerItem(c.Request.Context(), it, instances[i])
+	}
+	s.peerItems.Add(uint64(len(list.ReplicationList)))
+	c.JSON(http.StatusOK, out)
+}
+
+// readPeerBatch reads a batch and decodes the instance of each of its
+// registrations (nil for the other items). Every instance is decoded
+// before anything is applied: one that cannot be read refuses the whole
+// batch, as eureka-server's reader does.
+func (s *Server) readPeerBatch(c *gin.Context) (eureka.ReplicationList, []*fsm.Instance, error) {
+	body, err := s.readBody(c)
+	if err != nil {
+		return eureka.ReplicationList{}, nil, err
 	}
 	list, err := eureka.DecodeReplicationList(body)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return eureka.ReplicationList{}, nil, err
 	}
-	// Every instance is decoded before anything is applied: one that cannot
-	// be read refuses the whole batch, as eureka-server's reader does.
 	now := s.cfg.Now().UnixMilli()
 	instances := make([]*fsm.Instance, len(list.ReplicationList))
 	for i, it := range list.ReplicationList {
@@ -92,17 +106,11 @@ func (s *Server) peerBatch(c *gin.Context) {
 		}
 		in, err := eureka.DecodeInstance(it.InstanceInfo, eureka.JSON, now)
 		if err != nil {
-			s.fail(c, badRequestf("cannot parse request body: item "+strconv.Itoa(i)+": "+err.Error()))
-			return
+			return eureka.ReplicationList{}, nil, badRequestf("cannot parse request body: item " + strconv.Itoa(i) + ": " + err.Error())
 		}
 		instances[i] = in
 	}
-	out := eureka.ReplicationListResponse{ResponseList: make([]eureka.ReplicationInstanceResponse, len(list.ReplicationList))}
-	for i, it := range list.ReplicationList {
-		out.ResponseList[i] = s.peerItem(c.Request.Context(), it, instances[i])
-	}
-	s.peerItems.Add(uint64(len(list.ReplicationList)))
-	c.JSON(http.StatusOK, out)
+	return list, instances, nil
 }
 
 func isNull(raw []byte) bool {

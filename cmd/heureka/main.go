@@ -11,24 +11,53 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
-const usage = `heureka: a Eureka-compatible service registry on Raft
+// command is one subcommand: how it is called, what it does (both for the
+// usage text), and the function that runs it with the arguments after its
+// name. Keeping the three together means the usage cannot list a command
+// that does not exist, nor leave one out.
+type command struct {
+	name     string
+	synopsis string // the arguments after the name, for the usage text
+	summary  string
+	run      func(args []string) int
+}
 
-Usage:
-  heureka serve [flags]    run a node (heureka serve --help lists the flags)
-  heureka lab [--nodes 3|5] [--modes ap,cp] [--json] [--report lab.html] [--report-dir dir]
-                           play partitions and a leader kill on a local cluster, AP vs CP
-  heureka limit-server     serve fixed bytes (a benchmark yardstick)
-  heureka bench [flags]    benchmark heureka, etcd and the limit (docs/bench.md)
-  heureka status           a node's view of itself and the cluster
-  heureka members          list, join or remove members
-  heureka mode [ap|cp]     show or switch the consistency mode
-  heureka snapshot         save or restore the registry (heureka snapshot --help)
-  heureka import --from URL [--to URL]
-                           copy an eureka-server's registry into heureka once (docs/migrate-from-eureka.md)
-  heureka auth hash        print a bcrypt hash of the password on stdin (for --auth-file)
-`
+// commands are the subcommands in the order the usage text lists them.
+var commands = []command{
+	{"serve", "[flags]", "run a node (heureka serve --help lists the flags)", serve},
+	{"lab", "[--nodes 3|5] [--modes ap,cp] [--json] [--report lab.html] [--report-dir dir]",
+		"play partitions and a leader kill on a local cluster, AP vs CP", runLab},
+	{"limit-server", "", "serve fixed bytes (a benchmark yardstick)", limitServer},
+	{"bench", "[flags]", "benchmark heureka, etcd and the limit (docs/bench.md)", benchCmd},
+	{"status", "", "a node's view of itself and the cluster", opsStatusCmd},
+	{"members", "", "list, join or remove members", opsMembersCmd},
+	{"mode", "[ap|cp]", "show or switch the consistency mode", opsModeCmd},
+	{"snapshot", "", "save or restore the registry (heureka snapshot --help)", opsSnapshotCmd},
+	{"import", "--from URL [--to URL]", "copy an eureka-server's registry into heureka once (docs/migrate-from-eureka.md)",
+		func(args []string) int { return importCmd(args, os.Stdout, os.Stderr) }},
+	{"auth", "hash", "print a bcrypt hash of the password on stdin (for --auth-file)",
+		func(args []string) int { return authCmd(args, os.Stdin, os.Stdout, os.Stderr) }},
+}
+
+// usage is the text `heureka --help` prints: a line per command, its
+// summary beside it, or under it when the call is too long to leave room.
+func usage() string {
+	const column = 27
+	var b strings.Builder
+	b.WriteString("heureka: a Eureka-compatible service registry on Raft\n\nUsage:\n")
+	for _, c := range commands {
+		call := strings.TrimSpace("  heureka " + c.name + " " + c.synopsis)
+		if len(call) < column-1 {
+			fmt.Fprintf(&b, "  %-*s%s\n", column-2, call, c.summary)
+		} else {
+			fmt.Fprintf(&b, "  %s\n%*s%s\n", call, column, "", c.summary)
+		}
+	}
+	return b.String()
+}
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -36,33 +65,18 @@ func main() {
 
 func run(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(os.Stderr, usage())
 		return 2
 	}
 	switch args[0] {
-	case "serve":
-		return serve(args[1:])
-	case "lab":
-		return runLab(args[1:])
-	case "limit-server":
-		return limitServer(args[1:])
-	case "bench":
-		return benchCmd(args[1:])
-	case "status":
-		return opsStatusCmd(args[1:])
-	case "members":
-		return opsMembersCmd(args[1:])
-	case "mode":
-		return opsModeCmd(args[1:])
-	case "snapshot":
-		return opsSnapshotCmd(args[1:])
-	case "auth":
-		return authCmd(args[1:], os.Stdin, os.Stdout, os.Stderr)
-	case "import":
-		return importCmd(args[1:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
-		fmt.Fprint(os.Stdout, usage)
+		fmt.Fprint(os.Stdout, usage())
 		return 0
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(args[1:])
+		}
 	}
 	fmt.Fprintf(os.Stderr, "heureka: unknown command %q (try heureka --help)\n", args[0])
 	return 2

@@ -15,6 +15,9 @@
 //     timings for tests) and adds nodes that --join later.
 //   - Node.Status reads GET /v1/status into opapi.Status; WaitReady and
 //     Leader/WaitLeader are the readiness and leader waits every tool shares.
+//   - EurekaServer is the command line of a peer of the reference
+//     eureka-server (the Spring Cloud jar the tests and `heureka bench` set
+//     beside heureka), and WaitEurekaServer waits until it serves.
 //
 // It talks to the nodes only over HTTP, as an operator would, so it must
 // import no heureka package other than opapi (the operator API's wire

@@ -77,3 +77,39 @@ func TestProcStopsByPIDAndStartsAgain(t *testing.T) {
 		t.Fatalf("log:\n%s", log)
 	}
 }
+
+// TestEurekaServerArgv checks the command line a peer gets: JVM options
+// before -jar, the address, the empty-registry wait off, the host name only
+// when Named, the peers as one defaultZone, and the extra properties last
+// (Spring takes the last of a repeated property).
+func TestEurekaServerArgv(t *testing.T) {
+	es := EurekaServer{Jar: "es.jar", JVMArgs: []string{"-Xmx1g"}, Host: "127.0.0.2", Port: "20001",
+		Peers: []string{"http://127.0.0.1:20000/eureka/", "http://127.0.0.3:20002/eureka/"}, Properties: []string{"--x=1"}}
+	want := "-Xmx1g -jar es.jar --server.port=20001 --server.address=127.0.0.2 " + NoEmptyRegistryWait +
+		" --eureka.client.service-url.defaultZone=http://127.0.0.1:20000/eureka/,http://127.0.0.3:20002/eureka/ --x=1"
+	if got := strings.Join(es.Argv(), " "); got != want {
+		t.Errorf("Argv:\n got %s\nwant %s", got, want)
+	}
+	es.Named, es.Peers = true, nil
+	if got := strings.Join(es.Argv(), " "); !strings.Contains(got, " --eureka.instance.hostname=127.0.0.2 --eureka.instance.ip-address=127.0.0.2 --x=1") ||
+		strings.Contains(got, "defaultZone") {
+		t.Errorf("Argv, named without peers: %s", got)
+	}
+	if es.URL() != "http://127.0.0.2:20001" {
+		t.Errorf("URL = %s", es.URL())
+	}
+}
+
+// TestWaitEurekaServerStopsWhenTheProcessExits checks that the wait gives
+// up at once, naming the last error, when the process is gone.
+func TestWaitEurekaServerStopsWhenTheProcessExits(t *testing.T) {
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = WaitEurekaServer(t.Context(), "http://"+addr, time.Minute, func() bool { return false })
+	if err == nil || !strings.Contains(err.Error(), "exited before it served") || time.Since(start) > 10*time.Second {
+		t.Fatalf("WaitEurekaServer = %v after %v, want an early 'exited' error", err, time.Since(start))
+	}
+}
