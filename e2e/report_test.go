@@ -271,6 +271,7 @@ func coloredPixels(img image.Image, r image.Rectangle) (colored, total int) {
 // TestLabReportFiveNodes runs the lab on five nodes and checks its report
 // stays readable in a 1280 px window.
 func TestLabReportFiveNodes(t *testing.T) {
+	skipShort(t)
 	chromiumPath(t) // skip before the run if there is no browser
 	dir := t.TempDir()
 	html := filepath.Join(dir, "lab5.html")

@@ -70,9 +70,13 @@ var tools struct {
 // needDocker skips the test (fails it under HEUREKA_REQUIRE_TOOLS=1) unless
 // a Docker engine answers and a compose command exists; the first call
 // builds the image from this tree (make image), so the containers run the
-// code under test.
+// code under test. Under go test -short (make unit) it skips whatever the
+// machine has: these tests take minutes.
 func needDocker(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts containers; skipped with -short (make unit), run by make e2e and make test")
+	}
 	tools.once.Do(func() {
 		if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
 			tools.err = fmt.Errorf("no usable Docker engine (run `make deps` as root: it installs docker.io and starts dockerd): docker info: %v: %s", err, bytes.TrimSpace(out))
