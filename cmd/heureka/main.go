@@ -49,7 +49,7 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("heureka: a Eureka-compatible service registry on Raft\n\nUsage:\n")
 	for _, c := range commands {
-		call := strings.TrimSpace("  heureka " + c.name + " " + c.synopsis)
+		call := strings.TrimSpace("heureka " + c.name + " " + c.synopsis)
 		if len(call) < column-1 {
 			fmt.Fprintf(&b, "  %-*s%s\n", column-2, call, c.summary)
 		} else {
