@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -442,7 +443,7 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 	c.mu.Unlock()
 
 	start := time.Now()
-	segments, version, err := c.build(key)
+	segments, version, err := c.safeBuild(key)
 	c.stats.builds.Add(1)
 	c.stats.buildNanos.Add(uint64(time.Since(start)))
 	var val *Value
@@ -467,6 +468,25 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 	close(e.ready)
 	c.mu.Unlock()
 	return val, err
+}
+
+// ErrBuildPanic marks a build that panicked: a bug, answered as an internal
+// error, with the panic and its stack in the error for the log.
+var ErrBuildPanic = errors.New("document build panicked")
+
+// safeBuild runs the build, turning a panic into an error. A build runs on
+// a reader's request or in the refresh and push loops: a panic must neither
+// take the node down from a loop nor leave its entry unfinished, which
+// would hang every later reader of that document on the entry's ready
+// channel.
+func (c *Cache) safeBuild(key Key) (segments []Segment, version uint64, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			segments, version = nil, 0
+			err = fmt.Errorf("build %v %q: %w: %v\n%s", key.Entity, key.Name, ErrBuildPanic, v, debug.Stack())
+		}
+	}()
+	return c.build(key)
 }
 
 // countGzip counts a value's gzip copy if readWrite still holds the value.

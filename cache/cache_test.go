@@ -21,6 +21,7 @@ type countingBuilder struct {
 	gen    atomic.Uint64
 	delay  time.Duration
 	fail   map[string]bool
+	panics atomic.Bool
 }
 
 func newCountingBuilder() *countingBuilder {
@@ -37,6 +38,10 @@ func (b *countingBuilder) build(k Key) ([]Segment, uint64, error) {
 	b.mu.Unlock()
 	if fail {
 		return nil, 0, errors.New("no such thing")
+	}
+	if b.panics.Load() {
+		var e *fsm.Entry
+		_ = e.App // the nil dereference a build bug would make
 	}
 	g := b.gen.Load()
 	body := fmt.Sprintf("%s/%s/%d@%d", k.Entity, k.Name, k.Format, g)
@@ -126,6 +131,47 @@ func TestCache_ReadOnlyServesUntilRefresh(t *testing.T) {
 	st := c.Stats()
 	if st.ReadOnlyHits != 2 || st.ReadOnlyMisses != 1 || st.Builds != 2 || st.Invalidations != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestCache_BuildPanicIsAnErrorAndDoesNotHang checks that a build that
+// panics answers its reader with an error, leaves no unfinished entry behind
+// (the next reader builds again instead of waiting forever), and that a
+// panic in the refresh loop's rebuild neither crashes the process nor
+// keeps the old document.
+func TestCache_BuildPanicIsAnErrorAndDoesNotHang(t *testing.T) {
+	c, b := newTestCache(t, nil)
+	b.panics.Store(true)
+	if _, err := c.Get(kDelta); !errors.Is(err, ErrBuildPanic) {
+		t.Fatalf("first read after a panicking build: %v, want ErrBuildPanic", err)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := c.Get(kDelta); got <- err }()
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrBuildPanic) {
+			t.Fatalf("second read: %v, want ErrBuildPanic again", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read after a panicking build hangs")
+	}
+	b.panics.Store(false)
+	if got := mustGet(t, c, kDelta); got != "delta//0@0" {
+		t.Fatalf("after the bug is gone: %s", got)
+	}
+
+	// The refresh loop's rebuild of a readOnly document panics.
+	mustGet(t, c, kAppA)
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	b.panics.Store(true)
+	c.Refresh()
+	if _, err := c.Get(kAppA); !errors.Is(err, ErrBuildPanic) {
+		t.Fatalf("read after a refresh whose rebuild panicked: %v, want ErrBuildPanic (not the old document)", err)
+	}
+	b.panics.Store(false)
+	if got := mustGet(t, c, kAppA); got != "app/A/0@1" {
+		t.Fatalf("after the bug is gone: %s", got)
 	}
 }
 

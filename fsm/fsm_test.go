@@ -171,6 +171,70 @@ func TestFSM_RestoreRejectsGarbage(t *testing.T) {
 	}
 }
 
+// TestFSM_RestoreRejectsInconsistentStates checks that a snapshot that
+// decodes but holds what no log can produce (an operator's restore of an
+// edited or foreign file) is refused whole, before it replaces anything:
+// the registry's readers rely on every one of these never happening.
+func TestFSM_RestoreRejectsInconsistentStates(t *testing.T) {
+	src := New(0, nil)
+	applyAll(src, [][]byte{
+		mustEncode(t, CmdRegister, 1000, &RegisterBody{Instance: testInstance("A", "a-1", StatusUp, 1)}),
+		mustEncode(t, CmdRegister, 1000, &RegisterBody{Instance: testInstance("A", "a-2", StatusUp, 1)}),
+		mustEncode(t, CmdRegister, 1000, &RegisterBody{Instance: testInstance("B", "b-1", StatusUp, 1)}),
+		mustEncode(t, CmdCancel, 1001, &KeyBody{App: "B", ID: "b-1"}),
+	})
+	good := snapshotBytes(t, src)
+	deletion := func(st *State) *DeltaEntry {
+		for i := range st.Delta {
+			if st.Delta[i].Action == ActionDeleted {
+				return &st.Delta[i]
+			}
+		}
+		t.Fatal("no deletion in the delta")
+		return nil
+	}
+	for name, spoil := range map[string]func(st *State){
+		"entry without instance":     func(st *State) { st.Entries[0].Instance = nil },
+		"entry with empty app":       func(st *State) { st.Entries[0].App = "" },
+		"entry with empty id":        func(st *State) { st.Entries[0].ID = "" },
+		"entry keyed by another id":  func(st *State) { st.Entries[0].ID = "other" },
+		"entry keyed by another app": func(st *State) { st.Entries[0].App = "OTHER" },
+		"entry twice":                func(st *State) { st.Entries = append(st.Entries, st.Entries[0]) },
+		"delta with unknown action":  func(st *State) { st.Delta[0].Action = "BOGUS" },
+		"delta with empty app":       func(st *State) { st.Delta[0].App = "" },
+		"deletion without record":    func(st *State) { deletion(st).Deleted = nil },
+		"deleted record without instance": func(st *State) {
+			d := *deletion(st).Deleted
+			d.Instance = nil
+			deletion(st).Deleted = &d
+		},
+		"deleted record of another key": func(st *State) { deletion(st).ID = "b-2" },
+		"delta change twice":            func(st *State) { st.Delta = append(st.Delta, st.Delta[0]) },
+	} {
+		st, err := ReadSnapshot(bytes.NewReader(good))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spoil(st)
+		var buf bytes.Buffer
+		if err := st.Encode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		f := New(0, nil)
+		applyAll(f, [][]byte{mustEncode(t, CmdRegister, 500, &RegisterBody{Instance: testInstance("KEEP", "k-1", StatusUp, 1)})})
+		before := snapshotBytes(t, f)
+		if err := f.Restore(io.NopCloser(&buf)); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("%s: restore = %v, want ErrBadSnapshot", name, err)
+		}
+		if !bytes.Equal(before, snapshotBytes(t, f)) {
+			t.Errorf("%s: a refused restore changed the state", name)
+		}
+	}
+	if err := New(0, nil).Restore(io.NopCloser(bytes.NewReader(good))); err != nil {
+		t.Fatalf("the unspoiled snapshot: %v", err)
+	}
+}
+
 func TestFSM_UndecodableEntryPanics(t *testing.T) {
 	f := New(0, nil)
 	defer func() {

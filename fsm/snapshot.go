@@ -116,12 +116,51 @@ func readSnapshot(r io.Reader) (*State, error) {
 	if err := codec.NewDecoder(br, msgpackHandle).Decode(st); err != nil {
 		return nil, fmt.Errorf("%w: decode: %v", ErrBadSnapshot, err)
 	}
-	for _, e := range st.Entries {
-		if e == nil || e.Instance == nil {
-			return nil, fmt.Errorf("%w: entry without instance", ErrBadSnapshot)
-		}
+	if err := st.check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	return st, nil
+}
+
+// check refuses a state that no sequence of commands can produce and that
+// the registry's readers rely on never meeting: an entry without its
+// record, or keyed by other names than its record's; a key twice; a change
+// in the delta queue with an unknown action, or a deletion without the
+// deleted record (the delta document lists that record). A snapshot comes
+// from this node's own log, or from an operator's restore of a file.
+func (st *State) check() error {
+	keys := make(map[deltaID]bool, len(st.Entries))
+	for i, e := range st.Entries {
+		switch {
+		case e == nil || e.Instance == nil:
+			return fmt.Errorf("entry %d has no instance", i)
+		case e.App == "" || e.ID == "":
+			return fmt.Errorf("entry %d has an empty application or id", i)
+		case e.Instance.App != e.App || e.Instance.ID() != e.ID:
+			return fmt.Errorf("entry %s/%s holds the record of %s/%s", e.App, e.ID, e.Instance.App, e.Instance.ID())
+		case keys[deltaID{e.App, e.ID}]:
+			return fmt.Errorf("entry %s/%s appears twice", e.App, e.ID)
+		}
+		keys[deltaID{e.App, e.ID}] = true
+	}
+	clear(keys)
+	for i := range st.Delta {
+		d := &st.Delta[i]
+		switch {
+		case d.App == "" || d.ID == "":
+			return fmt.Errorf("delta change %d has an empty application or id", i)
+		case d.Action != ActionAdded && d.Action != ActionModified && d.Action != ActionDeleted:
+			return fmt.Errorf("delta change %s/%s has unknown action %q", d.App, d.ID, d.Action)
+		case d.Action == ActionDeleted && d.Deleted == nil:
+			return fmt.Errorf("delta deletion of %s/%s has no record", d.App, d.ID)
+		case d.Deleted != nil && (d.Deleted.Instance == nil || d.Deleted.App != d.App || d.Deleted.ID != d.ID):
+			return fmt.Errorf("delta change %s/%s holds a record without an instance or of another key", d.App, d.ID)
+		case keys[deltaID{d.App, d.ID}]:
+			return fmt.Errorf("delta change %s/%s appears twice", d.App, d.ID)
+		}
+		keys[deltaID{d.App, d.ID}] = true
+	}
+	return nil
 }
 
 // ReadSnapshot decodes a snapshot stream (for tools and tests).
