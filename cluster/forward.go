@@ -33,6 +33,7 @@ var codes = nodeapi.Codes{
 	{Name: "no_leader", Err: ErrNoLeader},
 	{Name: "bad_command", Err: fsm.ErrBadCommand},
 	{Name: "unknown_member", Err: ErrUnknownMember},
+	{Name: "member_conflict", Err: ErrMemberConflict},
 	{Name: "no_quorum", Err: ErrNoQuorum},
 }
 

@@ -43,8 +43,20 @@ func (n *Node) Members() ([]MemberInfo, error) {
 
 // Join admits a node as a voter (on the leader; forwarded otherwise). A
 // node that is already a member with the same addresses is left alone; one
-// whose id or Raft address is taken by a stale entry replaces it.
+// whose id or Raft address is taken by a stale entry replaces it, unless
+// that entry is the leader itself (ErrMemberConflict): a join naming the
+// leader's id or address is a mistake, and acting on it would remove the
+// leader.
 func (n *Node) Join(ctx context.Context, m fsm.Member) error {
+	if err := checkJoin(m); err != nil {
+		return err
+	}
+	return n.leaderCall(ctx, nodeapi.PathJoin, m, func() error { return n.joinLocal(ctx, m) })
+}
+
+// checkJoin refuses a join request that names no member or addresses no
+// node can dial; the leader checks again what a follower forwards.
+func checkJoin(m fsm.Member) error {
 	if m.ID == "" {
 		return fmt.Errorf("join: empty id: %w", fsm.ErrBadCommand)
 	}
@@ -54,7 +66,7 @@ func (n *Node) Join(ctx context.Context, m fsm.Member) error {
 	if err := checkDialable(m.HTTPAddr); err != nil {
 		return fmt.Errorf("join: http address %v: %w", err, fsm.ErrBadCommand)
 	}
-	return n.leaderCall(ctx, nodeapi.PathJoin, m, func() error { return n.joinLocal(ctx, m) })
+	return nil
 }
 
 // Remove takes a member out of the cluster.
@@ -78,6 +90,9 @@ func (n *Node) leaderCall(ctx context.Context, path string, body any, local func
 }
 
 func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
+	if err := checkJoin(m); err != nil {
+		return err
+	}
 	servers, err := n.leaderServers()
 	if err != nil {
 		return err
@@ -88,6 +103,8 @@ func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
 		switch {
 		case sameID && sameAddr:
 			present = true
+		case (sameID || sameAddr) && string(s.ID) == n.cfg.NodeID:
+			return fmt.Errorf("join %s at %s: the leader is %s at %s: %w", m.ID, m.RaftAddr, s.ID, s.Address, ErrMemberConflict)
 		case sameID || sameAddr:
 			n.log.Info("removing stale member before join", "id", s.ID, "addr", s.Address)
 			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {

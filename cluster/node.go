@@ -29,6 +29,9 @@ var (
 	ErrNotReady = errors.New("not caught up since start")
 	// ErrUnknownMember is returned when removing a member that does not exist.
 	ErrUnknownMember = errors.New("unknown member")
+	// ErrMemberConflict refuses a join whose id or Raft address is the
+	// leader's own under another address or id.
+	ErrMemberConflict = errors.New("conflicts with the leader")
 )
 
 // Node is one heureka Raft node: it owns *raft.Raft and everything that
