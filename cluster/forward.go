@@ -115,6 +115,8 @@ func (b backend) Join(ctx context.Context, m fsm.Member) error { return b.n.join
 
 func (b backend) Remove(ctx context.Context, id string) error { return b.n.removeLocal(ctx, id) }
 
+func (b backend) SetMembership(m nodeapi.Membership) error { return b.n.setMembership(m) }
+
 func (b backend) SaveSnapshot(w io.Writer) error { return b.n.saveLocal(w) }
 
 func (b backend) RestoreSnapshot(r io.Reader) error {

@@ -43,10 +43,11 @@ func (n *Node) Members() ([]MemberInfo, error) {
 
 // Join admits a node as a voter (on the leader; forwarded otherwise). A
 // node that is already a member with the same addresses is left alone; one
-// whose id or Raft address is taken by a stale entry replaces it, unless
-// that entry is the leader itself (ErrMemberConflict): a join naming the
-// leader's id or address is a mistake, and acting on it would remove the
-// leader.
+// whose id or Raft address is taken by a stale entry (a node that came back
+// at another address, or under another id) replaces it, but only while that
+// entry fails the leader's heartbeats: the entry of a live member, or the
+// leader's own, is kept and the join refused (ErrMemberConflict), since
+// replacing it would take a working node out.
 func (n *Node) Join(ctx context.Context, m fsm.Member) error {
 	if err := checkJoin(m); err != nil {
 		return err
@@ -97,7 +98,10 @@ func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
 	if err != nil {
 		return err
 	}
+	// Every conflict is checked before any entry is replaced, so that a
+	// refused join leaves the configuration as it was.
 	present := false
+	var stale []raft.Server
 	for _, s := range servers {
 		sameID, sameAddr := string(s.ID) == m.ID, string(s.Address) == m.RaftAddr
 		switch {
@@ -105,10 +109,21 @@ func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
 			present = true
 		case (sameID || sameAddr) && string(s.ID) == n.cfg.NodeID:
 			return fmt.Errorf("join %s at %s: the leader is %s at %s: %w", m.ID, m.RaftAddr, s.ID, s.Address, ErrMemberConflict)
+		case (sameID || sameAddr) && !n.health.isFailing(s.ID):
+			return fmt.Errorf("join %s at %s: member %s at %s answers heartbeats (remove it first if it is to go): %w",
+				m.ID, m.RaftAddr, s.ID, s.Address, ErrMemberConflict)
 		case sameID || sameAddr:
-			n.log.Info("removing stale member before join", "id", s.ID, "addr", s.Address)
-			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
-				return fmt.Errorf("remove stale member %s: %w", s.ID, mapRaftErr(err))
+			stale = append(stale, s)
+		}
+	}
+	for _, s := range stale {
+		n.log.Info("removing stale member before join", "id", s.ID, "addr", s.Address)
+		if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return fmt.Errorf("remove stale member %s: %w", s.ID, mapRaftErr(err))
+		}
+		if string(s.ID) != m.ID {
+			if err := n.applyLocalCmd(fsm.CmdRemoveMember, &fsm.KeyBody{ID: string(s.ID)}); err != nil {
+				return fmt.Errorf("forget stale member %s: %w", s.ID, err)
 			}
 		}
 	}
@@ -118,23 +133,72 @@ func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
 		}
 		n.log.Info("member joined", "id", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr)
 	}
-	return n.applyLocalCmd(fsm.CmdSetMember, &m)
+	if err := n.applyLocalCmd(fsm.CmdSetMember, &m); err != nil {
+		return err
+	}
+	if m.ID != n.cfg.NodeID {
+		n.tellMembership(nodeapi.Membership{ID: m.ID, Member: true}, m.HTTPAddr)
+	}
+	return nil
 }
 
+// removeLocal takes id out of the configuration and forgets its record. A
+// member already out of the configuration whose record is still held only
+// has its record dropped, and the removal counts as done.
 func (n *Node) removeLocal(_ context.Context, id string) error {
 	servers, err := n.leaderServers()
 	if err != nil {
 		return err
 	}
-	if !hasServer(servers, id) {
-		return fmt.Errorf("remove %q: %w", id, ErrUnknownMember)
+	if id == n.cfg.NodeID && hasServer(servers, id) {
+		// A leader that takes itself out steps down before it can record
+		// the removal: it hands leadership over instead, and the request,
+		// answered ErrNotLeader, goes to the next leader, which does both.
+		if len(servers) == 1 {
+			return fmt.Errorf("remove %s: the only member: %w", id, ErrMemberConflict)
+		}
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			return fmt.Errorf("remove %s: hand leadership over: %w", id, mapRaftErr(err))
+		}
+		return ErrNotLeader
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
-		return fmt.Errorf("remove member %s: %w", id, mapRaftErr(err))
+	if hasServer(servers, id) {
+		if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return fmt.Errorf("remove member %s: %w", id, mapRaftErr(err))
+		}
+		var rec fsm.Member
+		n.fsm.Read(func(r *fsm.Registry) { rec, _ = r.Member(id) })
+		n.tellMembership(nodeapi.Membership{ID: id}, rec.HTTPAddr)
+	} else if !n.hasMemberRecord(id) {
+		return fmt.Errorf("remove %q: %w", id, ErrUnknownMember)
 	}
 	err = n.applyLocalCmd(fsm.CmdRemoveMember, &fsm.KeyBody{ID: id})
 	n.log.Info("member removed", "id", id)
 	return err
+}
+
+// tellMembership tells the member m.ID, after the leader changed its
+// membership, whether it is in the configuration now (setMembership), and
+// does so before the change is answered: an operator who removes a node
+// and then stops it must not have it acknowledge writes in between. It is
+// best effort: a member that cannot be reached is not serving clients
+// either.
+func (n *Node) tellMembership(m nodeapi.Membership, httpAddr string) {
+	if httpAddr == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := n.peers().PostJSON(ctx, httpAddr, nodeapi.PathMembership, m); err != nil {
+		n.log.Warn("could not tell a member of its membership", "id", m.ID, "member", m.Member, "http_addr", httpAddr, "error", err)
+	}
+}
+
+// hasMemberRecord reports whether the registry holds a member record for id.
+func (n *Node) hasMemberRecord(id string) bool {
+	var ok bool
+	n.fsm.Read(func(r *fsm.Registry) { _, ok = r.Member(id) })
+	return ok
 }
 
 // servers reads the members of the Raft configuration.

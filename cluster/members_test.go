@@ -3,6 +3,9 @@ package cluster
 import (
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
 )
@@ -57,4 +60,113 @@ func (c *memCluster) byID(id string) *memNode {
 		}
 	}
 	return nil
+}
+
+// TestMem_JoinReplacesOnlyAMemberThatFailsHeartbeats checks the stale-entry
+// replacement: a join that takes a live follower's Raft address (a typo'd
+// address) or its id at another address is refused while the follower
+// answers the leader's heartbeats, and goes through once it stops
+// answering (a node gone for good), replacing that entry.
+func TestMem_JoinReplacesOnlyAMemberThatFailsHeartbeats(t *testing.T) {
+	c := startMemCluster(t, 3, ModeCP, nil)
+	leader := c.leader()
+	gone := c.followers()[0]
+	byAddr := fsm.Member{ID: "m9", RaftAddr: gone.self.RaftAddr, HTTPAddr: "127.0.0.1:18999"}
+	byID := fsm.Member{ID: gone.self.ID, RaftAddr: "127.0.0.1:17999", HTTPAddr: "127.0.0.1:18999"}
+	for _, m := range []fsm.Member{byAddr, byID} {
+		if err := leader.Join(t.Context(), m); !errors.Is(err, ErrMemberConflict) {
+			t.Fatalf("join %+v while %s is live: %v, want ErrMemberConflict", m, gone.ID(), err)
+		}
+	}
+	c.cutOff(gone)
+	c.waitFor(5*time.Second, gone.ID()+" failing the leader's heartbeats", func() bool {
+		return leader.health.isFailing(raft.ServerID(gone.self.ID))
+	})
+	if err := leader.Join(t.Context(), byAddr); err != nil {
+		t.Fatalf("join %+v after %s stopped answering: %v", byAddr, gone.ID(), err)
+	}
+	servers, err := leader.servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasServer(servers, gone.self.ID) || !hasServer(servers, byAddr.ID) {
+		t.Fatalf("configuration after the replacement: %+v", servers)
+	}
+}
+
+// TestMem_RemoveTheLeader checks that removing the leader, asked of the
+// leader itself or of a follower, succeeds, and leaves a configuration and
+// member records without it under a new leader. (The leader used to remove
+// itself, step down before it recorded the removal, and the retry at the
+// next leader answered "unknown member".)
+func TestMem_RemoveTheLeader(t *testing.T) {
+	for _, via := range []string{"leader", "follower"} {
+		t.Run(via, func(t *testing.T) {
+			c := startMemCluster(t, 3, ModeCP, nil)
+			old := c.leader()
+			ask := old
+			if via == "follower" {
+				ask = c.followers()[0]
+			}
+			if err := ask.Remove(t.Context(), old.ID()); err != nil {
+				t.Fatalf("remove the leader %s through the %s: %v", old.ID(), via, err)
+			}
+			var next *memNode
+			c.waitFor(5*time.Second, "a leader other than "+old.ID(), func() bool {
+				for _, mn := range c.nodes {
+					if mn != old && mn.IsLeader() {
+						next = mn
+						return true
+					}
+				}
+				return false
+			})
+			servers, err := next.servers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(servers) != 2 || hasServer(servers, old.ID()) || next.hasMemberRecord(old.ID()) {
+				t.Fatalf("after removing %s: configuration %+v, record kept %v", old.ID(), servers, next.hasMemberRecord(old.ID()))
+			}
+		})
+	}
+}
+
+// TestMem_RemovedNodeTakesNoWrites checks that a node taken out of an AP
+// cluster refuses writes and renewals (ErrRemoved) instead of counting its
+// quorum as lost and acknowledging them into a fallback journal that no
+// cluster would ever replay.
+func TestMem_RemovedNodeTakesNoWrites(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, nil)
+	leader := c.leader()
+	mustApply(t, leader, registerEntry(t, "KEPT", "k-1"))
+	gone := c.followers()[0]
+	c.waitFor(2*time.Second, "KEPT/k-1 on "+gone.ID(), func() bool { return inFSM(gone.Node, "KEPT", "k-1") })
+	if err := leader.Remove(t.Context(), gone.ID()); err != nil {
+		t.Fatal(err)
+	}
+	// Told by the leader: Raft itself does not tell a removed follower.
+	if _, err := gone.Apply(t.Context(), registerEntry(t, "GHOST", "g-1")); !errors.Is(err, ErrRemoved) {
+		t.Errorf("write on the removed node: %v, want ErrRemoved", err)
+	}
+	if err := gone.Renew(t.Context(), "KEPT", "k-1", 0); !errors.Is(err, ErrRemoved) {
+		t.Errorf("renewal on the removed node: %v, want ErrRemoved", err)
+	}
+	// Also once it counts its quorum as lost, when it would otherwise
+	// take writes into its AP journal.
+	c.waitFor(5*time.Second, gone.ID()+" counting its quorum as lost", gone.QuorumLost)
+	if _, err := gone.Apply(t.Context(), registerEntry(t, "GHOST", "g-2")); !errors.Is(err, ErrRemoved) {
+		t.Errorf("write on the removed node without quorum: %v, want ErrRemoved", err)
+	}
+	if n := gone.fb.journal.Len(); n != 0 {
+		t.Errorf("the removed node journaled %d writes", n)
+	}
+	// Admitted again, it takes writes.
+	if err := leader.Join(t.Context(), gone.self); err != nil {
+		t.Fatalf("join %s again: %v", gone.ID(), err)
+	}
+	c.waitFor(5*time.Second, gone.ID()+" taking writes again", func() bool {
+		_, err := gone.Apply(t.Context(), registerEntry(t, "BACK", "b-1"))
+		return err == nil
+	})
 }

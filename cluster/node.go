@@ -29,8 +29,12 @@ var (
 	ErrNotReady = errors.New("not caught up since start")
 	// ErrUnknownMember is returned when removing a member that does not exist.
 	ErrUnknownMember = errors.New("unknown member")
-	// ErrMemberConflict refuses a join whose id or Raft address is the
-	// leader's own under another address or id.
+	// ErrRemoved means this node's Raft has stopped: it was removed from
+	// the cluster (or is shutting down), so it takes no writes.
+	ErrRemoved = errors.New("this node is not a member of the cluster (removed, or shutting down)")
+	// ErrMemberConflict refuses a membership change that would take out a
+	// working node by mistake: a join whose id or Raft address is held by
+	// the leader or by a live member, or the removal of the only member.
 	ErrMemberConflict = errors.New("conflicts with the leader")
 )
 
@@ -64,6 +68,11 @@ type Node struct {
 	lw leaderWorkers
 	// nudger hurries commits of document changes to followers.
 	nudger *commitNudger
+	// health is which servers fail this leader's heartbeats (joins).
+	health *peerHealth
+	// removed is set while the leader says this node is out of the
+	// configuration (setMembership).
+	removed atomic.Bool
 
 	stopCh chan struct{}
 	wg     sync.WaitGroup
@@ -116,6 +125,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	n.forwarder = newRenewForwarder(n)
 	n.leases = newLeaseKeeper(n)
 	n.nudger = newCommitNudger()
+	n.health = newPeerHealth()
 	journal, err := store.OpenJournal(d.journalDir)
 	if err != nil {
 		return nil, err
@@ -174,6 +184,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	background := []func(){
 		n.leaderLoop, n.watchReady, n.registerSelf,
 		func() { defer n.wg.Done(); n.nudger.run(n.raft, n.stopCh) },
+		func() { defer n.wg.Done(); n.health.run(n.raft, n.stopCh) },
 		func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) },
 		func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) },
 		func() { defer n.wg.Done(); n.followSnapshotThreshold(n.stopCh) },
@@ -261,6 +272,9 @@ func (n *Node) leaderHTTP() string {
 // this one cannot overtake them, and when that replay fails the write fails
 // too (503, the client retries) rather than going around the journal.
 func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
+	if err := n.checkMember(); err != nil {
+		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), err)
+	}
 	if !n.QuorumLost() {
 		for try := 0; n.fb.journal.Len() > 0; try++ {
 			err := n.fb.replay(ctx)
@@ -286,6 +300,36 @@ func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
 		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), ErrNoQuorum)
 	}
 	return n.fb.record(entry)
+}
+
+// checkMember refuses writes on a node that is no longer a member: the
+// leader said it removed it (setMembership), or its Raft has stopped
+// (shutting down, or it applied a configuration without itself). Without
+// this, a removed node in AP mode would count its quorum as lost and
+// acknowledge writes into its fallback journal that no cluster ever
+// replays.
+func (n *Node) checkMember() error {
+	if n.removed.Load() || n.raft.State() == raft.Shutdown {
+		return ErrRemoved
+	}
+	return nil
+}
+
+// setMembership records what the leader says of this node after changing
+// its membership: out (it refuses writes and renewals from then on), or
+// admitted again.
+func (n *Node) setMembership(m nodeapi.Membership) error {
+	if m.ID != n.cfg.NodeID {
+		return fmt.Errorf("membership of %q: this node is %s: %w", m.ID, n.cfg.NodeID, ErrUnknownMember)
+	}
+	if n.removed.Swap(!m.Member) != !m.Member {
+		if m.Member {
+			n.log.Info("the leader admitted this node to the cluster again")
+		} else {
+			n.log.Warn("the leader removed this node from the cluster: writes and renewals are refused until it is admitted again")
+		}
+	}
+	return nil
 }
 
 // errQuorumLost ends a wait for a leader that will not come soon.

@@ -56,6 +56,9 @@ func (n *Node) renewFrom(ctx context.Context, req renewRequest) error {
 			return err
 		}
 	}
+	if err := n.checkMember(); err != nil {
+		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, err)
+	}
 	if n.QuorumLost() {
 		return n.renewWithoutQuorum(req)
 	}

@@ -30,6 +30,9 @@ type Backend interface {
 	// Join and Remove change the membership.
 	Join(ctx context.Context, m fsm.Member) error
 	Remove(ctx context.Context, id string) error
+	// SetMembership records what the leader says of this node's
+	// membership after changing it.
+	SetMembership(m Membership) error
 	// SaveSnapshot writes the leader's snapshot to w.
 	SaveSnapshot(w io.Writer) error
 	// RestoreSnapshot restores the cluster from a snapshot read from r.
@@ -102,6 +105,14 @@ func Handler(b Backend, cfg HandlerConfig) http.Handler {
 			return
 		}
 		s.write(w, Reply{}, b.Remove(r.Context(), m.ID))
+	})
+	mux.HandleFunc("POST "+PathMembership, func(w http.ResponseWriter, r *http.Request) {
+		var m Membership
+		if err := decodeJSON(r, &m); err != nil {
+			s.write(w, Reply{}, err)
+			return
+		}
+		s.write(w, Reply{}, b.SetMembership(m))
 	})
 	mux.HandleFunc("GET "+PathSnapshot, func(w http.ResponseWriter, _ *http.Request) {
 		var buf bytes.Buffer

@@ -62,6 +62,7 @@ func (b *fakeBackend) LeaseStatus() (opapi.LeaseStatus, error) { return opapi.Le
 func (b *fakeBackend) Join(context.Context, fsm.Member) error { return b.lead() }
 
 func (b *fakeBackend) Remove(context.Context, string) error { return b.lead() }
+func (b *fakeBackend) SetMembership(Membership) error       { return nil }
 
 func (b *fakeBackend) SaveSnapshot(w io.Writer) error {
 	if err := b.lead(); err != nil {

@@ -21,6 +21,7 @@ const (
 	PathReadIndex    = Prefix + "read-index"
 	PathJoin         = Prefix + "join"
 	PathRemove       = Prefix + "remove"
+	PathMembership   = Prefix + "membership"
 	PathSnapshot     = Prefix + "snapshot"
 	PathRestore      = Prefix + "restore"
 	maxBody          = 8 << 20
@@ -40,6 +41,15 @@ type Reply struct {
 	Index   uint64 `json:"index,omitempty"`
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+}
+
+// Membership is what the leader tells a node after it changed the node's
+// membership (PathMembership): whether the node is now in the
+// configuration. Raft does not tell a removed follower; the leader just
+// stops replicating to it.
+type Membership struct {
+	ID     string `json:"id"`
+	Member bool   `json:"member"`
 }
 
 // batchReply answers an apply batch: one Reply per entry.
