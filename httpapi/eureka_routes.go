@@ -221,16 +221,26 @@ func (s *Server) registration(c *gin.Context, pathApp string) (*fsm.Instance, er
 	if err != nil {
 		return nil, err
 	}
-	if err := eureka.ValidateInstance(in, pathApp); err != nil {
+	if err := s.admit(in, pathApp); err != nil {
 		return nil, err
+	}
+	return in, nil
+}
+
+// admit applies to a decoded instance the rules every registration passes
+// before it is recorded, whether a client sent it or a peer's batch carried
+// it: eureka-server's validation, its register-time fix-ups, and with
+// StrictInput the input limits. One set of rules for both, so that nothing
+// is recorded that the /apps paths cannot then read, renew or cancel.
+func (s *Server) admit(in *fsm.Instance, pathApp string) error {
+	if err := eureka.ValidateInstance(in, pathApp); err != nil {
+		return err
 	}
 	normalizeRegister(in)
 	if s.cfg.StrictInput {
-		if err := checkInstance(in); err != nil {
-			return nil, err
-		}
+		return checkInstance(in)
 	}
-	return in, nil
+	return nil
 }
 
 // write encodes a command and applies it through the cluster.
