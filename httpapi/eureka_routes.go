@@ -329,12 +329,10 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 		s.fail(c, err)
 		return
 	}
-	md := map[string]string{}
-	for k, vs := range c.Request.URL.Query() {
-		if k == "" || len(vs) == 0 {
-			continue
-		}
-		md[k] = vs[0] // first value wins, as in Eureka
+	md, err := metadataQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		s.fail(c, err)
+		return
 	}
 	if s.cfg.StrictInput {
 		if err := checkMetadata(len(md), maps.All(md)); err != nil {
@@ -347,6 +345,24 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 		return
 	}
 	okEmpty(c)
+}
+
+// metadataQuery reads a metadata update's entries from its query: the
+// first value wins per key, as in Eureka. A query that does not parse (a
+// bad escape, a ';' separator) is refused whole: url.Values would keep the
+// pairs it could read and drop the others without a word.
+func metadataQuery(raw string) (map[string]string, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, badRequestf("metadata query: " + err.Error())
+	}
+	md := make(map[string]string, len(q))
+	for k, vs := range q {
+		if k != "" && len(vs) > 0 {
+			md[k] = vs[0]
+		}
+	}
+	return md, nil
 }
 
 // optionalMillis parses an optional epoch-millisecond query parameter.
