@@ -339,6 +339,13 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 			s.fail(c, err)
 			return
 		}
+		mu := s.metadataLock(app, id)
+		mu.Lock()
+		defer mu.Unlock() // until the update is applied
+		if err := s.checkMergedMetadata(app, id, md); err != nil {
+			s.fail(c, err)
+			return
+		}
 	}
 	if err := s.write(c, fsm.CmdMetadata, &fsm.MetadataBody{App: app, ID: id, Metadata: md}); err != nil {
 		s.fail(c, err)

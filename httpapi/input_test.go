@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -35,5 +38,58 @@ func TestMetadata_UnparsableQueryIsRefused(t *testing.T) {
 	}
 	if code, body, _ := do(t, "PUT", base+"?d=ok&e=%41", "", ""); code != 200 || metadataOf(fc, "SVC", "i-1")["e"] != "A" {
 		t.Fatalf("good update: %d %s", code, body)
+	}
+}
+
+// metadataParams is a metadata update's query adding n keys named
+// prefix0..prefix(n-1).
+func metadataParams(prefix string, n int) string {
+	params := make([]string, n)
+	for i := range params {
+		params[i] = prefix + strconv.Itoa(i) + "=v"
+	}
+	return strings.Join(params, "&")
+}
+
+// TestMetadata_LimitIsOnTheMergedMap: an update is refused when the map it
+// merges into would pass the entry limit, also when concurrent updates of
+// one instance each stay within it; an update of keys already held is not.
+func TestMetadata_LimitIsOnTheMergedMap(t *testing.T) {
+	ts, fc := newStrictServer(t, true)
+	base := ts.URL + "/eureka/apps/APP1/mdfull/metadata?"
+	if code, b, _ := do(t, "POST", ts.URL+"/eureka/apps/APP1", "application/json", withMetadata(instanceJSON("APP1", "mdfull"), 1024)); code != 204 {
+		t.Fatalf("register with 1024 entries: %d %s", code, b)
+	}
+	before := fc.applied
+	for _, q := range []string{metadataParams("n", 1024), "extra=1", "k0=changed&extra=1"} {
+		if code, b, _ := do(t, "PUT", base+q, "", ""); code != 400 || !strings.Contains(b, "at most 1024") {
+			t.Errorf("PUT %.40s...: %d %s, want 400", q, code, b)
+		}
+	}
+	if n := len(metadataOf(fc, "APP1", "mdfull")); fc.applied != before || n != 1024 {
+		t.Fatalf("refused updates recorded: %d writes, %d entries", fc.applied-before, n)
+	}
+	if code, b, _ := do(t, "PUT", base+"k0=changed&k1023=changed", "", ""); code != 200 || metadataOf(fc, "APP1", "mdfull")["k0"] != "changed" {
+		t.Fatalf("update of held keys: %d %s", code, b)
+	}
+
+	// Concurrent updates of one instance, each within the limit alone:
+	// 900 stored, four updates of 100 new keys each; one fits.
+	if code, b, _ := do(t, "POST", ts.URL+"/eureka/apps/APP1", "application/json", withMetadata(instanceJSON("APP1", "race"), 900)); code != 204 {
+		t.Fatalf("register with 900 entries: %d %s", code, b)
+	}
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for w := range 4 {
+		wg.Go(func() {
+			code, _, _ := do(t, "PUT", ts.URL+"/eureka/apps/APP1/race/metadata?"+metadataParams("w"+strconv.Itoa(w)+"-", 100), "", "")
+			if code == 200 {
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(metadataOf(fc, "APP1", "race")); ok.Load() != 1 || n != 1000 {
+		t.Fatalf("concurrent updates: %d accepted, %d entries stored; want 1 and 1000", ok.Load(), n)
 	}
 }
