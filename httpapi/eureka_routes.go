@@ -101,6 +101,11 @@ func (s *Server) eureka(c *gin.Context) {
 			route("eureka_apps", func() { s.getApps(c) })
 		case n == 2 && segs[1] == "delta" && m == http.MethodGet:
 			route("eureka_delta", func() { s.getDelta(c) })
+		case n == 2 && segs[1] == "delta":
+			// Every spelling of this path reads the delta, so an
+			// application registered here could not be read back under
+			// it; eureka-server answers 405 as well.
+			s.fail(c, fmt.Errorf("%s /apps/delta: delta is the delta's path and cannot name an application: %w", m, errMethod))
 		case n == 2 && m == http.MethodGet:
 			route("eureka_app", func() { s.getApp(c, appName(segs[1])) })
 		case n == 2 && m == http.MethodPost:

@@ -93,3 +93,25 @@ func TestMetadata_LimitIsOnTheMergedMap(t *testing.T) {
 		t.Fatalf("concurrent updates: %d accepted, %d entries stored; want 1 and 1000", ok.Load(), n)
 	}
 }
+
+// TestDelta_CannotNameAnApplication: every path that reads the delta
+// refuses a registration with 405 and a message, and records nothing.
+func TestDelta_CannotNameAnApplication(t *testing.T) {
+	ts, fc := newTestServer(t)
+	for _, path := range []string{"/eureka/apps/delta", "/eureka/v2/apps/delta/", "/eureka/apps/%64elta", "/eureka/V1/apps/%64%65lta/"} {
+		code, b, _ := do(t, "POST", ts.URL+path, "application/json", instanceJSON("delta", "i-1"))
+		if code != 405 || !strings.Contains(b, "cannot name an application") {
+			t.Errorf("POST %s: %d %s, want 405 with a message", path, code, b)
+		}
+		if code, _, _ := do(t, "GET", ts.URL+path, "", ""); code != 200 {
+			t.Errorf("GET %s: %d, want the delta", path, code)
+		}
+	}
+	if fc.applied != 0 {
+		t.Fatalf("refused registrations recorded %d writes", fc.applied)
+	}
+	// The upper-case path names the application, as in eureka-server.
+	if code, b, _ := do(t, "POST", ts.URL+"/eureka/apps/DELTA", "application/json", instanceJSON("DELTA", "i-1")); code != 204 {
+		t.Fatalf("POST /apps/DELTA: %d %s", code, b)
+	}
+}
