@@ -173,10 +173,16 @@ func appName(s string) string {
 }
 
 // readBody reads a request body within the size limit, un-gzipping it when
-// the client says it is compressed.
+// the client says it is compressed. A body in any other coding is refused
+// with 415: read as it is, it would be decoded as garbage or, worse, as
+// something else.
 func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	var r io.Reader = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
-	if strings.EqualFold(c.GetHeader("Content-Encoding"), "gzip") {
+	switch ce := strings.TrimSpace(c.GetHeader("Content-Encoding")); {
+	case ce == "" || strings.EqualFold(ce, "identity"):
+	case !strings.EqualFold(ce, "gzip") && !strings.EqualFold(ce, "x-gzip"):
+		return nil, fmt.Errorf("content encoding %q: a request body may be gzip or identity: %w", ce, errMediaType)
+	default:
 		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return nil, badRequestf("body says gzip but is not: " + err.Error())
@@ -544,13 +550,51 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		s.fail(c, err)
 		return
 	}
-	gz := strings.Contains(c.GetHeader("Accept-Encoding"), "gzip")
+	gz := acceptsGzip(c.GetHeader("Accept-Encoding"))
 	docHeaders(c.Writer.Header(), v, f, gz)
 	c.Status(http.StatusOK)
 	if gz && writeVectored(c.Writer, v) {
 		return
 	}
 	writeDoc(c.Writer, v, gz)
+}
+
+// acceptsGzip reports whether an Accept-Encoding value allows a gzip
+// answer: it names gzip with a q-value above 0 ("gzip;q=0" means not
+// acceptable, and the answer is then plain). The values clients send
+// ("gzip", "gzip, deflate, br") carry no parameters and are decided
+// without parsing.
+func acceptsGzip(accept string) bool {
+	if !strings.Contains(accept, "gzip") {
+		return false
+	}
+	if !strings.Contains(accept, ";") {
+		return true
+	}
+	for elem := range strings.SplitSeq(accept, ",") {
+		coding, params, _ := strings.Cut(elem, ";")
+		coding = strings.TrimSpace(coding)
+		if (strings.EqualFold(coding, "gzip") || strings.EqualFold(coding, "x-gzip")) && qualityAboveZero(params) {
+			return true
+		}
+	}
+	return false
+}
+
+// qualityAboveZero reports whether an Accept-Encoding element's parameters
+// leave it acceptable: no q, or a q above 0. A q that is not a number is
+// ignored, as a client that sent it meant the coding.
+func qualityAboveZero(params string) bool {
+	for p := range strings.SplitSeq(params, ";") {
+		k, v, _ := strings.Cut(p, "=")
+		if !strings.EqualFold(strings.TrimSpace(k), "q") {
+			continue
+		}
+		if q, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			return q > 0
+		}
+	}
+	return true
 }
 
 // Header values shared by every answer that carries them: assigning a

@@ -115,3 +115,64 @@ func TestDelta_CannotNameAnApplication(t *testing.T) {
 		t.Fatalf("POST /apps/DELTA: %d %s", code, b)
 	}
 }
+
+func TestAcceptsGzip(t *testing.T) {
+	for accept, want := range map[string]bool{
+		"":                        false,
+		"gzip":                    true,
+		"gzip, deflate, br":       true,
+		"deflate":                 false,
+		"identity":                false,
+		"gzip;q=0":                false,
+		"gzip; q=0.000":           false,
+		"deflate, GZIP;Q=0":       false,
+		"gzip;q=0.5":              true,
+		"gzip;q=1, identity;q=0":  true,
+		"br;q=1, gzip;q=0, *;q=0": false,
+		"x-gzip;q=0.1, br":        true,
+		"gzip;level=1":            true,
+	} {
+		if got := acceptsGzip(accept); got != want {
+			t.Errorf("acceptsGzip(%q) = %v, want %v", accept, got, want)
+		}
+	}
+}
+
+// TestGzip_QZeroIsNotAcceptable: gzip;q=0 gets the plain document, from a
+// read answered at once and from a parked one alike.
+func TestGzip_QZeroIsNotAcceptable(t *testing.T) {
+	ts, _ := newPushServer(t)
+	register(t, ts.URL, "SVC", "i-1")
+	url := ts.URL + "/eureka/apps/SVC"
+	code, body, hdr := do(t, "GET", url, "", "", "Accept-Encoding", "gzip;q=0")
+	if code != 200 || hdr.Get("Content-Encoding") != "" || !strings.HasPrefix(body, "<application>") {
+		t.Fatalf("gzip;q=0: %d %v %.80q", code, hdr, body)
+	}
+	code, body, hdr = do(t, "GET", url+"?index="+strconv.FormatUint(index(t, hdr), 10)+"&wait=50ms", "", "", "Accept-Encoding", "deflate, gzip;q=0")
+	if code != 200 || hdr.Get("Content-Encoding") != "" || !strings.HasPrefix(body, "<application>") {
+		t.Fatalf("parked, gzip;q=0: %d %v %.80q", code, hdr, body)
+	}
+	code, body, hdr = do(t, "GET", url, "", "", "Accept-Encoding", "gzip;q=0.5")
+	if code != 200 || hdr.Get("Content-Encoding") != "gzip" || !strings.HasPrefix(gunzipString(t, []byte(body)), "<application>") {
+		t.Fatalf("gzip;q=0.5: %d %v", code, hdr)
+	}
+}
+
+// TestBody_UnknownContentEncodingIs415: a body in a coding other than gzip
+// or identity is refused, not decoded as if it were plain.
+func TestBody_UnknownContentEncodingIs415(t *testing.T) {
+	ts, fc := newTestServer(t)
+	url := ts.URL + "/eureka/apps/SVC"
+	for _, ce := range []string{"deflate", "br", "gzip, deflate"} {
+		code, b, _ := do(t, "POST", url, "application/json", instanceJSON("SVC", "i-1"), "Content-Encoding", ce)
+		if code != 415 || !strings.Contains(b, "gzip or identity") {
+			t.Errorf("Content-Encoding %s: %d %s, want 415 with a message", ce, code, b)
+		}
+	}
+	if fc.applied != 0 {
+		t.Fatalf("refused bodies recorded %d writes", fc.applied)
+	}
+	if code, b, _ := do(t, "POST", url, "application/json", instanceJSON("SVC", "i-1"), "Content-Encoding", "identity"); code != 204 {
+		t.Fatalf("Content-Encoding identity: %d %s", code, b)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -107,7 +106,7 @@ func (s *Server) park(c *gin.Context, key cache.Key, b blocking) bool {
 	}
 	_ = conn.SetDeadline(time.Time{}) // the server's timeouts no longer apply
 	p := &parked{conn: conn, key: key, index: b.index, header: c.Writer.Header().Clone(),
-		gz: strings.Contains(c.GetHeader("Accept-Encoding"), "gzip")}
+		gz: acceptsGzip(c.GetHeader("Accept-Encoding"))}
 	s.waiting.Add(1)
 	p.timer = time.AfterFunc(b.wait, func() { l.release(p, true) })
 	l.add(p)
