@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -339,5 +340,58 @@ func TestBlocking_HTTP2WaitsInTheHandler(t *testing.T) {
 	}
 	if body := <-got; !strings.Contains(body, "<instanceId>a-2</instanceId>") {
 		t.Fatalf("woken answer: %.300s", body)
+	}
+}
+
+// rawExchange sends a request as written on its own connection and
+// returns everything the server sent until it closed the connection.
+func rawExchange(t *testing.T, addr, request string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("reading the answer: %v (got %q)", err, b)
+	}
+	return string(b)
+}
+
+// TestBlocking_ParkedAnswerIsTheReadsOwn: a parked read answers what the
+// same read gets without waiting: HEAD gets headers only, and a v1 XML
+// read its statuses rewritten (OUT_OF_SERVICE reads as DOWN).
+func TestBlocking_ParkedAnswerIsTheReadsOwn(t *testing.T) {
+	ts, _ := newPushServer(t)
+	register(t, ts.URL, "APP1", "i-1")
+	if code, _, _ := do(t, "PUT", ts.URL+"/eureka/apps/APP1/i-1/status?value=OUT_OF_SERVICE", "", ""); code != 200 {
+		t.Fatalf("status override: %d", code)
+	}
+
+	_, plain, hdr := do(t, "GET", ts.URL+"/eureka/v1/apps/APP1", "", "", "Accept", "application/xml")
+	if !strings.Contains(plain, "<status>DOWN</status>") {
+		t.Fatalf("v1 read: %s", plain)
+	}
+	at := strconv.FormatUint(index(t, hdr), 10)
+	code, parked, phdr := do(t, "GET", ts.URL+"/eureka/v1/apps/APP1?index="+at+"&wait=100ms", "", "", "Accept", "application/xml")
+	if code != 200 || parked != plain || phdr.Get("Content-Length") != hdr.Get("Content-Length") {
+		t.Fatalf("parked v1 read: %d %v\n%s\nwant\n%s", code, phdr, parked, plain)
+	}
+
+	_, z, hdr := do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept-Encoding", "gzip")
+	at = strconv.FormatUint(index(t, hdr), 10)
+	answer := rawExchange(t, ts.Listener.Addr().String(),
+		"HEAD /eureka/apps?index="+at+"&wait=100ms HTTP/1.1\r\nHost: heureka\r\nAccept-Encoding: gzip\r\n\r\n")
+	head, rest, _ := strings.Cut(answer, "\r\n\r\n")
+	if !strings.HasPrefix(head, "HTTP/1.1 200 ") || rest != "" {
+		t.Fatalf("parked HEAD sent a %d-byte body: %q", len(rest), answer)
+	}
+	if want := "Content-Length: " + strconv.Itoa(len(z)); !strings.Contains(head, want) {
+		t.Fatalf("parked HEAD headers lack %q:\n%s", want, head)
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -280,6 +281,18 @@ type v1Writer struct {
 	gin.ResponseWriter
 	buf    bytes.Buffer
 	status int
+	// hijacked is set when a blocking read took the connection over to
+	// park: the parking lot then answers, rewritten (parked.v1), and
+	// nothing is left to send here.
+	hijacked bool
+}
+
+// Hijack hands the connection over, noting that this writer no longer
+// sends the answer.
+func (w *v1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := w.ResponseWriter.Hijack()
+	w.hijacked = err == nil
+	return conn, rw, err
 }
 
 func (w *v1Writer) WriteHeader(code int) { w.status = code }
@@ -302,6 +315,17 @@ var (
 	v1To   = []byte("<status>DOWN</status>")
 )
 
+// v1Statuses rewrites the statuses of a v1 read's body of the given
+// content type (only XML is rewritten; see v1Writer).
+func v1Statuses(contentType string, body []byte) []byte {
+	if strings.Contains(contentType, "xml") {
+		for _, from := range v1From {
+			body = bytes.ReplaceAll(body, from, v1To)
+		}
+	}
+	return body
+}
+
 // v1Rewrite wraps the response of a v1 XML read so that its statuses are
 // rewritten (see v1Writer); it returns the function that sends the result.
 // Only the instance's own <status> element is rewritten: overriddenstatus is
@@ -317,12 +341,10 @@ func (s *Server) v1Rewrite(c *gin.Context) (finish func(), ok bool) {
 	c.Writer = w
 	return func() {
 		c.Writer = orig
-		body := w.buf.Bytes()
-		if strings.Contains(orig.Header().Get("Content-Type"), "xml") {
-			for _, from := range v1From {
-				body = bytes.ReplaceAll(body, from, v1To)
-			}
+		if w.hijacked {
+			return
 		}
+		body := v1Statuses(orig.Header().Get("Content-Type"), w.buf.Bytes())
 		orig.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		orig.WriteHeader(w.Status())
 		_, _ = orig.Write(body)

@@ -101,6 +101,11 @@ func (s *Server) eureka(c *gin.Context) {
 			route("eureka_apps", func() { s.getApps(c) })
 		case n == 2 && segs[1] == "delta" && m == http.MethodGet:
 			route("eureka_delta", func() { s.getDelta(c) })
+		case n == 2 && segs[1] == "delta":
+			// Every spelling of this path reads the delta, so an
+			// application registered here could not be read back under
+			// it; eureka-server answers 405 as well.
+			s.fail(c, fmt.Errorf("%s /apps/delta: delta is the delta's path and cannot name an application: %w", m, errMethod))
 		case n == 2 && m == http.MethodGet:
 			route("eureka_app", func() { s.getApp(c, appName(segs[1])) })
 		case n == 2 && m == http.MethodPost:
@@ -168,10 +173,16 @@ func appName(s string) string {
 }
 
 // readBody reads a request body within the size limit, un-gzipping it when
-// the client says it is compressed.
+// the client says it is compressed. A body in any other coding is refused
+// with 415: read as it is, it would be decoded as garbage or, worse, as
+// something else.
 func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	var r io.Reader = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
-	if strings.EqualFold(c.GetHeader("Content-Encoding"), "gzip") {
+	switch ce := strings.TrimSpace(c.GetHeader("Content-Encoding")); {
+	case ce == "" || strings.EqualFold(ce, "identity"):
+	case !strings.EqualFold(ce, "gzip") && !strings.EqualFold(ce, "x-gzip"):
+		return nil, fmt.Errorf("content encoding %q: a request body may be gzip or identity: %w", ce, errMediaType)
+	default:
 		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return nil, badRequestf("body says gzip but is not: " + err.Error())
@@ -221,16 +232,26 @@ func (s *Server) registration(c *gin.Context, pathApp string) (*fsm.Instance, er
 	if err != nil {
 		return nil, err
 	}
-	if err := eureka.ValidateInstance(in, pathApp); err != nil {
+	if err := s.admit(in, pathApp); err != nil {
 		return nil, err
+	}
+	return in, nil
+}
+
+// admit applies to a decoded instance the rules every registration passes
+// before it is recorded, whether a client sent it or a peer's batch carried
+// it: eureka-server's validation, its register-time fix-ups, and with
+// StrictInput the input limits. One set of rules for both, so that nothing
+// is recorded that the /apps paths cannot then read, renew or cancel.
+func (s *Server) admit(in *fsm.Instance, pathApp string) error {
+	if err := eureka.ValidateInstance(in, pathApp); err != nil {
+		return err
 	}
 	normalizeRegister(in)
 	if s.cfg.StrictInput {
-		if err := checkInstance(in); err != nil {
-			return nil, err
-		}
+		return checkInstance(in)
 	}
-	return in, nil
+	return nil
 }
 
 // write encodes a command and applies it through the cluster.
@@ -319,15 +340,20 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 		s.fail(c, err)
 		return
 	}
-	md := map[string]string{}
-	for k, vs := range c.Request.URL.Query() {
-		if k == "" || len(vs) == 0 {
-			continue
-		}
-		md[k] = vs[0] // first value wins, as in Eureka
+	md, err := metadataQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		s.fail(c, err)
+		return
 	}
 	if s.cfg.StrictInput {
 		if err := checkMetadata(len(md), maps.All(md)); err != nil {
+			s.fail(c, err)
+			return
+		}
+		mu := s.metadataLock(app, id)
+		mu.Lock()
+		defer mu.Unlock() // until the update is applied
+		if err := s.checkMergedMetadata(app, id, md); err != nil {
 			s.fail(c, err)
 			return
 		}
@@ -337,6 +363,24 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 		return
 	}
 	okEmpty(c)
+}
+
+// metadataQuery reads a metadata update's entries from its query: the
+// first value wins per key, as in Eureka. A query that does not parse (a
+// bad escape, a ';' separator) is refused whole: url.Values would keep the
+// pairs it could read and drop the others without a word.
+func metadataQuery(raw string) (map[string]string, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, badRequestf("metadata query: " + err.Error())
+	}
+	md := make(map[string]string, len(q))
+	for k, vs := range q {
+		if k != "" && len(vs) > 0 {
+			md[k] = vs[0]
+		}
+	}
+	return md, nil
 }
 
 // optionalMillis parses an optional epoch-millisecond query parameter.
@@ -506,13 +550,51 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		s.fail(c, err)
 		return
 	}
-	gz := strings.Contains(c.GetHeader("Accept-Encoding"), "gzip")
+	gz := acceptsGzip(c.GetHeader("Accept-Encoding"))
 	docHeaders(c.Writer.Header(), v, f, gz)
 	c.Status(http.StatusOK)
 	if gz && writeVectored(c.Writer, v) {
 		return
 	}
 	writeDoc(c.Writer, v, gz)
+}
+
+// acceptsGzip reports whether an Accept-Encoding value allows a gzip
+// answer: it names gzip with a q-value above 0 ("gzip;q=0" means not
+// acceptable, and the answer is then plain). The values clients send
+// ("gzip", "gzip, deflate, br") carry no parameters and are decided
+// without parsing.
+func acceptsGzip(accept string) bool {
+	if !strings.Contains(accept, "gzip") {
+		return false
+	}
+	if !strings.Contains(accept, ";") {
+		return true
+	}
+	for elem := range strings.SplitSeq(accept, ",") {
+		coding, params, _ := strings.Cut(elem, ";")
+		coding = strings.TrimSpace(coding)
+		if (strings.EqualFold(coding, "gzip") || strings.EqualFold(coding, "x-gzip")) && qualityAboveZero(params) {
+			return true
+		}
+	}
+	return false
+}
+
+// qualityAboveZero reports whether an Accept-Encoding element's parameters
+// leave it acceptable: no q, or a q above 0. A q that is not a number is
+// ignored, as a client that sent it meant the coding.
+func qualityAboveZero(params string) bool {
+	for p := range strings.SplitSeq(params, ";") {
+		k, v, _ := strings.Cut(p, "=")
+		if !strings.EqualFold(strings.TrimSpace(k), "q") {
+			continue
+		}
+		if q, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			return q > 0
+		}
+	}
+	return true
 }
 
 // Header values shared by every answer that carries them: assigning a

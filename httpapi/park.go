@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -41,12 +40,15 @@ const parkSweep = time.Second
 
 // parked is one blocking read waiting in the lot.
 type parked struct {
-	conn   net.Conn
-	key    cache.Key
-	index  uint64
-	gz     bool
-	header http.Header // set before parking: node headers, X-Heureka-Stale
-	timer  *time.Timer
+	conn  net.Conn
+	key   cache.Key
+	index uint64
+	gz    bool
+	// head and v1 give the answer the shape serve gives it: headers only
+	// for HEAD, statuses rewritten for a v1 XML read (v1Rewrite).
+	head, v1 bool
+	header   http.Header // set before parking: node headers, X-Heureka-Stale
+	timer    *time.Timer
 }
 
 // parkedKey is the parked reads of one document and their watcher's kick.
@@ -101,13 +103,14 @@ func (s *Server) park(c *gin.Context, key cache.Key, b blocking) bool {
 	if closed {
 		return false
 	}
+	_, v1 := c.Writer.(*v1Writer)
 	conn, _, err := http.NewResponseController(c.Writer).Hijack()
 	if err != nil {
 		return false
 	}
 	_ = conn.SetDeadline(time.Time{}) // the server's timeouts no longer apply
 	p := &parked{conn: conn, key: key, index: b.index, header: c.Writer.Header().Clone(),
-		gz: strings.Contains(c.GetHeader("Accept-Encoding"), "gzip")}
+		gz: acceptsGzip(c.GetHeader("Accept-Encoding")), head: c.Request.Method == http.MethodHead, v1: v1}
 	s.waiting.Add(1)
 	p.timer = time.AfterFunc(b.wait, func() { l.release(p, true) })
 	l.add(p)
@@ -258,6 +261,10 @@ func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 	} else {
 		docHeaders(h, v, eureka.Format(p.key.Format), p.gz)
+		if p.v1 { // plain: v1Rewrite asked for it so
+			body = v1Statuses(h.Get("Content-Type"), v.Bytes())
+			h.Set("Content-Length", strconv.Itoa(len(body)))
+		}
 	}
 	h.Set("Connection", "close")
 	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
@@ -268,9 +275,11 @@ func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
 	_, _ = bw.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")
 	_ = h.Write(bw)
 	_, _ = bw.WriteString("\r\n")
-	if err != nil {
+	switch {
+	case p.head: // the headers a GET gets, as net/http answers HEAD
+	case err != nil || p.v1:
 		_, _ = bw.Write(body)
-	} else {
+	default:
 		writeDoc(bw, v, p.gz)
 	}
 	_ = bw.Flush()

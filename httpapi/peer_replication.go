@@ -136,13 +136,12 @@ func (s *Server) peerItem(ctx context.Context, it eureka.ReplicationInstance, in
 		if in == nil {
 			return resp(http.StatusInternalServerError)
 		}
-		if err := eureka.ValidateInstance(in, app); err != nil {
+		if err := s.admit(in, app); err != nil {
 			// eureka-server answers 200 whatever its register resource
-			// said; nothing is recorded.
+			// said (a failed validation included); nothing is recorded.
 			s.log.Warn("replicated register refused", "app", app, "id", id, "error", err)
 			return resp(http.StatusOK)
 		}
-		normalizeRegister(in)
 		return resp(s.itemStatus(s.applyCmd(ctx, fsm.CmdRegister, &fsm.RegisterBody{Instance: in, Replicated: true}), http.StatusOK))
 	case eureka.ActionHeartbeat:
 		code, e := s.replicatedRenew(ctx, app, id, ldt)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -208,5 +209,48 @@ func TestPeer_BadBatches(t *testing.T) {
 	}
 	if code, _, _ := do(t, "GET", ts.URL+"/eureka/peerreplication/batch", "", ""); code != 405 {
 		t.Fatalf("GET batch: %d, want 405", code)
+	}
+}
+
+// withMetadata replaces an instance's metadata block with n entries.
+func withMetadata(instance string, n int) string {
+	entries := make([]string, n)
+	for i := range entries {
+		entries[i] = fmt.Sprintf(`"k%d":"v"`, i)
+	}
+	return strings.Replace(instance, `"metadata":{"zone":"a"}`, `"metadata":{`+strings.Join(entries, ",")+`}`, 1)
+}
+
+// TestPeer_BatchRegisterAppliesInputLimits: a batch's registrations pass
+// the limits a client's registration passes. A refused item gets
+// eureka-server's answer to a register it refused (200) and records
+// nothing: an instance the /apps paths could not then read, renew or
+// cancel never enters the registry.
+func TestPeer_BatchRegisterAppliesInputLimits(t *testing.T) {
+	ts, fc := newStrictServer(t, true)
+	long := strings.Repeat("L", 300)
+	register := func(app, id string, instance string) string {
+		return batchItem("Register", app, id, 2000, `,"instanceInfo":`+instance)
+	}
+	control := strings.ReplaceAll(bareInstance("SVC", "cXd", 2000, ""), "cXd", `c\u0001d`)
+	code, r, b := postBatch(t, ts.URL,
+		register("SVC", "a/b", bareInstance("SVC", "a/b", 2000, "")),
+		register("SVC", `c\u0001d`, control),
+		register(long, "i-long", bareInstance(long, "i-long", 2000, "")),
+		register("SVC", "i-md", withMetadata(bareInstance("SVC", "i-md", 2000, ""), 1100)),
+		register("SVC", "i-ok", bareInstance("SVC", "i-ok", 2000, "")),
+	)
+	if code != 200 || len(r.ResponseList) != 5 {
+		t.Fatalf("batch: %d %.300s", code, b)
+	}
+	for i, item := range r.ResponseList {
+		if item.StatusCode != 200 {
+			t.Errorf("item %d: %d, want eureka-server's 200", i, item.StatusCode)
+		}
+	}
+	var ids []string
+	fc.Read(func(reg *fsm.Registry) { reg.Each(func(e *fsm.Entry) { ids = append(ids, e.App+"/"+e.ID) }) })
+	if fc.applied != 1 || len(ids) != 1 || ids[0] != "SVC/i-ok" {
+		t.Fatalf("refused items recorded: %d writes, registry %q", fc.applied, ids)
 	}
 }
