@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/heureka-registry/heureka/fsm"
 )
 
@@ -113,8 +115,8 @@ func DefaultConfig() Config {
 
 // Validate checks the config for contradictions.
 func (c *Config) Validate() error {
-	if c.NodeID == "" {
-		return errors.New("node id must not be empty")
+	if err := CheckMemberID(c.NodeID); err != nil {
+		return fmt.Errorf("node id: %w", err)
 	}
 	if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
 		return fmt.Errorf("raft address %q: %w", c.RaftBind, err)
@@ -131,6 +133,9 @@ func (c *Config) Validate() error {
 	if len(c.InitialCluster) > 0 {
 		found := false
 		for _, m := range c.InitialCluster {
+			if err := CheckMemberID(m.ID); err != nil {
+				return fmt.Errorf("initial cluster: %w", err)
+			}
 			if m.ID == c.NodeID {
 				found = true
 			}
@@ -139,22 +144,31 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("initial cluster does not list this node %q", c.NodeID)
 		}
 	}
+	// Raft's own checks, so that a setting it would refuse is a usage
+	// error before anything is opened, in heureka's flag names.
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return errors.New("raft leader lease timeout must not exceed the heartbeat timeout")
 	}
-	if c.CommitTimeout <= 0 {
-		return errors.New("raft commit timeout must be positive")
+	if c.HeartbeatTimeout > c.ElectionTimeout {
+		return errors.New("raft heartbeat timeout must not exceed the election timeout")
 	}
-	if c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < 5*time.Millisecond {
-		return errors.New("raft timeouts must be at least 5ms")
+	if c.CommitTimeout < time.Millisecond {
+		return errors.New("raft commit timeout must be at least 1ms")
 	}
-	if c.SnapshotThreshold == 0 || c.SnapshotInterval <= 0 {
-		return errors.New("snapshot threshold and interval must be positive")
+	if c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout < 5*time.Millisecond {
+		return errors.New("raft heartbeat, election and leader lease timeouts must be at least 5ms")
 	}
-	if c.Lease.EvictionInterval <= 0 || c.Lease.RenewalRateWindow < time.Second {
-		return errors.New("eviction interval must be positive and the renewal rate window at least 1s")
+	if c.SnapshotThreshold == 0 || c.SnapshotInterval < 5*time.Millisecond {
+		return errors.New("snapshot threshold must be positive and the snapshot interval at least 5ms")
 	}
-	if p := c.Lease.RenewalPercentThreshold; p <= 0 || p > 1 {
+	if err := raft.ValidateConfig(c.raftConfig()); err != nil {
+		return fmt.Errorf("raft settings: %w", err)
+	}
+	// A zero or nanosecond interval would run its loop flat out.
+	if c.Lease.EvictionInterval < 10*time.Millisecond || c.Lease.RenewalRateWindow < time.Second {
+		return errors.New("eviction interval must be at least 10ms and the renewal rate window at least 1s")
+	}
+	if p := c.Lease.RenewalPercentThreshold; !(p > 0 && p <= 1) {
 		return fmt.Errorf("renewal percent threshold %v: must be in (0, 1]", p)
 	}
 	if c.JournalMaxEntries < 0 || c.JournalMaxBytes < 0 {
@@ -164,6 +178,38 @@ func (c *Config) Validate() error {
 		return errors.New("renew batch interval must not be negative")
 	}
 	return nil
+}
+
+// CheckMemberID refuses a member id that operators could not name in a
+// URL path (DELETE /v1/members/{id}) or on a command line: an empty one, one
+// over 256 bytes, or one with a character other than printable ASCII
+// without white space, '/', '\', '?', '#' and '%'.
+func CheckMemberID(id string) error {
+	if id == "" || len(id) > 256 {
+		return fmt.Errorf("member id %q: must be 1 to 256 bytes", id)
+	}
+	for _, r := range id {
+		if r <= ' ' || r > '~' || strings.ContainsRune(`/\?#%`, r) {
+			return fmt.Errorf("member id %q: %q is not allowed (printable ASCII without white space, '/', '\\', '?', '#' or '%%')", id, r)
+		}
+	}
+	return nil
+}
+
+// raftConfig is the Raft configuration the node runs with (its logger
+// aside).
+func (c *Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.TrailingLogs = c.TrailingLogs
+	rc.BatchApplyCh = true
+	return rc
 }
 
 // advertiseRaft is the Raft address peers dial.

@@ -58,8 +58,8 @@ func (n *Node) Join(ctx context.Context, m fsm.Member) error {
 // checkJoin refuses a join request that names no member or addresses no
 // node can dial; the leader checks again what a follower forwards.
 func checkJoin(m fsm.Member) error {
-	if m.ID == "" {
-		return fmt.Errorf("join: empty id: %w", fsm.ErrBadCommand)
+	if err := CheckMemberID(m.ID); err != nil {
+		return fmt.Errorf("join: %v: %w", err, fsm.ErrBadCommand)
 	}
 	if err := checkDialable(m.RaftAddr); err != nil {
 		return fmt.Errorf("join: raft address %v: %w", err, fsm.ErrBadCommand)

@@ -34,6 +34,12 @@ func TestMem_JoinNamingTheLeaderIsRefused(t *testing.T) {
 	if err := (backend{leader.Node}).Join(t.Context(), fsm.Member{}); !errors.Is(err, fsm.ErrBadCommand) {
 		t.Errorf("join without an id at the leader's endpoint: %v, want ErrBadCommand", err)
 	}
+	for _, id := range []string{"a/b", "q?x", "h#1", "p%41", "sp ace"} {
+		m := fsm.Member{ID: id, RaftAddr: "127.0.0.1:17998", HTTPAddr: "127.0.0.1:18998"}
+		if err := leader.Join(t.Context(), m); !errors.Is(err, fsm.ErrBadCommand) {
+			t.Errorf("join of id %q that no URL path can name: %v, want ErrBadCommand", id, err)
+		}
+	}
 	if now := c.leader(); now.ID() != leader.ID() {
 		t.Fatalf("leader changed from %s to %s", leader.ID(), now.ID())
 	}

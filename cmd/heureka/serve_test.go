@@ -81,6 +81,16 @@ func TestParseServe_BadInput(t *testing.T) {
 		{[]string{"extra"}, "unexpected"},
 		{[]string{"--raft-addr", "0.0.0.0:9"}, "raft-advertise"},
 		{[]string{"--raft-addr", "0.0.0.0:9", "--raft-advertise", "127.0.0.1:9"}, ""},
+		{[]string{"--renewal-percent-threshold", "NaN"}, "threshold"},
+		{[]string{"--raft-heartbeat-timeout", "5s"}, "heartbeat timeout must not exceed the election timeout"},
+		{[]string{"--raft-leader-lease-timeout", "1ms"}, "at least 5ms"},
+		{[]string{"--raft-leader-lease-timeout", "-5s"}, "at least 5ms"},
+		{[]string{"--raft-commit-timeout", "1ns"}, "commit timeout"},
+		{[]string{"--snapshot-interval", "1ns"}, "snapshot interval"},
+		{[]string{"--eviction-interval", "1ns"}, "eviction interval"},
+		{[]string{"--node-id", "a/b"}, "member id"},
+		{[]string{"--node-id", "n 1"}, "member id"},
+		{[]string{"--node-id", "n1", "--initial-cluster", "n1=127.0.0.1:1@127.0.0.1:2,b%41=127.0.0.1:3@127.0.0.1:4"}, "member id"},
 	} {
 		_, _, err := parseServe(tc.args, noEnv)
 		if tc.want == "" {
