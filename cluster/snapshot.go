@@ -35,14 +35,22 @@ var ErrBadSnapshot = fmt.Errorf("%w: %w", fsm.ErrBadSnapshot, fsm.ErrBadCommand)
 // SaveSnapshot writes the registry in fsm's snapshot format to w. Unless
 // stale is set it is taken on the leader after a barrier (forwarded there
 // from a follower), so it holds every write committed before the call;
-// with stale it is this node's own state, which works without a leader.
+// with stale it is what this node serves, which works without a leader
+// (in AP fallback, the committed state and the journal's writes).
 // Nothing is written to w unless the whole snapshot was taken.
 func (n *Node) SaveSnapshot(ctx context.Context, w io.Writer, stale bool) error {
 	ctx, cancel := withDefaultTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	var buf bytes.Buffer
 	if stale {
-		if err := n.fsm.Export().Encode(&buf); err != nil {
+		// What this node serves: in AP fallback that includes the writes it
+		// acknowledged into its journal, which a backup taken during an
+		// outage must not leave out.
+		var st *fsm.State
+		if !n.readOverlay(func(r *fsm.Registry) { st = r.Export(n.fsm.AppliedIndex()) }) {
+			st = n.fsm.Export()
+		}
+		if err := st.Encode(&buf); err != nil {
 			return fmt.Errorf("encode snapshot: %w", err)
 		}
 	} else if err := n.snapshotCall(ctx, func() error { return n.saveLocal(&buf) }, func(addr string) error {

@@ -185,6 +185,15 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 // Release implements raft.FSMSnapshot.
 func (s *snapshot) Release() {}
 
+// Export is the registry in snapshot form as of log index lastIndex, its
+// entries sorted (for a registry other than the FSM's own, such as a node's
+// AP fallback overlay).
+func (r *Registry) Export(lastIndex uint64) *State {
+	st := r.export(lastIndex)
+	st.sortEntries()
+	return st
+}
+
 // Export returns the FSM's current state (for tests and tools), its
 // entries in application and id order.
 func (f *FSM) Export() *State {
