@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,10 +23,15 @@ import (
 // ErrLocked is returned when another process holds the data directory.
 var ErrLocked = errors.New("data directory is in use by another process")
 
+// ErrOtherNode is returned when the data directory belongs to another node
+// id than Config.NodeID.
+var ErrOtherNode = errors.New("data directory belongs to another node")
+
 // File names inside the data directory.
 const (
 	LockFile     = "LOCK"
 	LogFile      = "raft.db"
+	NodeIDFile   = "node-id"
 	SnapshotDir  = "snapshots" // created by raft's file snapshot store
 	logCacheSize = 512
 )
@@ -36,6 +42,12 @@ type Config struct {
 	Dir string
 	// SnapshotRetain is how many snapshots to keep on disk.
 	SnapshotRetain int
+	// NodeID, if set, binds the directory to that node id: the first open
+	// records it (NodeIDFile), later opens under another id fail with
+	// ErrOtherNode. Raft's state names this node by its id; started under
+	// another one (a changed host name, the default id), the node would not
+	// find itself in its own configuration and never lead or vote.
+	NodeID string
 }
 
 // DefaultConfig returns the defaults for dir.
@@ -50,6 +62,61 @@ func (c Config) Validate() error {
 		return errors.New("snapshot retain must be at least 1")
 	}
 	return nil
+}
+
+// bindNodeID records id in dir, or checks it against the one recorded. A
+// directory from before the file existed, or one of a node started without
+// an id, adopts id.
+func bindNodeID(dir, id string) error {
+	if id == "" {
+		return nil
+	}
+	path := filepath.Join(dir, NodeIDFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil && strings.TrimSpace(string(b)) != id:
+		return fmt.Errorf("%w: %s holds node %q, not %q (start it with --node-id %s, or give this node its own data directory)",
+			ErrOtherNode, dir, strings.TrimSpace(string(b)), id, strings.TrimSpace(string(b)))
+	case err == nil:
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("read node id: %w", err)
+	}
+	if err := writeFileSynced(path, []byte(id+"\n")); err != nil {
+		return fmt.Errorf("record node id: %w", err)
+	}
+	return nil
+}
+
+// writeFileSynced writes a small file so that a crash leaves either none or
+// all of it: a temporary file, synced, renamed over path, then the
+// directory synced.
+func writeFileSynced(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Store is an open data directory.
@@ -84,6 +151,10 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: cfg.Dir, lock: lock}
+	if err := bindNodeID(cfg.Dir, cfg.NodeID); err != nil {
+		s.unlock()
+		return nil, err
+	}
 	s.bolt, err = raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(cfg.Dir, LogFile),
 		// Our own lock already excludes other processes; the timeout only

@@ -3,8 +3,10 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -96,4 +98,37 @@ func TestStore_FreelistNotWrittenLogKept(t *testing.T) {
 	if err := s.Log.GetLog(1800, &l); err != nil || !bytes.Equal(l.Data, data) {
 		t.Fatalf("entry 1800 after reopen: %v", err)
 	}
+}
+
+// TestStore_BoundToItsNodeID checks that a data directory opened for a node
+// id refuses another id afterwards (and releases its lock when it does),
+// that the same id opens it again, and that a directory without a recorded
+// id adopts the first one it is opened with.
+func TestStore_BoundToItsNodeID(t *testing.T) {
+	dir := t.TempDir()
+	open := func(id string) (*Store, error) {
+		cfg := DefaultConfig(dir)
+		cfg.NodeID = id
+		return Open(cfg, nil)
+	}
+	s, err := open("") // a directory from before ids were recorded
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for _, id := range []string{"n3", "n3"} {
+		s, err := open(id)
+		if err != nil {
+			t.Fatalf("open as %s: %v", id, err)
+		}
+		s.Close()
+	}
+	if _, err := open("n9"); !errors.Is(err, ErrOtherNode) || !strings.Contains(err.Error(), "--node-id n3") {
+		t.Fatalf("open n3's directory as n9: %v, want ErrOtherNode naming n3", err)
+	}
+	s, err = open("n3") // the refused open let go of the lock
+	if err != nil {
+		t.Fatalf("open as n3 after the refusal: %v", err)
+	}
+	s.Close()
 }

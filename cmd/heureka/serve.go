@@ -259,10 +259,12 @@ func serve(args []string) int {
 	defer stopMemory()
 	memlimit.Apply(memCtx, c.memory, 100*time.Millisecond, log)
 
-	st, err := store.Open(store.DefaultConfig(c.dataDir), log)
+	storeCfg := store.DefaultConfig(c.dataDir)
+	storeCfg.NodeID = c.nodeID
+	st, err := store.Open(storeCfg, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
-		if errors.Is(err, store.ErrLocked) {
+		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrOtherNode) {
 			return 2
 		}
 		return 1
