@@ -82,33 +82,33 @@ func bindNodeID(dir, id string) error {
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("read node id: %w", err)
 	}
-	if err := writeFileSynced(path, []byte(id+"\n")); err != nil {
+	if err := WriteFileAtomic(path, []byte(id+"\n")); err != nil {
 		return fmt.Errorf("record node id: %w", err)
 	}
 	return nil
 }
 
-// writeFileSynced writes a small file so that a crash leaves either none or
-// all of it: a temporary file, synced, renamed over path, then the
-// directory synced.
-func writeFileSynced(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+// WriteFileAtomic writes data to path so that a crash or an interrupted
+// write leaves either the old file or the whole new one: a temporary file
+// beside it, synced, renamed into place, then the directory synced.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
+	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
 	d, err := os.Open(filepath.Dir(path))

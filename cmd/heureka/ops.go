@@ -15,7 +15,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -24,6 +23,7 @@ import (
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/nodeapi"
 	"github.com/heureka-registry/heureka/opapi"
+	"github.com/heureka-registry/heureka/store"
 )
 
 const defaultOpsAddr = "127.0.0.1:8761"
@@ -484,7 +484,7 @@ func (c *opsClient) snapshotSave(file string, stale bool) error {
 		_, err = c.stdout.Write(data)
 		return err
 	}
-	if err := writeFileAtomic(file, data); err != nil {
+	if err := store.WriteFileAtomic(file, data); err != nil {
 		return err
 	}
 	if c.json {
@@ -532,26 +532,4 @@ func describeSnapshot(file string, data []byte) (snapshotResult, error) {
 		apps[e.App] = true
 	}
 	return snapshotResult{File: file, Bytes: len(data), Instances: len(st.Entries), Applications: len(apps)}, nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it into place, so an interrupted save never leaves half a snapshot.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
