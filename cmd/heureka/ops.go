@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -340,8 +341,8 @@ func opsMembersCmd(args []string) int {
 		}
 		err = c.membersJoin(opapi.Member{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr})
 	case "remove":
-		if len(pos) != 1 {
-			return opsExit("members", fmt.Errorf("%w: members remove takes one node id", errUsage))
+		if len(pos) != 1 || pos[0] == "" {
+			return opsExit("members", fmt.Errorf("%w: members remove takes one non-empty node id", errUsage))
 		}
 		err = c.membersRemove(pos[0])
 	default:
@@ -381,7 +382,9 @@ func (c *opsClient) membersJoin(m opapi.Member) error {
 }
 
 func (c *opsClient) membersRemove(id string) error {
-	if done, err := c.printed(c.do(http.MethodDelete, "/v1/members/"+id, "", nil)); done {
+	// Escaped, the id stays one path segment: ids from before the member id
+	// check may hold '/', '%' or '?'.
+	if done, err := c.printed(c.do(http.MethodDelete, "/v1/members/"+url.PathEscape(id), "", nil)); done {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "removed %s\n", id)

@@ -60,3 +60,25 @@ func TestStatusSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersRemoveEscapesID: the id is one path segment whatever it holds
+// (ids from before the id charset check may hold '/', '%' or '?'), and an
+// empty id is a usage error, not DELETE /v1/members/.
+func TestMembersRemoveEscapesID(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.EscapedPath())
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	if code := run([]string{"members", "remove", "--addr", srv.URL, "a/b%c?d"}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if want := "DELETE /v1/members/a%2Fb%25c%3Fd"; len(got) != 1 || got[0] != want {
+		t.Fatalf("requests %v, want [%s]", got, want)
+	}
+	got = nil
+	if code := run([]string{"members", "remove", "--addr", srv.URL, ""}); code != 2 || len(got) != 0 {
+		t.Fatalf("empty id: exit %d, requests %v; want 2 and none", code, got)
+	}
+}
