@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -134,8 +135,32 @@ func newOps(name string, args []string, def time.Duration, extra func(fs *flag.F
 		c.base = "http://" + c.base
 	}
 	c.base = strings.TrimRight(c.base, "/")
+	if err := checkOpsAddr(c.base); err != nil {
+		return nil, nil, fmt.Errorf("%w: --addr %q: %v", errUsage, c.base, err)
+	}
 	c.client = &http.Client{Timeout: timeout, Transport: tr}
 	return c, pos, nil
+}
+
+// checkOpsAddr refuses a node URL no request could be sent to, so that a
+// typo is a usage error, not an unreachable node.
+func checkOpsAddr(base string) error {
+	u, err := url.Parse(base)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme %q: want http or https", u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return errors.New("no host")
+	}
+	if p := u.Port(); p != "" {
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			return fmt.Errorf("port %q: want a number from 0 to 65535", p)
+		}
+	}
+	return nil
 }
 
 // opsExit prints err for command and returns the exit code.
@@ -246,9 +271,12 @@ func (c *opsClient) printValue(v any) error {
 // heureka status
 
 func opsStatusCmd(args []string) int {
-	c, _, err := newOps("status", args, 5*time.Second, nil)
+	c, pos, err := newOps("status", args, 5*time.Second, nil)
 	if err != nil {
 		return opsExit("status", err)
+	}
+	if len(pos) != 0 {
+		return opsExit("status", fmt.Errorf("%w: status takes no arguments, got %q", errUsage, pos[0]))
 	}
 	return opsExit("status", c.status())
 }
@@ -461,8 +489,8 @@ func opsSnapshotCmd(args []string) int {
 	if err != nil {
 		return opsExit("snapshot", err)
 	}
-	if len(pos) != 2 || (pos[0] != "save" && pos[0] != "restore") {
-		return opsExit("snapshot", fmt.Errorf("%w: want snapshot save FILE or snapshot restore FILE", errUsage))
+	if len(pos) != 2 || (pos[0] != "save" && pos[0] != "restore") || pos[1] == "" {
+		return opsExit("snapshot", fmt.Errorf("%w: want snapshot save FILE or snapshot restore FILE (a non-empty FILE, \"-\" for stdout or stdin)", errUsage))
 	}
 	if pos[0] == "save" {
 		return opsExit("snapshot save", c.snapshotSave(pos[1], stale))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -80,5 +82,44 @@ func TestMembersRemoveEscapesID(t *testing.T) {
 	got = nil
 	if code := run([]string{"members", "remove", "--addr", srv.URL, ""}); code != 2 || len(got) != 0 {
 		t.Fatalf("empty id: exit %d, requests %v; want 2 and none", code, got)
+	}
+}
+
+// TestRun_UsageErrors: bad usage exits 2 before any request, for every
+// subcommand: stray positional arguments, an empty file name, an --addr
+// that is no URL. --help exits 0.
+func TestRun_UsageErrors(t *testing.T) {
+	body := filepath.Join(t.TempDir(), "body")
+	if err := os.WriteFile(body, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const closed = "127.0.0.1:1" // nothing listens: a request would exit 1
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"status", "extra", "--addr", closed}, 2},
+		{[]string{"status", "--addr", "http://[::1"}, 2},
+		{[]string{"status", "--addr", "ftp://127.0.0.1:1"}, 2},
+		{[]string{"status", "--addr", "http://"}, 2},
+		{[]string{"status", "--addr", closed}, 1},
+		{[]string{"members", "list", "extra", "--addr", closed}, 2},
+		{[]string{"members", "remove", "a", "b", "--addr", closed}, 2},
+		{[]string{"mode", "ap", "cp", "--addr", closed}, 2},
+		{[]string{"snapshot", "save", "", "--addr", closed}, 2},
+		{[]string{"snapshot", "restore", "", "--addr", closed}, 2},
+		{[]string{"snapshot", "save", "f", "extra", "--addr", closed}, 2},
+		{[]string{"import", "--from", "http://" + closed + "/eureka/", "extra"}, 2},
+		{[]string{"auth", "hash", "extra"}, 2},
+		{[]string{"bench", "extra"}, 2},
+		{[]string{"lab", "extra"}, 2},
+		{[]string{"limit-server", "--body-file", body, "--addr", closed, "extra"}, 2},
+		{[]string{"lab", "--help"}, 0},
+		{[]string{"limit-server", "--help"}, 0},
+		{[]string{"status", "--help"}, 0},
+	} {
+		if got := run(tc.args); got != tc.want {
+			t.Errorf("heureka %q: exit %d, want %d", tc.args, got, tc.want)
+		}
 	}
 }
