@@ -86,20 +86,20 @@ func run(args []string) int {
 // parseCommand parses a subcommand's flags, which take no positional
 // arguments. It returns false when the command is done: --help printed its
 // flags on stdout (exit 0), or bad usage was reported on stderr (exit 2).
-func parseCommand(fs *flag.FlagSet, synopsis string, args []string) (code int, ok bool) {
+func parseCommand(fs *flag.FlagSet, synopsis string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintf(os.Stdout, "Usage: heureka %s %s\n", fs.Name(), synopsis)
-		fs.SetOutput(os.Stdout)
+		fmt.Fprintf(stdout, "Usage: heureka %s %s\n", fs.Name(), synopsis)
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 		return 0, false
 	case err != nil:
-		fmt.Fprintf(os.Stderr, "heureka %s: %v\n", fs.Name(), err)
+		fmt.Fprintf(stderr, "heureka %s: %v\n", fs.Name(), err)
 		return 2, false
 	case fs.NArg() > 0:
-		fmt.Fprintf(os.Stderr, "heureka %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fmt.Fprintf(stderr, "heureka %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
 		return 2, false
 	}
 	return 0, true
