@@ -71,6 +71,10 @@ func run(args []string) int {
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
+		if len(args) > 1 {
+			fmt.Fprintf(os.Stderr, "heureka: %s takes no arguments (try heureka %s --help)\n", args[0], args[1])
+			return 2
+		}
 		fmt.Fprint(os.Stdout, usage())
 		return 0
 	}

@@ -357,6 +357,9 @@ func opsMembersCmd(args []string) int {
 	if len(pos) > 0 {
 		sub, pos = pos[0], pos[1:]
 	}
+	if sub != "join" && (id != "" || raftAddr != "" || httpAddr != "") {
+		return opsExit("members", fmt.Errorf("%w: --id, --raft-addr and --http-addr are for members join", errUsage))
+	}
 	switch sub {
 	case "list":
 		if len(pos) != 0 {
@@ -494,6 +497,9 @@ func opsSnapshotCmd(args []string) int {
 	}
 	if pos[0] == "save" {
 		return opsExit("snapshot save", c.snapshotSave(pos[1], stale))
+	}
+	if stale {
+		return opsExit("snapshot", fmt.Errorf("%w: --stale is for snapshot save", errUsage))
 	}
 	return opsExit("snapshot restore", c.snapshotRestore(pos[1]))
 }

@@ -117,6 +117,10 @@ func TestRun_UsageErrors(t *testing.T) {
 		{[]string{"lab", "--help"}, 0},
 		{[]string{"limit-server", "--help"}, 0},
 		{[]string{"status", "--help"}, 0},
+		{[]string{"help", "status"}, 2},
+		{[]string{"members", "remove", "n1", "--id", "n1", "--addr", closed}, 2},
+		{[]string{"members", "--http-addr", "127.0.0.1:2", "--addr", closed}, 2},
+		{[]string{"snapshot", "restore", "f", "--stale", "--addr", closed}, 2},
 	} {
 		if got := run(tc.args); got != tc.want {
 			t.Errorf("heureka %q: exit %d, want %d", tc.args, got, tc.want)
