@@ -99,7 +99,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.Float64Var(&lease.RenewalPercentThreshold, "renewal-percent-threshold", lease.RenewalPercentThreshold, "self-preservation threshold (0..1)")
 	fs.BoolVar(&lease.SelfPreservation, "enable-self-preservation", lease.SelfPreservation, "stop evicting when renewals drop below the threshold")
 	fs.DurationVar(&c.deltaRetention, "delta-retention", 3*time.Minute, "how long changes stay in the delta queue")
-	fs.DurationVar(&c.api.TrendInterval, "dashboard-trend-interval", 10*time.Second, "how often the dashboard's trends are sampled, at least 1s (they keep 360 samples: an hour by default)")
+	fs.DurationVar(&c.api.TrendInterval, "dashboard-trend-interval", 10*time.Second, "how often the dashboard's trends are sampled, at least 100ms (they keep 360 samples: an hour by default)")
 	fs.DurationVar(&node.RenewBatchInterval, "renew-batch-interval", node.RenewBatchInterval, "renewals gathered into one log entry per interval, 0 or at least 1ms; 0 = one entry per renewal")
 	fs.IntVar(&node.JournalMaxEntries, "journal-max-entries", node.JournalMaxEntries, "most writes the AP fallback journal holds while quorum is lost; then writes get 503 (0 = unbounded)")
 	fs.Int64Var(&node.JournalMaxBytes, "journal-max-bytes", node.JournalMaxBytes, "largest size of the AP fallback journal on disk; then writes get 503 (0 = unbounded)")
@@ -185,7 +185,7 @@ func (c *serveConfig) check() error {
 		d, least time.Duration
 	}{
 		{"--response-cache-update-interval", c.api.Cache.UpdateInterval, 10 * time.Millisecond},
-		{"--dashboard-trend-interval", c.api.TrendInterval, time.Second},
+		{"--dashboard-trend-interval", c.api.TrendInterval, 100 * time.Millisecond},
 	} {
 		if m.d < m.least {
 			return fmt.Errorf("%s %v: must be at least %v", m.name, m.d, m.least)

@@ -109,7 +109,8 @@ func TestParseServe_BadInput(t *testing.T) {
 		{[]string{"--response-cache-update-interval", "10ms"}, ""},
 		{[]string{"--dashboard-trend-interval", "1ns"}, "--dashboard-trend-interval"},
 		{[]string{"--dashboard-trend-interval", "0"}, "--dashboard-trend-interval"},
-		{[]string{"--dashboard-trend-interval", "1s"}, ""},
+		{[]string{"--dashboard-trend-interval", "100ms"}, ""},
+		{[]string{"--dashboard-trend-interval", "99ms"}, "--dashboard-trend-interval"},
 		{[]string{"--renew-batch-interval", "1ns"}, "--renew-batch-interval"},
 		{[]string{"--renew-batch-interval", "0"}, ""},
 	} {
