@@ -96,7 +96,9 @@ func TestOperatorCLI(t *testing.T) {
 	ok("mode", "AP", "--addr", leader.HTTPAddr)
 
 	// Exit codes: bad usage 2, unreachable node 1.
-	for _, args := range [][]string{{"mode", "xp"}, {"members", "frob"}, {"snapshot", "save"}, {"status", "--bogus"}, {"members", "join", "--id", "x"}} {
+	for _, args := range [][]string{{"mode", "xp"}, {"members", "frob"}, {"snapshot", "save"}, {"status", "--bogus"}, {"members", "join", "--id", "x"},
+		{"status", "extra", "--addr", leader.HTTPAddr}, {"snapshot", "save", "", "--addr", leader.HTTPAddr}, {"status", "--addr", "http://[::1"},
+		{"members", "remove", "", "--addr", leader.HTTPAddr}} {
 		if res := heureka(args...); res.ExitCode != 2 {
 			t.Errorf("heureka %s: exit %d, want 2 (usage)\n%s", strings.Join(args, " "), res.ExitCode, res.Stderr)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -359,8 +360,8 @@ func TestQueue_Overflow(t *testing.T) {
 
 // TestSyncOnceAndImport: the initial sync copies a peer's registry as
 // replicated registrations with their lastDirtyTimestamp and status, and
-// skips instances held with a newer record; Import posts the copy as
-// Register items.
+// skips instances held with a newer record; Import registers the copy
+// instance by instance (testImport).
 func TestSyncOnceAndImport(t *testing.T) {
 	src := newFake()
 	down := inst("APP", "i-2", 3000)
@@ -402,10 +403,64 @@ func TestSyncOnceAndImport(t *testing.T) {
 			t.Fatal("a copied instance is not marked replicated")
 		}
 	}
-	p := newPeer(t)
-	res, err := Import(context.Background(), http.DefaultClient, apps.URL+"/eureka/", p.url(), 2)
-	if err != nil || res.Instances != 3 || res.Registered != 3 {
+	testImport(t, apps.URL+"/eureka/")
+}
+
+// testImport: Import registers each instance of the source at from as a
+// replicated registration and counts what the target answered 204 to;
+// every other answer is a failure with the target's reason, and a target
+// that does not answer stops it with an error.
+func testImport(t *testing.T, from string) {
+	var mu sync.Mutex
+	got := map[string]*fsm.Instance{}
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		app, ok := strings.CutPrefix(r.URL.Path, "/eureka/apps/")
+		if r.Method != http.MethodPost || !ok || r.Header.Get(eureka.ReplicationHeader) != "true" || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("target got %s %s %v", r.Method, r.URL.Path, r.Header)
+		}
+		body, _ := io.ReadAll(r.Body)
+		in, err := eureka.DecodeInstance(body, eureka.JSON, 1)
+		if err != nil || in.App != app {
+			t.Errorf("register body %s for %s: %v", body, app, err)
+			return
+		}
+		if in.ID() == "i-2" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"Missing something"}`))
+			return
+		}
+		mu.Lock()
+		got[app+"/"+in.ID()] = in
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer target.Close()
+	res, err := Import(context.Background(), http.DefaultClient, from, target.URL+"/eureka/", 2)
+	want := []ImportFailure{{App: "APP", ID: "i-2", Reason: "400 Bad Request: Missing something"}}
+	if err != nil || res.Instances != 3 || res.Registered != 2 || res.Failed != 1 || !reflect.DeepEqual(res.Failures, want) {
 		t.Fatalf("import %+v: %v", res, err)
 	}
-	p.waitFor(t, "Register APP/i-1", "Register APP/i-2", "Register OTHER/o-1")
+	if in := got["APP/i-1"]; in == nil || in.LastDirtyTimestamp != 2000 || got["OTHER/o-1"] == nil {
+		t.Fatalf("target recorded %v", got)
+	}
+
+	// A target that answers 200 (a peer batch's answer, or anything else
+	// but 204) recorded nothing Import can tell.
+	batchy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"responseList":[]}`))
+	}))
+	defer batchy.Close()
+	res, err = Import(context.Background(), http.DefaultClient, from, batchy.URL+"/eureka/", 0)
+	if err != nil || res.Registered != 0 || res.Failed != 3 || len(res.Failures) != 3 {
+		t.Fatalf("import into a 200 target %+v: %v", res, err)
+	}
+
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	res, err = Import(context.Background(), http.DefaultClient, from, closed.URL+"/eureka/", 0)
+	if err == nil || res.Registered != 0 || res.Failed != 0 || res.Instances != 3 {
+		t.Fatalf("import into a closed port %+v: %v", res, err)
+	}
 }

@@ -1,13 +1,16 @@
 package peering
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -115,47 +118,133 @@ func InitialSync(c Cluster, client *http.Client, peers []string, timeout time.Du
 
 // ImportResult counts what Import did.
 type ImportResult struct {
+	// Instances the source listed, Registered of them the target recorded,
+	// Failed of them it did not.
 	Instances, Registered, Failed int
+	// Failures says, for each failed instance, why (in the order the
+	// answers came).
+	Failures []ImportFailure
 }
 
+// ImportFailure is an instance the target did not record.
+type ImportFailure struct {
+	App, ID string
+	// Reason is the target's answer: its status and message.
+	Reason string
+}
+
+// DefaultImportParallel is how many registrations Import has in flight.
+const DefaultImportParallel = 8
+
 // Import copies every instance of the server at from into the heureka
-// cluster at to (service URLs), as replicated registrations sent through
-// to's /peerreplication/batch: each goes through Raft there, keeping its
-// lastDirtyTimestamp, status and override.
-func Import(ctx context.Context, client *http.Client, from, to string, batchSize int) (ImportResult, error) {
+// cluster at to (service URLs), each as a replicated registration: it goes
+// through Raft there, keeping its lastDirtyTimestamp, status and override,
+// and is not replicated out.
+//
+// Each instance is its own POST {to}/apps/{app} with the replication
+// header, not an item of a /peerreplication/batch: a batch answers 200 for
+// a register the target refused (eureka-server's semantics, which heureka
+// keeps for its peers), so its item codes cannot say what was recorded,
+// while a single register answers 204 only once the registration is
+// committed, and 4xx or 5xx with the reason otherwise. Only 204 counts as
+// registered. An error (the source unreadable, the target not answering)
+// stops the import; the result then counts what was done so far. Importing
+// again is safe: a record the target holds with a newer lastDirtyTimestamp
+// is kept.
+func Import(ctx context.Context, client *http.Client, from, to string, parallel int) (ImportResult, error) {
 	var res ImportResult
 	list, err := FetchApps(ctx, client, from)
 	if err != nil {
 		return res, err
 	}
 	res.Instances = len(list)
-	if batchSize <= 0 {
-		batchSize = DefaultConfig().BatchSize
+	if parallel <= 0 {
+		parallel = DefaultImportParallel
 	}
-	action := eureka.ActionRegister
-	for start := 0; start < len(list); start += batchSize {
-		part := list[start:min(start+batchSize, len(list))]
-		items := make([]eureka.ReplicationInstance, len(part))
-		for i, in := range part {
-			ldt := eureka.Millis(in.LastDirtyTimestamp)
-			items[i] = eureka.ReplicationInstance{AppName: in.App, ID: in.ID(), LastDirtyTimestamp: &ldt, Action: &action,
-				InstanceInfo: eureka.AppendInstance(nil, eureka.JSON, &fsm.Entry{App: in.App, ID: in.ID(), Instance: in})}
-		}
-		body, err := json.Marshal(eureka.ReplicationList{ReplicationList: items})
-		if err != nil {
-			return res, fmt.Errorf("encode import batch: %w", err)
-		}
-		resp, err := postBatch(ctx, client, batchURL(to), body)
-		if err != nil {
-			return res, fmt.Errorf("import batch at instance %d: %w", start, err)
-		}
-		for _, r := range resp.ResponseList {
-			if r.StatusCode >= 200 && r.StatusCode < 300 {
-				res.Registered++
-			} else {
-				res.Failed++
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		in     *fsm.Instance
+		reason string // why the target did not record it; "" when it did
+		err    error  // no answer at all
+	}
+	work, answers := make(chan *fsm.Instance), make(chan answer)
+	go func() {
+		defer close(work)
+		for _, in := range list {
+			select {
+			case work <- in:
+			case <-ctx.Done():
+				return
 			}
 		}
+	}()
+	var wg sync.WaitGroup
+	for range min(parallel, len(list)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for in := range work {
+				reason, err := importOne(ctx, client, to, in)
+				answers <- answer{in, reason, err}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(answers) }()
+	var firstErr error
+	for a := range answers {
+		switch {
+		case a.err != nil:
+			if firstErr == nil {
+				firstErr = a.err
+				cancel() // the target does not answer: send no more
+			}
+		case a.reason == "":
+			res.Registered++
+		default:
+			res.Failed++
+			res.Failures = append(res.Failures, ImportFailure{App: a.in.App, ID: a.in.ID(), Reason: a.reason})
+		}
+	}
+	if firstErr != nil {
+		return res, fmt.Errorf("import stopped after %d of %d instances: %w", res.Registered+res.Failed, res.Instances, firstErr)
 	}
 	return res, nil
+}
+
+// importOne registers one instance at the service URL to. It returns the
+// reason the target did not record it ("" when it answered 204), or an
+// error when there was no answer.
+func importOne(ctx context.Context, client *http.Client, to string, in *fsm.Instance) (string, error) {
+	u := strings.TrimSuffix(to, "/") + "/apps/" + url.PathEscape(in.App)
+	body := eureka.AppendInstanceDoc(nil, eureka.JSON, &fsm.Entry{App: in.App, ID: in.ID(), Instance: in})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return "", fmt.Errorf("register %s/%s: %w", in.App, in.ID(), err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set(eureka.ReplicationHeader, "true")
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("register %s/%s: %w", in.App, in.ID(), err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode == http.StatusNoContent {
+		return "", nil
+	}
+	// heureka answers {"error": "..."}; another server may answer text.
+	var e struct {
+		Error string `json:"error"`
+	}
+	text := string(msg)
+	if json.Unmarshal(msg, &e) == nil && e.Error != "" {
+		text = e.Error
+	}
+	reason := resp.Status
+	if t := strings.Join(strings.Fields(text), " "); t != "" {
+		reason += ": " + t
+	}
+	return reason, nil
 }

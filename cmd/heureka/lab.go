@@ -23,9 +23,8 @@ func runLab(args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	report := fs.String("report", "", "also write the report as one self-contained HTML page to this file (all modes side by side)")
 	reportDir := fs.String("report-dir", "", "also write one HTML page per mode into this directory (lab-<mode>.html)")
-	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(os.Stderr, "heureka lab: %v\n", err)
-		return 2
+	if code, ok := parseCommand(fs, "[flags]", args, os.Stdout, os.Stderr); !ok {
+		return code
 	}
 	var modeList []string
 	for _, m := range strings.Split(*modes, ",") {

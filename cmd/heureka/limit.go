@@ -21,9 +21,8 @@ func limitServer(args []string) int {
 	bodyFile := fs.String("body-file", "", "file whose bytes every response carries")
 	contentType := fs.String("content-type", "application/json", "Content-Type of the answers")
 	encoding := fs.String("content-encoding", "", "Content-Encoding of the answers (e.g. gzip when the file is gzipped)")
-	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(os.Stderr, "heureka limit-server: %v\n", err)
-		return 2
+	if code, ok := parseCommand(fs, "--body-file FILE [flags]", args, os.Stdout, os.Stderr); !ok {
+		return code
 	}
 	body, err := os.ReadFile(*bodyFile)
 	if err != nil {

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -70,6 +71,10 @@ func run(args []string) int {
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
+		if len(args) > 1 {
+			fmt.Fprintf(os.Stderr, "heureka: %s takes no arguments (try heureka %s --help)\n", args[0], args[1])
+			return 2
+		}
 		fmt.Fprint(os.Stdout, usage())
 		return 0
 	}
@@ -80,6 +85,28 @@ func run(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "heureka: unknown command %q (try heureka --help)\n", args[0])
 	return 2
+}
+
+// parseCommand parses a subcommand's flags, which take no positional
+// arguments. It returns false when the command is done: --help printed its
+// flags on stdout (exit 0), or bad usage was reported on stderr (exit 2).
+func parseCommand(fs *flag.FlagSet, synopsis string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(stdout, "Usage: heureka %s %s\n", fs.Name(), synopsis)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "heureka %s: %v\n", fs.Name(), err)
+		return 2, false
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "heureka %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
 }
 
 // newFlagSet returns a subcommand's flag set, silent: each command reports a

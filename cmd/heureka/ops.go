@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -133,8 +135,32 @@ func newOps(name string, args []string, def time.Duration, extra func(fs *flag.F
 		c.base = "http://" + c.base
 	}
 	c.base = strings.TrimRight(c.base, "/")
+	if err := checkOpsAddr(c.base); err != nil {
+		return nil, nil, fmt.Errorf("%w: --addr %q: %v", errUsage, c.base, err)
+	}
 	c.client = &http.Client{Timeout: timeout, Transport: tr}
 	return c, pos, nil
+}
+
+// checkOpsAddr refuses a node URL no request could be sent to, so that a
+// typo is a usage error, not an unreachable node.
+func checkOpsAddr(base string) error {
+	u, err := url.Parse(base)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme %q: want http or https", u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return errors.New("no host")
+	}
+	if p := u.Port(); p != "" {
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			return fmt.Errorf("port %q: want a number from 0 to 65535", p)
+		}
+	}
+	return nil
 }
 
 // opsExit prints err for command and returns the exit code.
@@ -245,9 +271,12 @@ func (c *opsClient) printValue(v any) error {
 // heureka status
 
 func opsStatusCmd(args []string) int {
-	c, _, err := newOps("status", args, 5*time.Second, nil)
+	c, pos, err := newOps("status", args, 5*time.Second, nil)
 	if err != nil {
 		return opsExit("status", err)
+	}
+	if len(pos) != 0 {
+		return opsExit("status", fmt.Errorf("%w: status takes no arguments, got %q", errUsage, pos[0]))
 	}
 	return opsExit("status", c.status())
 }
@@ -328,6 +357,9 @@ func opsMembersCmd(args []string) int {
 	if len(pos) > 0 {
 		sub, pos = pos[0], pos[1:]
 	}
+	if sub != "join" && (id != "" || raftAddr != "" || httpAddr != "") {
+		return opsExit("members", fmt.Errorf("%w: --id, --raft-addr and --http-addr are for members join", errUsage))
+	}
 	switch sub {
 	case "list":
 		if len(pos) != 0 {
@@ -340,8 +372,8 @@ func opsMembersCmd(args []string) int {
 		}
 		err = c.membersJoin(opapi.Member{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr})
 	case "remove":
-		if len(pos) != 1 {
-			return opsExit("members", fmt.Errorf("%w: members remove takes one node id", errUsage))
+		if len(pos) != 1 || pos[0] == "" {
+			return opsExit("members", fmt.Errorf("%w: members remove takes one non-empty node id", errUsage))
 		}
 		err = c.membersRemove(pos[0])
 	default:
@@ -381,7 +413,9 @@ func (c *opsClient) membersJoin(m opapi.Member) error {
 }
 
 func (c *opsClient) membersRemove(id string) error {
-	if done, err := c.printed(c.do(http.MethodDelete, "/v1/members/"+id, "", nil)); done {
+	// Escaped, the id stays one path segment: ids from before the member id
+	// check may hold '/', '%' or '?'.
+	if done, err := c.printed(c.do(http.MethodDelete, "/v1/members/"+url.PathEscape(id), "", nil)); done {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "removed %s\n", id)
@@ -458,11 +492,14 @@ func opsSnapshotCmd(args []string) int {
 	if err != nil {
 		return opsExit("snapshot", err)
 	}
-	if len(pos) != 2 || (pos[0] != "save" && pos[0] != "restore") {
-		return opsExit("snapshot", fmt.Errorf("%w: want snapshot save FILE or snapshot restore FILE", errUsage))
+	if len(pos) != 2 || (pos[0] != "save" && pos[0] != "restore") || pos[1] == "" {
+		return opsExit("snapshot", fmt.Errorf("%w: want snapshot save FILE or snapshot restore FILE (a non-empty FILE, \"-\" for stdout or stdin)", errUsage))
 	}
 	if pos[0] == "save" {
 		return opsExit("snapshot save", c.snapshotSave(pos[1], stale))
+	}
+	if stale {
+		return opsExit("snapshot", fmt.Errorf("%w: --stale is for snapshot save", errUsage))
 	}
 	return opsExit("snapshot restore", c.snapshotRestore(pos[1]))
 }

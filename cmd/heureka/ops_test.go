@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -57,6 +59,71 @@ func TestStatusSummary(t *testing.T) {
 	for _, want := range []string{"n1 (Follower)", "quorum no, AP fallback ACTIVE", "2 applications, 3 instances", "renews 4/min, threshold 5", "EMERGENCY"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestMembersRemoveEscapesID: the id is one path segment whatever it holds
+// (ids from before the id charset check may hold '/', '%' or '?'), and an
+// empty id is a usage error, not DELETE /v1/members/.
+func TestMembersRemoveEscapesID(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.EscapedPath())
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	if code := run([]string{"members", "remove", "--addr", srv.URL, "a/b%c?d"}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if want := "DELETE /v1/members/a%2Fb%25c%3Fd"; len(got) != 1 || got[0] != want {
+		t.Fatalf("requests %v, want [%s]", got, want)
+	}
+	got = nil
+	if code := run([]string{"members", "remove", "--addr", srv.URL, ""}); code != 2 || len(got) != 0 {
+		t.Fatalf("empty id: exit %d, requests %v; want 2 and none", code, got)
+	}
+}
+
+// TestRun_UsageErrors: bad usage exits 2 before any request, for every
+// subcommand: stray positional arguments, an empty file name, an --addr
+// that is no URL. --help exits 0.
+func TestRun_UsageErrors(t *testing.T) {
+	body := filepath.Join(t.TempDir(), "body")
+	if err := os.WriteFile(body, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const closed = "127.0.0.1:1" // nothing listens: a request would exit 1
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"status", "extra", "--addr", closed}, 2},
+		{[]string{"status", "--addr", "http://[::1"}, 2},
+		{[]string{"status", "--addr", "ftp://127.0.0.1:1"}, 2},
+		{[]string{"status", "--addr", "http://"}, 2},
+		{[]string{"status", "--addr", closed}, 1},
+		{[]string{"members", "list", "extra", "--addr", closed}, 2},
+		{[]string{"members", "remove", "a", "b", "--addr", closed}, 2},
+		{[]string{"mode", "ap", "cp", "--addr", closed}, 2},
+		{[]string{"snapshot", "save", "", "--addr", closed}, 2},
+		{[]string{"snapshot", "restore", "", "--addr", closed}, 2},
+		{[]string{"snapshot", "save", "f", "extra", "--addr", closed}, 2},
+		{[]string{"import", "--from", "http://" + closed + "/eureka/", "extra"}, 2},
+		{[]string{"auth", "hash", "extra"}, 2},
+		{[]string{"bench", "extra"}, 2},
+		{[]string{"lab", "extra"}, 2},
+		{[]string{"limit-server", "--body-file", body, "--addr", closed, "extra"}, 2},
+		{[]string{"lab", "--help"}, 0},
+		{[]string{"limit-server", "--help"}, 0},
+		{[]string{"status", "--help"}, 0},
+		{[]string{"help", "status"}, 2},
+		{[]string{"members", "remove", "n1", "--id", "n1", "--addr", closed}, 2},
+		{[]string{"members", "--http-addr", "127.0.0.1:2", "--addr", closed}, 2},
+		{[]string{"snapshot", "restore", "f", "--stale", "--addr", closed}, 2},
+	} {
+		if got := run(tc.args); got != tc.want {
+			t.Errorf("heureka %q: exit %d, want %d", tc.args, got, tc.want)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,32 +61,48 @@ func startPeering(node *cluster.Node, peers []string, syncTimeout time.Duration,
 	return r
 }
 
-// importCmd is `heureka import --from URL [--to URL]`.
+// importFailuresShown is how many refused instances import names.
+const importFailuresShown = 20
+
+// importCmd is `heureka import --from URL [--to URL]`. It exits 0 when
+// every instance was recorded, 1 when one was not or the copy stopped (the
+// summary goes to stdout only when the copy ran to its end), 2 on bad usage.
 func importCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	const synopsis = "--from URL [--to URL] [--timeout D]"
+	fs := newFlagSet("import")
 	from := fs.String("from", "", "service URL of the eureka-server to copy (http://host:8761/eureka/)")
 	to := fs.String("to", "http://127.0.0.1:8761/eureka/", "service URL of a heureka node")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	if code, ok := parseCommand(fs, synopsis, args, stdout, stderr); !ok {
+		return code
+	}
+	if *from == "" {
+		fmt.Fprintf(stderr, "heureka import: --from is required (usage: heureka import %s)\n", synopsis)
 		return 2
 	}
-	if *from == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: heureka import --from URL [--to URL] [--timeout D]")
-		return 2
+	for _, u := range []struct{ name, url string }{{"--from", *from}, {"--to", *to}} {
+		if err := checkOpsAddr(u.url); err != nil {
+			fmt.Fprintf(stderr, "heureka import: %s %q: %v\n", u.name, u.url, err)
+			return 2
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	res, err := peering.Import(ctx, &http.Client{Timeout: time.Minute}, *from, *to, 0)
-	fmt.Fprintf(stdout, "instances %d registered %d failed %d\n", res.Instances, res.Registered, res.Failed)
+	for i, f := range res.Failures {
+		if i == importFailuresShown {
+			fmt.Fprintf(stderr, "heureka import: ... and %d more not registered\n", len(res.Failures)-i)
+			break
+		}
+		fmt.Fprintf(stderr, "heureka import: %s/%s not registered: %s\n", f.App, f.ID, f.Reason)
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "heureka import: %v\n", err)
+		fmt.Fprintf(stderr, "heureka import: %v (registered %d, failed %d)\n", err, res.Registered, res.Failed)
 		return 1
 	}
+	fmt.Fprintf(stdout, "instances %d registered %d failed %d\n", res.Instances, res.Registered, res.Failed)
 	if res.Failed > 0 {
+		fmt.Fprintf(stderr, "heureka import: %d of %d instances not registered\n", res.Failed, res.Instances)
 		return 1
 	}
 	return 0

@@ -133,9 +133,13 @@ func loadPool(file string) (*x509.CertPool, error) {
 
 const authUsage = `Usage: heureka auth hash [--cost N] < password
 
-Prints a bcrypt hash of the password read from stdin (its first line), for
-an --auth-file line: user:role:hash with role read, write or admin.
+Prints a bcrypt hash of the password read from stdin (its first line, at
+most 72 bytes: bcrypt's limit), for an --auth-file line: user:role:hash with
+role read, write or admin.
 `
+
+// maxPasswordBytes is bcrypt's limit on a password's length.
+const maxPasswordBytes = 72
 
 // authCmd is `heureka auth hash`.
 func authCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -169,6 +173,12 @@ func authCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	password := strings.TrimRight(line, "\r\n")
 	if password == "" {
 		fmt.Fprintln(stderr, "heureka auth hash: empty password on stdin")
+		return 2
+	}
+	// bcrypt reads at most 72 bytes; it refuses a longer password rather
+	// than hash a prefix of it, and so does this command, as bad input.
+	if len(password) > maxPasswordBytes {
+		fmt.Fprintf(stderr, "heureka auth hash: the password is %d bytes; bcrypt takes at most %d bytes\n", len(password), maxPasswordBytes)
 		return 2
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), *cost)

@@ -27,6 +27,15 @@ func TestAuthHashCmd(t *testing.T) {
 	if code := authCmd([]string{"hash"}, strings.NewReader("\n"), &out, &errb); code != 2 {
 		t.Errorf("empty password: exit %d, want 2", code)
 	}
+	// bcrypt reads at most 72 bytes: a longer password is bad input.
+	errb.Reset()
+	if code := authCmd([]string{"hash", "--cost", "4"}, strings.NewReader(strings.Repeat("p", 73)+"\n"), &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "72 bytes") {
+		t.Errorf("73-byte password: exit %d (%q), want 2 naming the 72-byte limit", code, errb.String())
+	}
+	if code := authCmd([]string{"hash", "--cost", "4"}, strings.NewReader(strings.Repeat("p", 72)), &out, &errb); code != 0 {
+		t.Errorf("72-byte password: exit %d, want 0", code)
+	}
 }
 
 func TestParseServe_Security(t *testing.T) {

@@ -80,7 +80,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	node, cache, lease := &c.cluster, &c.api.Cache, &c.cluster.Lease
 	fs.StringVar(&c.nodeID, "node-id", host, "this node's Raft id")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8761", "HTTP listen address")
-	fs.StringVar(&c.httpAdvertise, "http-advertise", "", "HTTP address peers use to reach this node (default: from --initial-cluster, else --http-addr)")
+	fs.StringVar(&c.httpAdvertise, "http-advertise", "", "HTTP address peers use to reach this node (default: from --initial-cluster, else --http-addr; a --http-addr on all interfaces, such as 0.0.0.0:8761, advertises the Raft advertise address's host with its port)")
 	fs.StringVar(&c.raftAddr, "raft-addr", "127.0.0.1:8762", "Raft listen address")
 	fs.StringVar(&c.raftAdvertise, "raft-advertise", "", "Raft address peers dial (default: from --initial-cluster, else --raft-addr)")
 	fs.StringVar(&c.dataDir, "data-dir", "heureka-data", "directory for the log, stable store and snapshots")
@@ -91,7 +91,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.BoolVar(&c.logJSON, "log-json", false, "log as JSON lines")
 	fs.BoolVar(&c.api.Pprof, "pprof", c.api.Pprof, "serve Go's profiler under /debug/pprof")
 	fs.StringVar(&c.memoryLimit, "memory-limit", memlimit.Auto, "the Go runtime's soft memory limit: auto (the live heap + 1/3 + the runtime's own memory, followed as the registry grows, at most 90% of the cgroup memory limit; GOMEMLIMIT, if set, wins), off (Go's defaults), or a size such as 512MiB")
-	fs.DurationVar(&cache.UpdateInterval, "response-cache-update-interval", cache.UpdateInterval, "full readOnly cache refresh interval: the upper bound on how stale a cached read can be (changes are pushed within --response-cache-push-window)")
+	fs.DurationVar(&cache.UpdateInterval, "response-cache-update-interval", cache.UpdateInterval, "full readOnly cache refresh interval, at least 10ms: the upper bound on how stale a cached read can be (changes are pushed within --response-cache-push-window)")
 	fs.DurationVar(&cache.PushWindow, "response-cache-push-window", cache.PushWindow, "how often, at most, the readOnly documents changes touch are rebuilt (a change after a quiet window is pushed at once, later ones wait for its end and share one rebuild); 0 = refresh only every --response-cache-update-interval, as eureka-server does")
 	fs.DurationVar(&cache.AutoExpiration, "response-cache-auto-expiration", cache.AutoExpiration, "readWrite cache expiry")
 	fs.BoolVar(&cache.UseReadOnly, "use-read-only-response-cache", cache.UseReadOnly, "serve reads from the readOnly level first")
@@ -99,8 +99,8 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.Float64Var(&lease.RenewalPercentThreshold, "renewal-percent-threshold", lease.RenewalPercentThreshold, "self-preservation threshold (0..1)")
 	fs.BoolVar(&lease.SelfPreservation, "enable-self-preservation", lease.SelfPreservation, "stop evicting when renewals drop below the threshold")
 	fs.DurationVar(&c.deltaRetention, "delta-retention", 3*time.Minute, "how long changes stay in the delta queue")
-	fs.DurationVar(&c.api.TrendInterval, "dashboard-trend-interval", 10*time.Second, "how often the dashboard's trends are sampled (they keep 360 samples: an hour by default)")
-	fs.DurationVar(&node.RenewBatchInterval, "renew-batch-interval", node.RenewBatchInterval, "renewals gathered into one log entry per interval; 0 = one entry per renewal")
+	fs.DurationVar(&c.api.TrendInterval, "dashboard-trend-interval", 10*time.Second, "how often the dashboard's trends are sampled, at least 100ms (they keep 360 samples: an hour by default)")
+	fs.DurationVar(&node.RenewBatchInterval, "renew-batch-interval", node.RenewBatchInterval, "renewals gathered into one log entry per interval, 0 or at least 1ms; 0 = one entry per renewal")
 	fs.IntVar(&node.JournalMaxEntries, "journal-max-entries", node.JournalMaxEntries, "most writes the AP fallback journal holds while quorum is lost; then writes get 503 (0 = unbounded)")
 	fs.Int64Var(&node.JournalMaxBytes, "journal-max-bytes", node.JournalMaxBytes, "largest size of the AP fallback journal on disk; then writes get 503 (0 = unbounded)")
 	fs.DurationVar(&lease.RenewalRateWindow, "renewal-rate-window", lease.RenewalRateWindow, "window renewals are counted over for self-preservation (scaled to per minute)")
@@ -179,12 +179,35 @@ func (c *serveConfig) check() error {
 	if c.api.MaxBodyBytes < 1024 {
 		return errors.New("--max-body-bytes must be at least 1024")
 	}
-	if _, _, err := net.SplitHostPort(c.httpAddr); err != nil {
-		return fmt.Errorf("--http-addr %q: %v", c.httpAddr, err)
+	// Loops that run this often would spin (a ticker of a nanosecond).
+	for _, m := range []struct {
+		name     string
+		d, least time.Duration
+	}{
+		{"--response-cache-update-interval", c.api.Cache.UpdateInterval, 10 * time.Millisecond},
+		{"--dashboard-trend-interval", c.api.TrendInterval, 100 * time.Millisecond},
+	} {
+		if m.d < m.least {
+			return fmt.Errorf("%s %v: must be at least %v", m.name, m.d, m.least)
+		}
 	}
-	if c.join != "" {
-		if _, _, err := net.SplitHostPort(c.join); err != nil {
-			return fmt.Errorf("--join %q: want host:port of a member's HTTP address", c.join)
+	if d := c.cluster.RenewBatchInterval; d > 0 && d < time.Millisecond {
+		return fmt.Errorf("--renew-batch-interval %v: must be 0 (one entry per renewal) or at least 1ms", d)
+	}
+	if strings.TrimSpace(c.dataDir) == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	// Addresses are checked here, not when listening, so that a typo is a
+	// usage error before the data directory is opened.
+	for _, a := range []struct{ name, addr string }{
+		{"--http-addr", c.httpAddr}, {"--http-advertise", c.httpAdvertise},
+		{"--raft-addr", c.raftAddr}, {"--raft-advertise", c.raftAdvertise}, {"--join", c.join},
+	} {
+		if a.addr == "" && a.name != "--http-addr" && a.name != "--raft-addr" {
+			continue // not given
+		}
+		if err := checkHostPort(a.addr); err != nil {
+			return fmt.Errorf("%s %q: %v", a.name, a.addr, err)
 		}
 	}
 	if err := c.checkSecurity(); err != nil {
@@ -192,6 +215,35 @@ func (c *serveConfig) check() error {
 	}
 	_, err = c.clusterConfig()
 	return err
+}
+
+// checkHostPort refuses an address that is not host:port with a port
+// number from 0 to 65535.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port: %v", err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// checkDialable refuses an advertised address peers could not dial: no
+// host, a host meaning all interfaces (0.0.0.0, ::) or port 0.
+func checkDialable(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port: %v", err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("%q is not a host peers can dial", host)
+	}
+	if port == "0" {
+		return errors.New("port 0 is not a port peers can dial")
+	}
+	return checkHostPort(addr)
 }
 
 func hclogLevel(s string) (hclog.Level, error) {
@@ -214,18 +266,31 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	cc.RaftBind = c.raftAddr
 	cc.RaftAdvertise = c.raftAdvertise
 	cc.HTTPAdvertise = c.httpAdvertise
+	source := "--http-advertise" // which flag the HTTP advertise address comes from
 	for _, m := range members {
 		if m.ID == c.nodeID {
 			if cc.RaftAdvertise == "" {
 				cc.RaftAdvertise = m.RaftAddr
 			}
 			if cc.HTTPAdvertise == "" {
-				cc.HTTPAdvertise = m.HTTPAddr
+				cc.HTTPAdvertise, source = m.HTTPAddr, "--initial-cluster"
 			}
 		}
 	}
 	if cc.HTTPAdvertise == "" {
-		cc.HTTPAdvertise = c.httpAddr
+		cc.HTTPAdvertise, source = c.httpAddr, "--http-addr"
+		// A listen address on all interfaces names no host peers can
+		// dial: take the one they dial for Raft, which is this node too.
+		host, port, err := net.SplitHostPort(c.httpAddr)
+		if ip := net.ParseIP(host); err == nil && (host == "" || (ip != nil && ip.IsUnspecified())) {
+			raftHost := c.raftAddr
+			if cc.RaftAdvertise != "" {
+				raftHost = cc.RaftAdvertise
+			}
+			if h, _, err := net.SplitHostPort(raftHost); err == nil {
+				cc.HTTPAdvertise = net.JoinHostPort(h, port)
+			}
+		}
 	}
 	cc.InitialCluster = members
 	cc.Join = c.join
@@ -236,6 +301,14 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	}
 	if err := cc.Validate(); err != nil {
 		return cc, err
+	}
+	// Peers forward writes to the leader's advertised HTTP address and
+	// members lists show it, so it must be one they can dial.
+	if err := checkDialable(cc.HTTPAdvertise); err != nil {
+		if source == "--http-advertise" {
+			return cc, fmt.Errorf("--http-advertise %q: %v", cc.HTTPAdvertise, err)
+		}
+		return cc, fmt.Errorf("http advertise address %q from %s: %v (set --http-advertise)", cc.HTTPAdvertise, source, err)
 	}
 	return cc, nil
 }

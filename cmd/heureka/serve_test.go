@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,27 @@ func TestParseServe_BadInput(t *testing.T) {
 		{[]string{"--node-id", "a/b"}, "member id"},
 		{[]string{"--node-id", "n 1"}, "member id"},
 		{[]string{"--node-id", "n1", "--initial-cluster", "n1=127.0.0.1:1@127.0.0.1:2,b%41=127.0.0.1:3@127.0.0.1:4"}, "member id"},
+		{[]string{"--http-addr", "127.0.0.1:99999"}, "--http-addr"},
+		{[]string{"--http-addr", "127.0.0.1:http"}, "--http-addr"},
+		{[]string{"--raft-addr", "127.0.0.1:70000"}, "--raft-addr"},
+		{[]string{"--raft-advertise", "127.0.0.1:-1"}, "--raft-advertise"},
+		{[]string{"--join", "127.0.0.1:99999"}, "--join"},
+		{[]string{"--data-dir", ""}, "--data-dir"},
+		{[]string{"--http-advertise", "garbage"}, "--http-advertise"},
+		{[]string{"--http-advertise", "0.0.0.0:8761"}, "--http-advertise"},
+		{[]string{"--http-advertise", "127.0.0.1:0"}, "--http-advertise"},
+		{[]string{"--http-advertise", "127.0.0.1:99999"}, "--http-advertise"},
+		{[]string{"--http-addr", "127.0.0.1:0"}, "--http-advertise"},
+		{[]string{"--http-addr", "0.0.0.0:8761", "--raft-addr", "0.0.0.0:9", "--raft-advertise", "10.0.0.1:9"}, ""},
+		{[]string{"--http-addr", "0.0.0.0:8761", "--http-advertise", "10.0.0.1:8761"}, ""},
+		{[]string{"--response-cache-update-interval", "1ns"}, "--response-cache-update-interval"},
+		{[]string{"--response-cache-update-interval", "10ms"}, ""},
+		{[]string{"--dashboard-trend-interval", "1ns"}, "--dashboard-trend-interval"},
+		{[]string{"--dashboard-trend-interval", "0"}, "--dashboard-trend-interval"},
+		{[]string{"--dashboard-trend-interval", "100ms"}, ""},
+		{[]string{"--dashboard-trend-interval", "99ms"}, "--dashboard-trend-interval"},
+		{[]string{"--renew-batch-interval", "1ns"}, "--renew-batch-interval"},
+		{[]string{"--renew-batch-interval", "0"}, ""},
 	} {
 		_, _, err := parseServe(tc.args, noEnv)
 		if tc.want == "" {
@@ -117,5 +139,71 @@ func TestRun_ExitCodes(t *testing.T) {
 	}
 	if code := run([]string{"serve", "--help"}); code != 0 {
 		t.Fatalf("help exit %d", code)
+	}
+}
+
+// An HTTP listen address on all interfaces (0.0.0.0, ::, no host) is not an
+// address peers can dial: unless --http-advertise or the initial cluster
+// names one, the node advertises its Raft advertise address's host with the
+// HTTP port, never 0.0.0.0 (followers forward writes to the leader's).
+func TestParseServe_HTTPAdvertiseOfAnUnspecifiedListenAddress(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http-addr", "0.0.0.0:8761"}, "127.0.0.1:8761"},
+		{[]string{"--http-addr", ":8761", "--raft-addr", "0.0.0.0:8762", "--raft-advertise", "n1.example:8762"}, "n1.example:8761"},
+		{[]string{"--http-addr", "[::]:8761", "--raft-addr", "[fd00::1]:8762"}, "[fd00::1]:8761"},
+		{[]string{"--http-addr", "0.0.0.0:8761", "--http-advertise", "h:1"}, "h:1"},
+		{[]string{"--http-addr", "0.0.0.0:8761", "--node-id", "a", "--initial-cluster", "a=10.0.0.1:1@10.0.0.1:2"}, "10.0.0.1:2"},
+	} {
+		c, _, err := parseServe(tc.args, noEnv)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		cc, err := c.clusterConfig()
+		if err != nil || cc.HTTPAdvertise != tc.want {
+			t.Errorf("%v: advertises %q (%v), want %q", tc.args, cc.HTTPAdvertise, err, tc.want)
+		}
+	}
+}
+
+// TestReadmeServeCommandsParse: the README's three-node example starts
+// nodes parseServe accepts, advertising what the list names.
+func TestReadmeServeCommandsParse(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if name, v, ok := strings.Cut(line, "="); ok && name == "C" {
+			vars["$"+name] = v
+			continue
+		}
+		rest, ok := strings.CutPrefix(line, "./heureka serve ")
+		if !ok {
+			continue
+		}
+		var args []string
+		for _, a := range strings.Fields(strings.TrimSuffix(rest, "&")) {
+			if v, ok := vars[a]; ok {
+				a = v
+			}
+			args = append(args, a)
+		}
+		c, _, err := parseServe(args, noEnv)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if cc, _ := c.clusterConfig(); cc.HTTPAdvertise != c.httpAddr {
+			t.Errorf("%s: advertises %s, listens on %s", line, cc.HTTPAdvertise, c.httpAddr)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("found %d serve commands in the README, want 3", n)
 	}
 }
