@@ -189,8 +189,14 @@ func (n *Node) tellMembership(m nodeapi.Membership, httpAddr string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := n.peers().PostJSON(ctx, httpAddr, nodeapi.PathMembership, m); err != nil {
-		n.log.Warn("could not tell a member of its membership", "id", m.ID, "member", m.Member, "http_addr", httpAddr, "error", err)
+	err := n.peers().PostJSON(ctx, httpAddr, nodeapi.PathMembership, m)
+	switch {
+	case err != nil && !m.Member:
+		n.log.Warn("could not tell a removed member it is out", "id", m.ID, "http_addr", httpAddr, "error", err)
+	case err != nil:
+		// A node joining at its start may not serve HTTP yet, and one
+		// that was never removed has nothing to learn.
+		n.log.Debug("could not tell an admitted member", "id", m.ID, "http_addr", httpAddr, "error", err)
 	}
 }
 
