@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,7 +122,7 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
 		return fmt.Errorf("raft address %q: %w", c.RaftBind, err)
 	}
-	if err := checkDialable(c.advertiseRaft()); err != nil {
+	if err := CheckDialable(c.advertiseRaft()); err != nil {
 		return fmt.Errorf("raft advertise address %v (set --raft-advertise)", err)
 	}
 	if c.Mode != ModeAP && c.Mode != ModeCP {
@@ -220,12 +221,18 @@ func (c *Config) advertiseRaft() string {
 	return c.RaftBind
 }
 
-func checkDialable(addr string) error {
+// CheckDialable refuses an address peers could not dial: not host:port, no
+// host, a host meaning all interfaces (0.0.0.0, ::), or a port that is not
+// a number from 1 to 65535.
+func CheckDialable(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%q: %w", addr, err)
 	}
-	if host == "" || port == "" || port == "0" {
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return fmt.Errorf("%q: port %q is not a number from 1 to 65535", addr, port)
+	}
+	if host == "" {
 		return fmt.Errorf("%q: needs a host and a port", addr)
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
@@ -252,10 +259,10 @@ func ParseInitialCluster(s string) ([]fsm.Member, error) {
 		if !ok {
 			return nil, fmt.Errorf("initial cluster entry %q: want id=raftaddr@httpaddr", part)
 		}
-		if err := checkDialable(raftAddr); err != nil {
+		if err := CheckDialable(raftAddr); err != nil {
 			return nil, fmt.Errorf("initial cluster entry %q: raft address %w", part, err)
 		}
-		if err := checkDialable(httpAddr); err != nil {
+		if err := CheckDialable(httpAddr); err != nil {
 			return nil, fmt.Errorf("initial cluster entry %q: http address %w", part, err)
 		}
 		if ids[id] || raftAddrs[raftAddr] || httpAddrs[httpAddr] {

@@ -61,10 +61,10 @@ func checkJoin(m fsm.Member) error {
 	if err := CheckMemberID(m.ID); err != nil {
 		return fmt.Errorf("join: %v: %w", err, fsm.ErrBadCommand)
 	}
-	if err := checkDialable(m.RaftAddr); err != nil {
+	if err := CheckDialable(m.RaftAddr); err != nil {
 		return fmt.Errorf("join: raft address %v: %w", err, fsm.ErrBadCommand)
 	}
-	if err := checkDialable(m.HTTPAddr); err != nil {
+	if err := CheckDialable(m.HTTPAddr); err != nil {
 		return fmt.Errorf("join: http address %v: %w", err, fsm.ErrBadCommand)
 	}
 	return nil

@@ -230,22 +230,6 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
-// checkDialable refuses an advertised address peers could not dial: no
-// host, a host meaning all interfaces (0.0.0.0, ::) or port 0.
-func checkDialable(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("want host:port: %v", err)
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		return fmt.Errorf("%q is not a host peers can dial", host)
-	}
-	if port == "0" {
-		return errors.New("port 0 is not a port peers can dial")
-	}
-	return checkHostPort(addr)
-}
-
 func hclogLevel(s string) (hclog.Level, error) {
 	l := hclog.LevelFromString(s)
 	if l == hclog.NoLevel {
@@ -304,7 +288,7 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	}
 	// Peers forward writes to the leader's advertised HTTP address and
 	// members lists show it, so it must be one they can dial.
-	if err := checkDialable(cc.HTTPAdvertise); err != nil {
+	if err := cluster.CheckDialable(cc.HTTPAdvertise); err != nil {
 		if source == "--http-advertise" {
 			return cc, fmt.Errorf("--http-advertise %q: %v", cc.HTTPAdvertise, err)
 		}
