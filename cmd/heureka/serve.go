@@ -290,9 +290,9 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	// members lists show it, so it must be one they can dial.
 	if err := cluster.CheckDialable(cc.HTTPAdvertise); err != nil {
 		if source == "--http-advertise" {
-			return cc, fmt.Errorf("--http-advertise %q: %v", cc.HTTPAdvertise, err)
+			return cc, fmt.Errorf("--http-advertise %v", err)
 		}
-		return cc, fmt.Errorf("http advertise address %q from %s: %v (set --http-advertise)", cc.HTTPAdvertise, source, err)
+		return cc, fmt.Errorf("http advertise address from %s: %v (set --http-advertise)", source, err)
 	}
 	return cc, nil
 }
