@@ -132,7 +132,9 @@ func (n *Node) renewAtLeader(req renewRequest) error {
 	defer cancel()
 	res, err := n.peers().RenewBatch(ctx, addr, req.Replicated, encodeRenewBatch([]renewRequest{req}))
 	if err != nil {
-		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, err)
+		// A leader that does not answer (just died, or cut off) is no
+		// leader to the client, who retries elsewhere: 503, not 500.
+		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, noLeader(err))
 	}
 	if len(res) != 1 {
 		return fmt.Errorf("renew %s/%s: leader answered %d results: %w", req.App, req.ID, len(res), ErrNoLeader)

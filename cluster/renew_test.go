@@ -44,3 +44,20 @@ func TestRenewResultBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestMem_RenewAtUnreachableLeaderIsNoLeader checks that a heartbeat a
+// follower passes to a leader that does not answer (it just died, or its
+// HTTP is cut) fails as ErrNoLeader, which clients get as a 503 and retry
+// elsewhere, not as an unclassified error (a 500).
+func TestMem_RenewAtUnreachableLeaderIsNoLeader(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, nil)
+	leader := c.leader()
+	f := c.followers()[0]
+	c.net.mu.Lock()
+	c.net.cut[leader.self.HTTPAddr] = true // HTTP only: Raft keeps its leader
+	c.net.mu.Unlock()
+	err := f.Renew(t.Context(), "NOSUCH", "n-1", 0)
+	if !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("renew through %s at an unreachable leader: %v, want ErrNoLeader", f.ID(), err)
+	}
+}
