@@ -153,6 +153,12 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 		return 0, err
 	}
 	cmd, err := fsm.Decode(buf)
+	if err == nil {
+		buf, err = fb.conditionalCancel(cmd, ov, buf)
+	}
+	if err == nil {
+		cmd, err = fsm.Decode(buf)
+	}
 	if err != nil {
 		fb.mu.Unlock()
 		return 0, err
@@ -183,7 +189,8 @@ const (
 )
 
 // replay pushes the journal through Raft in order. A cancel loses to a
-// newer registration of the same instance made elsewhere meanwhile; a
+// newer registration of the same instance made elsewhere meanwhile (the FSM
+// decides: conditionalCancel set the registration it cancels); a
 // register loses to a stored record with a newer lastDirtyTimestamp (the
 // FSM's register rule). Writes the FSM refuses (their instance is gone) are
 // dropped; a batch cut short by a leader change keeps its unapplied tail,
@@ -205,9 +212,8 @@ func (fb *fallback) replay(ctx context.Context) error {
 		}
 		send, pos := make([][]byte, 0, end-done), make([]int, 0, end-done)
 		for i := done; i < end; i++ {
-			cmd, err := fsm.Decode(recs[i])
-			if err != nil || fb.supersededCancel(cmd) {
-				skipped++ // unreadable (it could never apply), or lost to a newer registration
+			if _, err := fsm.Decode(recs[i]); err != nil {
+				skipped++ // unreadable: it could never apply
 				continue
 			}
 			send, pos = append(send, recs[i]), append(pos, i)
@@ -257,16 +263,33 @@ func (fb *fallback) replay(ctx context.Context) error {
 	return nil
 }
 
-// supersededCancel reports whether cmd is a cancel that lost to a newer
-// registration of its instance made elsewhere while this node was cut off.
-func (fb *fallback) supersededCancel(cmd fsm.Command) bool {
+// conditionalCancel makes a cancel this node journals apply, when the
+// journal is replayed, only to the registration it saw (fsm.KeyBody
+// RegisteredAt): one of the instance made elsewhere while this node was cut
+// off then stands. The FSM decides on the leader, in log order; this node's
+// own FSM may not have caught up with that registration when it replays. A
+// record the journal itself registered (the overlay's, not the FSM's) is
+// replayed before the cancel, so that cancel stays as it is.
+func (fb *fallback) conditionalCancel(cmd fsm.Command, ov *fsm.Registry, entry []byte) ([]byte, error) {
 	kb, ok := cmd.Body.(*fsm.KeyBody)
-	if !ok || cmd.Type != fsm.CmdCancel {
-		return false
+	if !ok || cmd.Type != fsm.CmdCancel || kb.RegisteredAt != 0 {
+		return entry, nil
 	}
-	var e *fsm.Entry
-	fb.n.fsm.Read(func(r *fsm.Registry) { e = r.Get(kb.App, kb.ID) })
-	return e != nil && e.Instance.LastDirtyTimestamp > cmd.Ts
+	var committed *fsm.Entry
+	fb.n.fsm.Read(func(r *fsm.Registry) { committed = r.Get(kb.App, kb.ID) })
+	if committed == nil || ov.Get(kb.App, kb.ID) != committed {
+		return entry, nil
+	}
+	cond := *kb
+	cond.RegisteredAt = committed.RegistrationTs
+	out, err := fsm.Encode(cmd.Type, &cond)
+	if err != nil {
+		return nil, err
+	}
+	if err := fsm.Stamp(out, cmd.Ts); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // applyBatch applies entries through the leader in one round trip and

@@ -471,3 +471,33 @@ func TestMem_StaleSnapshotHoldsJournaledWrites(t *testing.T) {
 		t.Fatalf("the stale snapshot leaves out the journaled write (%d entries)", len(st.Entries))
 	}
 }
+
+// A cancel a cut-off node journaled loses to a registration of the same
+// instance made on the majority meanwhile, and applies when there was none:
+// the newer registration was acknowledged, and replaying the older cancel
+// over it would lose it. The registration here keeps its lastDirtyTimestamp,
+// as a client registering again does.
+func TestMem_JournaledCancelLosesToANewerRegistration(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, nil)
+	leader := c.leader()
+	f := c.followers()[0]
+	mustApply(t, leader, registerEntry(t, "CONF", "again"), registerEntry(t, "CONF", "gone"))
+	c.waitFor(2*time.Second, "the registrations on "+f.ID(), func() bool {
+		return inFSM(f.Node, "CONF", "again") && inFSM(f.Node, "CONF", "gone")
+	})
+	c.loseQuorum(f)
+	mustApply(t, f, cancelEntry(t, "CONF", "again"), cancelEntry(t, "CONF", "gone"))
+	time.Sleep(5 * time.Millisecond) // a registration time of its own
+	mustApply(t, leader, registerEntry(t, "CONF", "again"))
+	c.heal(f)
+	c.waitFor(3*time.Second, "the journal replayed", func() bool { return f.fb.journal.Len() == 0 })
+	for _, mn := range c.nodes {
+		c.waitFor(time.Second, "the replay on "+mn.ID(), func() bool { return mn.fsm.AppliedIndex() >= leader.fsm.AppliedIndex() })
+		if !inFSM(mn.Node, "CONF", "again") {
+			t.Errorf("%s: the registration made while %s was cut off was lost to its older cancel", mn.ID(), f.ID())
+		}
+		if inFSM(mn.Node, "CONF", "gone") {
+			t.Errorf("%s: the journaled cancel of an instance nobody registered again did not apply", mn.ID())
+		}
+	}
+}

@@ -90,6 +90,13 @@ type KeyBody struct {
 	ID  string `codec:"id"`
 	// Replicated marks a cancel an Eureka peer replicated to this cluster.
 	Replicated bool `codec:"rep,omitempty"`
+	// RegisteredAt, when set on a cancel, makes it apply only to the
+	// record registered at that time (the leader's RegistrationTs): a
+	// node cut off from the cluster sets it on a cancel it journals, so
+	// that when the journal is replayed a registration of the instance
+	// made elsewhere meanwhile stands. An FSM that predates the field
+	// applies the cancel as it is.
+	RegisteredAt int64 `codec:"ra,omitempty"`
 }
 
 // Renewal is one heartbeat inside a renew batch, stamped with the time the

@@ -1,5 +1,7 @@
 package fsm
 
+import "fmt"
+
 // cmdSpec is everything the FSM knows about one command type, so that
 // decoding, naming and applying a command read from one table.
 type cmdSpec struct {
@@ -29,6 +31,10 @@ var commands = map[CmdType]cmdSpec{
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*KeyBody)
 			c.Replicated = b.Replicated
+			if e := r.Get(b.App, b.ID); e != nil && b.RegisteredAt != 0 && e.RegistrationTs != b.RegisteredAt {
+				return fmt.Errorf("cancel of %s/%s registered at %d: registered again at %d: %w",
+					b.App, b.ID, b.RegisteredAt, e.RegistrationTs, ErrInstanceNotFound)
+			}
 			return r.cancel(idx, cmd.Ts, b.App, b.ID, c)
 		}},
 	CmdRenewBatch: {name: "renew_batch", newBody: func() any { return &RenewBatchBody{} },
