@@ -109,7 +109,7 @@ func (n *Node) scanLogMode() {
 	for i := max(from, first); i <= last; i++ {
 		var l raft.Log
 		if err := n.deps.logs.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
-			continue // compacted meanwhile: the FSM's snapshot covers it
+			continue // not a command, or compacted meanwhile (the snapshot covers it)
 		}
 		if mode, ok := fsm.ModeOf(l.Data); ok && mode == ModeCP {
 			cpAt = i
