@@ -79,6 +79,7 @@ type memNode struct {
 	self  fsm.Member
 	trans *raft.InmemTransport
 	logs  *raft.InmemStore
+	snaps raft.SnapshotStore
 }
 
 // memCluster is an in-process cluster of memNodes.
@@ -119,7 +120,7 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 			trans.Connect(o.trans.LocalAddr(), o.trans)
 			o.trans.Connect(trans.LocalAddr(), trans)
 		}
-		c.nodes = append(c.nodes, &memNode{self: m, trans: trans, logs: raft.NewInmemStore()})
+		c.nodes = append(c.nodes, &memNode{self: m, trans: trans, logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()})
 	}
 	t.Cleanup(c.stop)
 	for i, mn := range c.nodes {
@@ -130,7 +131,7 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 		from := mn.self.HTTPAddr
 		cfg.hooks.transport = func(http.RoundTripper) http.RoundTripper { return &memRoundTripper{net: c.net, from: from} }
 		deps := Deps{Transport: mn.trans, LogStore: mn.logs, StableStore: mn.logs,
-			SnapshotStore: raft.NewInmemSnapshotStore(), JournalDir: t.TempDir()}
+			SnapshotStore: mn.snaps, JournalDir: t.TempDir()}
 		n, err := New(cfg, deps, fsm.New(time.Minute, nil), nil)
 		if err != nil {
 			t.Fatalf("start %s: %v", mn.self.ID, err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/heureka-registry/heureka/fsm"
 )
 
@@ -73,4 +75,69 @@ func (n *Node) readIndexLocal() (uint64, error) {
 		return 0, fmt.Errorf("verify leader: %v: %w", err, ErrNoLeader)
 	}
 	return idx, nil
+}
+
+// scanLogMode looks, once at start, for set-mode commands in the log after
+// what the FSM holds. After a restart the FSM holds only the latest
+// snapshot: Raft applies the entries after it only once a leader's commit
+// index says they are committed, so a node restarted without a leader would
+// otherwise keep the snapshot's mode. If the snapshot was taken in AP and
+// the cluster went CP since, that node would acknowledge writes without
+// quorum (AP fallback) in a CP cluster.
+//
+// The rule is the conservative one: until the node has caught up, it acts
+// CP if the FSM or any set-mode entry of its log not applied yet says CP.
+// Taking the latest entry instead would be wrong: the log does not record
+// how far it is committed, and a set-mode ap at its end may be an entry a
+// deposed leader appended that never committed, after a committed cp. The
+// price is availability, never safety: a node whose snapshot or log tail
+// says CP while the cluster is back in AP refuses writes while cut off,
+// until it catches up with a leader.
+func (n *Node) scanLogMode() {
+	from := n.fsm.AppliedIndex() + 1
+	first, err := n.deps.logs.FirstIndex()
+	if err != nil {
+		n.log.Warn("reading the log for mode changes failed", "error", err)
+		return
+	}
+	last, err := n.deps.logs.LastIndex()
+	if err != nil {
+		n.log.Warn("reading the log for mode changes failed", "error", err)
+		return
+	}
+	var cpAt uint64
+	for i := max(from, first); i <= last; i++ {
+		var l raft.Log
+		if err := n.deps.logs.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
+			continue // not a command, or compacted meanwhile (the snapshot covers it)
+		}
+		if mode, ok := fsm.ModeOf(l.Data); ok && mode == ModeCP {
+			cpAt = i
+		}
+	}
+	if cpAt == 0 {
+		return
+	}
+	n.logCP.Store(cpAt)
+	if n.unappliedCP() && *n.mode.Load() == ModeAP {
+		n.log.Warn("the log holds a set-mode cp not applied yet: acting cp until caught up with a leader",
+			"set_mode_index", cpAt, "applied_index", n.fsm.AppliedIndex())
+	}
+}
+
+// unappliedCP reports whether a set-mode cp found by scanLogMode is still
+// the node's best knowledge of the mode: it has not caught up, and its FSM
+// has not applied that index. Once the FSM applied it, the FSM holds a
+// committed prefix at least that long (the same entry, or the one a leader
+// replaced it with), so its mode rules; once caught up, it rules anyway.
+func (n *Node) unappliedCP() bool {
+	idx := n.logCP.Load()
+	if idx == 0 {
+		return false
+	}
+	if n.Ready() || n.fsm.AppliedIndex() >= idx {
+		n.logCP.CompareAndSwap(idx, 0) // settled: Mode is a plain load again
+		return false
+	}
+	return true
 }

@@ -50,6 +50,9 @@ type Node struct {
 
 	// mode caches the FSM's mode: every response header carries it.
 	mode atomic.Pointer[string]
+	// logCP is the index of the last set-mode cp command the log held past
+	// the FSM at start, 0 when none (see Mode and scanLogMode in mode.go).
+	logCP atomic.Uint64
 	// rd is the readiness gate (ready.go).
 	rd readiness
 
@@ -158,6 +161,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.rd.bootIndex = n.raft.LastIndex()
+	n.scanLogMode()
 	n.fb.loadOverlay()
 	switch {
 	case hasState:
@@ -224,8 +228,16 @@ func (n *Node) LeaderID() string {
 }
 
 // Mode is the cluster-wide consistency mode (the bootstrap setting until
-// the log says otherwise).
-func (n *Node) Mode() string { return *n.mode.Load() }
+// the log says otherwise). Until the node has caught up since its start it
+// is cp also when its log holds a set-mode cp not applied yet (see
+// scanLogMode).
+func (n *Node) Mode() string {
+	mode := *n.mode.Load()
+	if mode == ModeAP && n.unappliedCP() {
+		return ModeCP
+	}
+	return mode
+}
 
 func (n *Node) refreshMode() {
 	mode := n.storedMode()

@@ -250,3 +250,21 @@ func InstanceKey(entry []byte) (app, id string, ok bool) {
 	}
 	return "", "", false
 }
+
+// ModeOf returns the mode a set-mode entry sets, and false for any other
+// entry (or one that does not decode). It decodes only set-mode entries, so
+// scanning a long log for mode changes reads little more than type bytes.
+func ModeOf(entry []byte) (string, bool) {
+	if TypeOf(entry)&^CmdIgnoreUnknown != CmdSetMode {
+		return "", false
+	}
+	cmd, err := Decode(entry)
+	if err != nil {
+		return "", false
+	}
+	body, ok := cmd.Body.(*ModeBody)
+	if !ok {
+		return "", false
+	}
+	return body.Mode, true
+}

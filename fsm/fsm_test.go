@@ -351,3 +351,22 @@ func TestFSM_SnapshotEntriesSorted(t *testing.T) {
 		t.Fatalf("Range visited %d entries, want 200", n)
 	}
 }
+
+func TestModeOf(t *testing.T) {
+	cp, err := Encode(CmdSetMode, &ModeBody{Mode: "cp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, ok := ModeOf(cp); !ok || mode != "cp" {
+		t.Errorf("ModeOf(set_mode cp) = %q, %v", mode, ok)
+	}
+	member, err := Encode(CmdSetMember, &Member{ID: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, entry := range map[string][]byte{"set_member": member, "truncated": cp[:headerLen-1], "empty": nil} {
+		if mode, ok := ModeOf(entry); ok {
+			t.Errorf("ModeOf(%s) = %q, true; want false", name, mode)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package cluster
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// restartAlone stops the whole cluster and starts mn again on its Raft
+// stores, with none of its peers: a node restarted while cut off, whose FSM
+// holds only its latest snapshot. It waits until the node counts its quorum
+// as lost (moving the moment it last had quorum back, as loseQuorum does).
+func (c *memCluster) restartAlone(mn *memNode) {
+	c.t.Helper()
+	c.stop()
+	c.restart(mn)
+	waitFor(c.t, 2*time.Second, mn.ID()+" without a leader", func() bool { return !mn.HasQuorum() })
+	mn.fb.lastQuorum.Store(time.Now().Add(-time.Minute).UnixNano())
+	if !mn.QuorumLost() {
+		c.t.Fatalf("%s does not count its quorum as lost", mn.ID())
+	}
+}
+
+// restart starts the stopped node mn again on its Raft stores, on a new
+// transport linked to those of the nodes running, and reachable over memNet
+// from them.
+func (c *memCluster) restart(mn *memNode) {
+	c.t.Helper()
+	members := make([]fsm.Member, len(c.nodes))
+	for i, o := range c.nodes {
+		members[i] = o.self
+	}
+	_, mn.trans = raft.NewInmemTransportWithTimeout(raft.ServerAddress(mn.self.RaftAddr), 100*time.Millisecond)
+	c.net.mu.Lock()
+	for _, o := range c.nodes {
+		if o != mn && !c.net.cut[o.self.HTTPAddr] {
+			mn.trans.Connect(o.trans.LocalAddr(), o.trans)
+			o.trans.Connect(mn.trans.LocalAddr(), mn.trans)
+		}
+	}
+	c.net.mu.Unlock()
+	cfg := fastConfig(mn.self, members, ModeAP, &testHooks{})
+	from := mn.self.HTTPAddr
+	cfg.hooks.transport = func(http.RoundTripper) http.RoundTripper { return &memRoundTripper{net: c.net, from: from} }
+	deps := Deps{Transport: mn.trans, LogStore: mn.logs, StableStore: mn.logs, SnapshotStore: mn.snaps, JournalDir: c.t.TempDir()}
+	n, err := New(cfg, deps, fsm.New(time.Minute, nil), nil)
+	if err != nil {
+		c.t.Fatalf("restart %s: %v", mn.self.ID, err)
+	}
+	mn.Node = n
+	c.net.mu.Lock()
+	c.net.handlers[from] = n.InternalHandler(nil)
+	delete(c.net.cut, from)
+	c.net.mu.Unlock()
+}
+
+// restartAfterModes starts a cluster in mode, has its third node take a
+// snapshot, then switches the cluster to each of modes in turn, waits until
+// that node applied the last, and restarts it alone (restartAlone). The
+// restarted node's FSM holds the snapshot's mode, mode. It returns the
+// cluster and that node.
+func restartAfterModes(t *testing.T, mode string, modes ...string) (*memCluster, *memNode) {
+	t.Helper()
+	c := startMemCluster(t, 3, mode, nil)
+	leader := c.leader()
+	mn := c.nodes[2]
+	if err := mn.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot on %s: %v", mn.ID(), err)
+	}
+	for _, m := range modes {
+		if err := leader.SetMode(t.Context(), m); err != nil {
+			t.Fatalf("set mode %s: %v", m, err)
+		}
+	}
+	last := modes[len(modes)-1]
+	c.waitFor(2*time.Second, mn.ID()+" in mode "+last, func() bool { return mn.storedMode() == last })
+	c.restartAlone(mn)
+	if got := mn.storedMode(); got != mode {
+		t.Fatalf("restarted FSM holds mode %q, want the snapshot's %q (the case under test)", got, mode)
+	}
+	return c, mn
+}
+
+// refusesWrites checks that mn acts CP: a write is refused with ErrNoQuorum
+// and nothing is journaled, and registry reads are not served stale.
+func refusesWrites(t *testing.T, mn *memNode) {
+	t.Helper()
+	if got := mn.Mode(); got != ModeCP {
+		t.Errorf("Mode() = %q, want %q", got, ModeCP)
+	}
+	if _, err := mn.Apply(t.Context(), registerEntry(t, "A", "1")); !errors.Is(err, ErrNoQuorum) {
+		t.Errorf("write without quorum: err = %v, want ErrNoQuorum", err)
+	}
+	if got := mn.fb.journal.Len(); got != 0 {
+		t.Errorf("journal holds %d writes, want none", got)
+	}
+	if got := mn.ReadGate(); got != GateClosed {
+		t.Errorf("read gate %q, want %q", got, GateClosed)
+	}
+}
+
+// A node restarted without a leader holds the snapshot's mode (AP) in its
+// FSM, but its log says the cluster went CP since: it must not acknowledge
+// writes without quorum.
+func TestRestartWithoutLeader_LogTailCPWinsOverAPSnapshot(t *testing.T) {
+	_, mn := restartAfterModes(t, ModeAP, ModeCP)
+	refusesWrites(t, mn)
+}
+
+// The reverse: the snapshot says CP, the log tail says the cluster went
+// back to AP. The log does not say whether that entry committed, so the
+// node stays CP until it catches up (the conservative rule of scanLogMode):
+// it may refuse a write the cluster would take, never the other way round.
+func TestRestartWithoutLeader_CPSnapshotStaysCPUntilCaughtUp(t *testing.T) {
+	_, mn := restartAfterModes(t, ModeCP, ModeAP)
+	refusesWrites(t, mn)
+}
+
+// A CP entry in the log tail wins even when a later one says AP: that AP
+// entry may never have committed.
+func TestRestartWithoutLeader_AnyCPInLogTailWins(t *testing.T) {
+	_, mn := restartAfterModes(t, ModeAP, ModeCP, ModeAP)
+	refusesWrites(t, mn)
+}
+
+// Once the restarted node caught up with a leader, the FSM's mode rules:
+// the cluster's last committed set-mode said AP.
+func TestRestartWithoutLeader_FSMModeRulesOnceCaughtUp(t *testing.T) {
+	c, mn := restartAfterModes(t, ModeAP, ModeCP, ModeAP)
+	refusesWrites(t, mn)
+	c.restart(c.nodes[0])
+	c.restart(c.nodes[1])
+	c.waitFor(5*time.Second, mn.ID()+" caught up", mn.Ready)
+	if got := mn.Mode(); got != ModeAP {
+		t.Errorf("Mode() once caught up = %q, want %q", got, ModeAP)
+	}
+	if got := mn.logCP.Load(); got != 0 {
+		t.Errorf("the log's set-mode cp at %d still counts once caught up", got)
+	}
+}
+
+// With nothing about CP in the snapshot or the log, a restarted node cut
+// off stays AP: it journals writes and serves stale reads as before.
+func TestRestartWithoutLeader_APStaysAP(t *testing.T) {
+	_, mn := restartAfterModes(t, ModeAP, ModeAP)
+	if got := mn.Mode(); got != ModeAP {
+		t.Errorf("Mode() = %q, want %q", got, ModeAP)
+	}
+	if _, err := mn.Apply(t.Context(), registerEntry(t, "A", "1")); err != nil {
+		t.Errorf("write without quorum in AP: %v", err)
+	}
+	if got := mn.fb.journal.Len(); got != 1 {
+		t.Errorf("journal holds %d writes, want 1", got)
+	}
+}
