@@ -128,6 +128,12 @@ type MetadataBody struct {
 	App      string            `codec:"a"`
 	ID       string            `codec:"id"`
 	Metadata map[string]string `codec:"md"`
+	// MaxEntries, when set, refuses the update (ErrBadCommand) if the
+	// instance would hold more entries after it: the limit is on the
+	// merged map, decided in log order, so updates racing on different
+	// nodes cannot pass it together. An FSM that predates the field
+	// applies the update as it is.
+	MaxEntries int `codec:"max,omitempty"`
 }
 
 // EvictBody removes expired instances.

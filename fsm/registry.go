@@ -555,9 +555,13 @@ func (r *Registry) updateMetadata(idx uint64, ts int64, b *MetadataBody, c *Chan
 	if e == nil {
 		return ErrInstanceNotFound
 	}
+	md := e.Instance.Metadata.With(b.Metadata)
+	if b.MaxEntries > 0 && md.Len() > b.MaxEntries {
+		return fmt.Errorf("metadata would have %d entries after this update; at most %d are allowed: %w", md.Len(), b.MaxEntries, ErrBadCommand)
+	}
 	n := *e
 	n.Instance = e.Instance.clone()
-	n.Instance.Metadata = n.Instance.Metadata.With(b.Metadata)
+	n.Instance.Metadata = md
 	n.Instance.pack() // the new block joins the record's own strings
 	n.ActionType = ActionModified
 	n.LastUpdatedTs = ts

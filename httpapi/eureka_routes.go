@@ -345,20 +345,19 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 		s.fail(c, err)
 		return
 	}
+	body := &fsm.MetadataBody{App: app, ID: id, Metadata: md}
 	if s.cfg.StrictInput {
 		if err := checkMetadata(len(md), maps.All(md)); err != nil {
 			s.fail(c, err)
 			return
 		}
-		mu := s.metadataLock(app, id)
-		mu.Lock()
-		defer mu.Unlock() // until the update is applied
 		if err := s.checkMergedMetadata(app, id, md); err != nil {
 			s.fail(c, err)
 			return
 		}
+		body.MaxEntries = maxMetadataEntries
 	}
-	if err := s.write(c, fsm.CmdMetadata, &fsm.MetadataBody{App: app, ID: id, Metadata: md}); err != nil {
+	if err := s.write(c, fsm.CmdMetadata, body); err != nil {
 		s.fail(c, err)
 		return
 	}

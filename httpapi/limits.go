@@ -2,10 +2,8 @@ package httpapi
 
 import (
 	"fmt"
-	"hash/maphash"
 	"iter"
 	"strconv"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/heureka-registry/heureka/fsm"
@@ -68,35 +66,14 @@ func checkMetadata(n int, entries iter.Seq2[string, string]) error {
 	return nil
 }
 
-// lockSeed spreads instances over Server.metadataLocks.
-var lockSeed = maphash.MakeSeed()
-
-// metadataLock is the lock the metadata updates of app/id take on this node.
-func (s *Server) metadataLock(app, id string) *sync.Mutex {
-	var h maphash.Hash
-	h.SetSeed(lockSeed)
-	_, _ = h.WriteString(app)
-	_ = h.WriteByte('/')
-	_, _ = h.WriteString(id)
-	return &s.metadataLocks[h.Sum64()%uint64(len(s.metadataLocks))]
-}
-
 // checkMergedMetadata refuses a metadata update that would leave app/id
 // holding more than maxMetadataEntries entries. The limit is on what the
 // instance holds, not on one request: an update merges into the stored
 // map, so counting only its own keys let repeated updates grow an entry
-// without bound.
-//
-// It decides from this node's copy of the entry, with the instance's
-// metadataLock held until the update is applied. Updates of one instance
-// on one node therefore run one after the other, and each sees the ones
-// before it (a node reads its own writes: the cluster waits for a
-// forwarded write to be applied here), so the updates a node accepts never
-// take an entry past the limit. Updates racing on different nodes see each
-// other only once the log brings them: each node adds at most up to the
-// limit over what it saw, so an entry stays within the limit times the
-// number of nodes taking updates for it at that moment, and from then on
-// every update that adds a key is refused.
+// without bound. The FSM decides, in log order (fsm.MetadataBody
+// MaxEntries), so updates racing on different nodes cannot pass it
+// together; this check, from this node's copy, only spares the log an
+// update that is already too large.
 func (s *Server) checkMergedMetadata(app, id string, md map[string]string) error {
 	total := len(md)
 	s.cluster.Read(func(r *fsm.Registry) {

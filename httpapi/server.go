@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	_ "net/http/pprof" // registers on http.DefaultServeMux, served only with Config.Pprof
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -104,9 +103,6 @@ type Server struct {
 	peerItems atomic.Uint64
 	// nodeValue, modeValue and leaderValue are the node headers' values.
 	nodeValue, modeValue, leaderValue sharedValue
-	// metadataLocks serialize the metadata updates of an instance on this
-	// node, striped by instance (limits.go, checkMergedMetadata).
-	metadataLocks [16]sync.Mutex
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
