@@ -154,10 +154,7 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 	}
 	cmd, err := fsm.Decode(buf)
 	if err == nil {
-		buf, err = fb.conditionalCancel(cmd, ov, buf)
-	}
-	if err == nil {
-		cmd, err = fsm.Decode(buf)
+		buf, err = fb.conditionalCancel(&cmd, ov, buf)
 	}
 	if err != nil {
 		fb.mu.Unlock()
@@ -270,7 +267,9 @@ func (fb *fallback) replay(ctx context.Context) error {
 // own FSM may not have caught up with that registration when it replays. A
 // record the journal itself registered (the overlay's, not the FSM's) is
 // replayed before the cancel, so that cancel stays as it is.
-func (fb *fallback) conditionalCancel(cmd fsm.Command, ov *fsm.Registry, entry []byte) ([]byte, error) {
+//
+// It returns the entry to journal, and sets cmd's body to match it.
+func (fb *fallback) conditionalCancel(cmd *fsm.Command, ov *fsm.Registry, entry []byte) ([]byte, error) {
 	kb, ok := cmd.Body.(*fsm.KeyBody)
 	if !ok || cmd.Type != fsm.CmdCancel || kb.RegisteredAt != 0 {
 		return entry, nil
@@ -289,6 +288,7 @@ func (fb *fallback) conditionalCancel(cmd fsm.Command, ov *fsm.Registry, entry [
 	if err := fsm.Stamp(out, cmd.Ts); err != nil {
 		return nil, err
 	}
+	cmd.Body = &cond
 	return out, nil
 }
 

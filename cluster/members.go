@@ -166,10 +166,9 @@ func (n *Node) removeLocal(_ context.Context, id string) error {
 		if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 			return fmt.Errorf("remove member %s: %w", id, mapRaftErr(err))
 		}
-		var rec fsm.Member
-		n.fsm.Read(func(r *fsm.Registry) { rec, _ = r.Member(id) })
+		rec, _ := n.memberRecord(id)
 		n.tellMembership(nodeapi.Membership{ID: id}, rec.HTTPAddr)
-	} else if !n.hasMemberRecord(id) {
+	} else if _, ok := n.memberRecord(id); !ok {
 		return fmt.Errorf("remove %q: %w", id, ErrUnknownMember)
 	}
 	err = n.applyLocalCmd(fsm.CmdRemoveMember, &fsm.KeyBody{ID: id})
@@ -200,11 +199,10 @@ func (n *Node) tellMembership(m nodeapi.Membership, httpAddr string) {
 	}
 }
 
-// hasMemberRecord reports whether the registry holds a member record for id.
-func (n *Node) hasMemberRecord(id string) bool {
-	var ok bool
-	n.fsm.Read(func(r *fsm.Registry) { _, ok = r.Member(id) })
-	return ok
+// memberRecord is the registry's record of member id.
+func (n *Node) memberRecord(id string) (m fsm.Member, ok bool) {
+	n.fsm.Read(func(r *fsm.Registry) { m, ok = r.Member(id) })
+	return m, ok
 }
 
 // servers reads the members of the Raft configuration.

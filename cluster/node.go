@@ -256,10 +256,7 @@ func (n *Node) leaderHTTP() string {
 	if id == n.cfg.NodeID {
 		return n.cfg.HTTPAdvertise
 	}
-	var m fsm.Member
-	var ok bool
-	n.fsm.Read(func(r *fsm.Registry) { m, ok = r.Member(id) })
-	if ok && m.HTTPAddr != "" {
+	if m, ok := n.memberRecord(id); ok && m.HTTPAddr != "" {
 		return m.HTTPAddr
 	}
 	return n.initialMember(id).HTTPAddr
@@ -605,10 +602,7 @@ func (n *Node) registerSelf() {
 	defer n.wg.Done()
 	self := n.selfMember()
 	for {
-		var cur fsm.Member
-		var ok bool
-		n.fsm.Read(func(r *fsm.Registry) { cur, ok = r.Member(self.ID) })
-		if ok && cur == self {
+		if cur, ok := n.memberRecord(self.ID); ok && cur == self {
 			return
 		}
 		if n.LeaderID() != "" && n.isVoter(self.ID) {
