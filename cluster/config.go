@@ -146,7 +146,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	// Raft's own checks, so that a setting it would refuse is a usage
-	// error before anything is opened, in heureka's flag names.
+	// error before anything is opened, said in heureka's words;
+	// raft.ValidateConfig below backs them for any rule Raft adds.
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return errors.New("raft leader lease timeout must not exceed the heartbeat timeout")
 	}

@@ -73,10 +73,10 @@ func bindNodeID(dir, id string) error {
 	}
 	path := filepath.Join(dir, NodeIDFile)
 	b, err := os.ReadFile(path)
-	switch {
-	case err == nil && strings.TrimSpace(string(b)) != id:
+	switch held := strings.TrimSpace(string(b)); {
+	case err == nil && held != id:
 		return fmt.Errorf("%w: %s holds node %q, not %q (start it with --node-id %s, or give this node its own data directory)",
-			ErrOtherNode, dir, strings.TrimSpace(string(b)), id, strings.TrimSpace(string(b)))
+			ErrOtherNode, dir, held, id, held)
 	case err == nil:
 		return nil
 	case !errors.Is(err, os.ErrNotExist):
