@@ -161,6 +161,10 @@ func TestMem_RemovedNodeTakesNoWrites(t *testing.T) {
 	}
 	// Also once it counts its quorum as lost, when it would otherwise
 	// take writes into its AP journal.
+	// It rides out a missing leader for a second first; as loseQuorum
+	// does, the test moves its last quorum back instead of sleeping.
+	c.waitFor(5*time.Second, gone.ID()+" out of touch with the leader", func() bool { return !gone.HasQuorum() })
+	gone.fb.lastQuorum.Store(time.Now().Add(-time.Minute).UnixNano())
 	c.waitFor(5*time.Second, gone.ID()+" counting its quorum as lost", gone.QuorumLost)
 	if _, err := gone.Apply(t.Context(), registerEntry(t, "GHOST", "g-2")); !errors.Is(err, ErrRemoved) {
 		t.Errorf("write on the removed node without quorum: %v, want ErrRemoved", err)
