@@ -587,6 +587,25 @@ func (c *Cache) invalidateRW(ch fsm.Change) {
 	}
 }
 
+// Reset drops every document, in both levels: what is read next is built
+// from the registry as it is now. Watchers are not woken: the changes that
+// made the old documents old woke theirs already. The node calls
+// it when its read gate opens after a catch-up, so that nothing built while
+// it was behind is served as current. Holding every lane keeps a refresh or
+// push from storing a document it built before the reset.
+func (c *Cache) Reset() {
+	for _, l := range c.lanes {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+	}
+	c.invalidateRW(fsm.Change{All: true})
+	c.ro.Range(func(k, v any) bool {
+		c.ro.Delete(k)
+		c.plain.drop(v.(*Value))
+		return true
+	})
+}
+
 // refreshLoop copies readWrite into readOnly every UpdateInterval. When
 // nothing was invalidated and nothing expired since the last pass, a pass
 // costs one lock and one comparison.

@@ -32,9 +32,19 @@ type fallback struct {
 	n       *Node
 	journal *store.Journal
 
+	// mu guards the overlay and orders the journal's appends and trims
+	// with it. The invariant (checkOverlay): the overlay exists exactly
+	// while the journal holds entries, and it is always the registry this
+	// node holds plus the journal's writes, rebuilt when that registry
+	// moves on. A refused write leaves neither.
 	mu      sync.RWMutex
 	overlay *fsm.Registry // nil unless journal writes are pending
-	seq     uint64        // local index for overlay changes
+	// baseIndex is the FSM index the overlay was built on; onDurable says
+	// it was built on the durable state instead (before the read gate
+	// first opened).
+	baseIndex uint64
+	onDurable bool
+	seq       uint64 // local index for overlay changes
 
 	replayMu sync.Mutex
 	// refused counts writes refused because the journal was full.
@@ -82,9 +92,21 @@ func (n *Node) Read(fn func(r *fsm.Registry)) {
 // readOverlay runs fn on the AP fallback overlay, holding it for the call,
 // and reports whether there was one.
 func (n *Node) readOverlay(fn func(r *fsm.Registry)) bool {
-	n.fb.mu.RLock()
-	defer n.fb.mu.RUnlock()
-	if ov := n.fb.overlay; ov != nil {
+	fb := n.fb
+	fb.mu.RLock()
+	if fb.overlay != nil && fb.overlayBehind() {
+		// The FSM moved on under the overlay (a catch-up before the
+		// replay): rebuild it, so reads never show a copy that drifted.
+		fb.mu.RUnlock()
+		fb.mu.Lock()
+		if fb.overlay != nil && fb.overlayBehind() {
+			fb.overlay = fb.buildOverlay()
+		}
+		fb.mu.Unlock()
+		fb.mu.RLock()
+	}
+	defer fb.mu.RUnlock()
+	if ov := fb.overlay; ov != nil {
 		fn(ov)
 		return true
 	}
@@ -107,13 +129,24 @@ func (n *Node) publish(c fsm.Change) {
 	}
 }
 
-// overlayLocked returns the overlay, building it from the FSM and the
-// journal when absent. fb.mu must be held for writing.
-func (fb *fallback) overlayLocked() *fsm.Registry {
-	if fb.overlay != nil {
-		return fb.overlay
+// overlayBehind reports whether the overlay's base is no longer the
+// registry this node holds: the FSM applied more since it was built, or the
+// read gate opened since it was built on the durable state. fb.mu must be
+// held.
+func (fb *fallback) overlayBehind() bool {
+	if fb.onDurable {
+		return fb.n.CaughtUpOnce()
 	}
-	ov := fb.n.readBase() // the durable state while the node catches up
+	return fb.n.fsm.AppliedIndex() != fb.baseIndex
+}
+
+// buildOverlay builds the registry reads show in AP fallback: a private copy
+// of the durable state (the FSM once it caught up, else snapshot plus log)
+// with the journal's writes applied. It sets baseIndex; fb.mu must be held
+// for writing, and the caller decides whether to keep the result.
+func (fb *fallback) buildOverlay() *fsm.Registry {
+	ov, base, durable := fb.n.readBase()
+	fb.baseIndex, fb.onDurable = base, durable
 	fb.seq = max(fb.seq, ov.Version())
 	for _, rec := range fb.journal.Records() {
 		if cmd, err := fsm.Decode(rec); err == nil {
@@ -121,8 +154,39 @@ func (fb *fallback) overlayLocked() *fsm.Registry {
 			_ = ov.Apply(fb.seq, cmd, &fsm.Change{})
 		}
 	}
-	fb.overlay = ov
 	return ov
+}
+
+// checkOverlay reports a broken overlay invariant: an overlay without
+// journal entries (reads frozen on an old copy), or journal entries without
+// an overlay (reads missing acknowledged writes). fb.mu must be held.
+func (fb *fallback) checkOverlay() error {
+	switch n := fb.journal.Len(); {
+	case fb.overlay != nil && n == 0:
+		return errors.New("AP overlay present with an empty journal")
+	case fb.overlay == nil && n > 0:
+		return fmt.Errorf("no AP overlay while the journal holds %d entries", n)
+	}
+	return nil
+}
+
+// repairOverlay restores the overlay invariant if something broke it, and
+// says so: the invariant is kept by record and replay, so this is a bug's
+// last line of defence, not a path the node is meant to take.
+func (fb *fallback) repairOverlay() {
+	fb.mu.Lock()
+	err := fb.checkOverlay()
+	if err != nil {
+		fb.overlay = nil
+		if fb.journal.Len() > 0 {
+			fb.overlay = fb.buildOverlay()
+		}
+	}
+	fb.mu.Unlock()
+	if err != nil {
+		fb.n.log.Error("repaired the AP overlay", "error", err)
+		fb.n.publish(fsm.Change{All: true})
+	}
 }
 
 // loadOverlay shows journal writes left from before a restart.
@@ -131,7 +195,7 @@ func (fb *fallback) loadOverlay() {
 		return
 	}
 	fb.mu.Lock()
-	fb.overlayLocked()
+	fb.overlay = fb.buildOverlay()
 	fb.mu.Unlock()
 	fb.n.log.Warn("journal holds writes from AP fallback; they will be replayed when quorum returns",
 		"entries", fb.journal.Len())
@@ -139,42 +203,57 @@ func (fb *fallback) loadOverlay() {
 }
 
 // record accepts a write without quorum: journal first (durable), then the
-// overlay, then the change notice for the caches.
+// overlay, then the change notice for the caches. The write is judged on a
+// candidate overlay that becomes the overlay only once the journal holds
+// the write: a refused write (unknown instance, bad input, journal or disk
+// full) leaves no trace.
 func (fb *fallback) record(entry []byte) (uint64, error) {
 	fb.mu.Lock()
-	ov := fb.overlayLocked()
-	if app, id, ok := fsm.InstanceKey(entry); ok && ov.Get(app, id) == nil {
+	ov := fb.overlay
+	if ov == nil || fb.overlayBehind() {
+		ov = fb.buildOverlay()
+	}
+	cmd, buf, err := fb.judge(entry, ov)
+	if err == nil {
+		err = fb.journal.Append(buf)
+		if errors.Is(err, store.ErrJournalFull) {
+			fb.refused.Add(1)
+			err = fmt.Errorf("%s without quorum: %w: %w", fsm.TypeOf(entry), ErrJournalFull, err)
+		}
+	}
+	if err != nil {
+		if fb.journal.Len() == 0 {
+			fb.overlay = nil
+		}
 		fb.mu.Unlock()
-		return 0, fmt.Errorf("%s %s/%s: %w", fsm.TypeOf(entry), app, id, fsm.ErrInstanceNotFound)
+		return 0, err
+	}
+	fb.overlay = ov
+	fb.seq++
+	ch := fsm.Change{Index: fb.seq, Type: cmd.Type}
+	applyErr := ov.Apply(fb.seq, cmd, &ch)
+	fb.mu.Unlock()
+	fb.n.publish(ch)
+	fb.n.log.Info("accepted write in AP fallback", "type", cmd.Type.String(), "journal_entries", fb.journal.Len())
+	return 0, applyErr
+}
+
+// judge checks a write against the overlay it would change and returns the
+// command and the entry to journal (stamped with this node's clock, a
+// cancel made conditional). It changes nothing.
+func (fb *fallback) judge(entry []byte, ov *fsm.Registry) (fsm.Command, []byte, error) {
+	if app, id, ok := fsm.InstanceKey(entry); ok && ov.Get(app, id) == nil {
+		return fsm.Command{}, nil, fmt.Errorf("%s %s/%s: %w", fsm.TypeOf(entry), app, id, fsm.ErrInstanceNotFound)
 	}
 	buf := append([]byte(nil), entry...)
 	if err := fsm.Stamp(buf, time.Now().UnixMilli()); err != nil {
-		fb.mu.Unlock()
-		return 0, err
+		return fsm.Command{}, nil, err
 	}
 	cmd, err := fsm.Decode(buf)
 	if err == nil {
 		buf, err = fb.conditionalCancel(&cmd, ov, buf)
 	}
-	if err != nil {
-		fb.mu.Unlock()
-		return 0, err
-	}
-	if err := fb.journal.Append(buf); err != nil {
-		fb.mu.Unlock()
-		if errors.Is(err, store.ErrJournalFull) {
-			fb.refused.Add(1)
-			return 0, fmt.Errorf("%s without quorum: %w: %w", fsm.TypeOf(entry), ErrJournalFull, err)
-		}
-		return 0, err
-	}
-	fb.seq++
-	ch := fsm.Change{Index: fb.seq, Type: cmd.Type}
-	err = ov.Apply(fb.seq, cmd, &ch)
-	fb.mu.Unlock()
-	fb.n.publish(ch)
-	fb.n.log.Info("accepted write in AP fallback", "type", cmd.Type.String(), "journal_entries", fb.journal.Len())
-	return 0, err
+	return cmd, buf, err
 }
 
 // Replay sends the journal to the leader in batches: each batch is one
@@ -193,6 +272,34 @@ const (
 // dropped; a batch cut short by a leader change keeps its unapplied tail,
 // from the first failure on, for the next attempt, so order is kept.
 func (fb *fallback) replay(ctx context.Context) error {
+	return fb.replayWith(ctx, fb.applyBatch)
+}
+
+// deliver hands the journal of a node that was removed while it was cut off
+// to the leader of the cluster that removed it, which a peer named
+// (membercheck.go): the writes were acknowledged, and this node will never
+// have a leader of its own again.
+func (fb *fallback) deliver(ctx context.Context) error {
+	addr := fb.n.removedLeader()
+	if addr == "" {
+		return errRemovedNoLeader
+	}
+	err := fb.replayWith(ctx, func(ctx context.Context, entries [][]byte) ([]error, error) {
+		if len(entries) == 0 {
+			return nil, nil
+		}
+		results, _, err := fb.n.peers().ApplyBatch(ctx, addr, entries)
+		return results, err
+	})
+	if err == nil {
+		fb.n.log.Warn("handed the AP fallback journal to the cluster that removed this node", "leader_http", addr)
+	}
+	return err
+}
+
+// replayWith replays the journal through apply, which applies a batch on
+// the leader and returns the FSM's answer for each entry.
+func (fb *fallback) replayWith(ctx context.Context, apply func(context.Context, [][]byte) ([]error, error)) error {
 	fb.replayMu.Lock()
 	defer fb.replayMu.Unlock()
 	recs := fb.journal.Records()
@@ -215,7 +322,7 @@ func (fb *fallback) replay(ctx context.Context) error {
 			}
 			send, pos = append(send, recs[i]), append(pos, i)
 		}
-		results, err := fb.applyBatch(ctx, send)
+		results, err := apply(ctx, send)
 		if err != nil {
 			if len(pos) > 0 {
 				end = pos[0]
@@ -244,7 +351,7 @@ func (fb *fallback) replay(ctx context.Context) error {
 		// rebuilt from them rather than dropped.
 		fb.overlay = nil
 		if fb.journal.Len() > 0 {
-			fb.overlayLocked()
+			fb.overlay = fb.buildOverlay()
 		}
 		fb.mu.Unlock()
 		fb.n.publish(fsm.Change{All: true})
@@ -362,17 +469,30 @@ func (n *Node) applyBatchLocal(entries [][]byte) ([]error, uint64, error) {
 func (fb *fallback) monitor(stop <-chan struct{}) {
 	wasLost := false
 	tick.Every(stop, 100*time.Millisecond, func() {
+		fb.repairOverlay()
 		lost := fb.n.QuorumLost()
 		if lost != wasLost {
 			wasLost = lost
 			fb.n.log.Warn("quorum changed", "lost", lost, "mode", fb.n.Mode())
 		}
-		if !lost && fb.n.HasQuorum() && fb.journal.Len() > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if fb.journal.Len() == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		switch {
+		case !lost && fb.n.HasQuorum():
 			if err := fb.replay(ctx); err != nil {
 				fb.n.log.Warn("journal replay incomplete; will retry", "error", err)
 			}
-			cancel()
+		case lost:
+			// Cut off with writes to replay: find out whether this node
+			// was removed meanwhile, and if so hand the writes over.
+			if fb.n.confirmMember(ctx) != nil {
+				if err := fb.deliver(ctx); err != nil {
+					fb.n.log.Warn("handing the journal of a removed node over incomplete; will retry", "error", err)
+				}
+			}
 		}
 	})
 }

@@ -117,6 +117,8 @@ func (b backend) Remove(ctx context.Context, id string) error { return b.n.remov
 
 func (b backend) SetMembership(m nodeapi.Membership) error { return b.n.setMembership(m) }
 
+func (b backend) MemberView(id string) (nodeapi.MemberView, error) { return b.n.memberView(id) }
+
 func (b backend) SaveSnapshot(w io.Writer) error { return b.n.saveLocal(w) }
 
 func (b backend) RestoreSnapshot(r io.Reader) error {

@@ -24,9 +24,10 @@ var (
 	ErrNotLeader = errors.New("not the leader")
 	// ErrNoLeader means the cluster has no reachable leader right now.
 	ErrNoLeader = errors.New("no leader")
-	// ErrNotReady means this node has not caught up since it started, so it
-	// refuses registry reads (see Node.Ready).
-	ErrNotReady = errors.New("not caught up since start")
+	// ErrNotReady means this node has not caught up since it started or
+	// since it last lost touch with the leader, so it refuses registry
+	// reads (see Node.Ready).
+	ErrNotReady = errors.New("not caught up with the leader")
 	// ErrUnknownMember is returned when removing a member that does not exist.
 	ErrUnknownMember = errors.New("unknown member")
 	// ErrRemoved means this node's Raft has stopped: it was removed from
@@ -76,6 +77,9 @@ type Node struct {
 	// removed is set while the leader says this node is out of the
 	// configuration (setMembership).
 	removed atomic.Bool
+	// mcheck is what the peers last said of this node's membership while
+	// it was cut off (membercheck.go).
+	mcheck memberCheck
 
 	stopCh chan struct{}
 	wg     sync.WaitGroup
@@ -98,6 +102,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, deps: d, fsm: f, log: log.Named("cluster"), stopCh: make(chan struct{})}
 	n.rd.started, n.rd.readyCh = time.Now(), make(chan struct{})
+	n.rd.gap = max(cfg.LeaderLeaseTimeout, minTouchGap)
 	if cfg.ReadHold != nil {
 		n.rd.holds = append(n.rd.holds, cfg.ReadHold)
 	}
@@ -298,6 +303,9 @@ func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
 	}
 	if n.Mode() == ModeCP {
 		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), ErrNoQuorum)
+	}
+	if err := n.confirmMember(ctx); err != nil {
+		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), err)
 	}
 	return n.fb.record(entry)
 }

@@ -12,36 +12,62 @@ import (
 	"github.com/heureka-registry/heureka/internal/tick"
 )
 
-// The readiness gate. After a start the FSM holds only the latest snapshot:
-// Raft re-applies the log after it only once a leader's commit index says
-// the entries are committed. Until then the registry is partial (empty after
-// a kill -9 with no snapshot yet), so registry reads must not be answered
-// from it. A node opens its gate once it caught up with a leader:
-//   - as leader, once its post-election barrier applied everything its log
-//     holds (which includes every entry it held at start);
-//   - as follower, once it applied the index a leader reports for a
-//     linearizable read (ReadBarrier), which covers every committed entry.
+// The read gate. A node answers registry reads unmarked only while it is in
+// touch with a leader and has caught up with what that leader committed
+// since it last lost touch:
+//   - after a start the FSM holds only the latest snapshot: Raft re-applies
+//     the log after it only once a leader's commit index says the entries
+//     are committed, so the registry may be partial (empty after a kill -9
+//     with no snapshot yet);
+//   - after a loss of touch (no leader contact within the leader lease, a
+//     scheduling gap over the lease such as a SIGSTOP or a long stall, a
+//     new term) the FSM is complete as of the loss but may be far behind:
+//     a follower healed after a partition, or resumed after a pause, hears
+//     from the leader before it has applied what it missed.
 //
-// The gate latches: a node that caught up once stays ready; later lag or
-// quorum loss is handled by the ordinary read rules.
+// The gate opens once the node caught up: as leader, once its
+// post-election barrier applied everything its log holds (which includes
+// every entry it held at start) and a quorum confirmed it still leads; as
+// follower, once it applied the index a leader reports for a linearizable
+// read (ReadBarrier), which covers every committed entry. Either must have
+// been asked no longer than the lease before the gate opens, so that a
+// pause in the middle of a catch-up cannot open it on an old answer.
 //
-// While the gate is closed, a node cut off from the quorum in AP mode serves
-// its durable state instead: the snapshot plus every command its log holds,
-// applied to a private copy (durableView), marked stale by httpapi.
+// Loss of touch is noticed by the gate watcher, which ticks every readyPoll,
+// and on the read path itself (Ready): a scheduling gap stops the watcher
+// too, so a read that finds the watcher's last tick older than the lease
+// closes the gate before it is answered, whatever arrived first after the
+// pause. Before the gate opens the OnCatchUp hooks run (the response cache
+// drops every document built before), so no document built while the node
+// was behind is served unmarked after.
+//
+// While the gate is closed, httpapi marks answers stale or refuses them
+// (docs/ap-vs-cp.md). A node that never caught up since its start and is cut
+// off from the quorum in AP mode serves its durable state instead: the
+// snapshot plus every command its log holds, applied to a private copy
+// (durableView); a node that did catch up once serves its FSM, which is
+// complete as of the loss.
 
 // Read gate states, as /v1/status and /metrics show them.
 const (
-	// GateOpen: caught up; reads are served as usual.
+	// GateOpen: in touch and caught up; reads are served as usual.
 	GateOpen = "open"
-	// GateDurable: not caught up, cut off from the quorum in AP mode; reads
-	// are served from the durable state and marked stale.
+	// GateDurable: not caught up, in AP mode and cut off from the quorum
+	// (or caught up once before losing touch); reads are served from the
+	// durable state and marked stale.
 	GateDurable = "durable_stale"
 	// GateClosed: catching up; registry reads are refused.
 	GateClosed = "closed"
 )
 
-// readyPoll is how often a node that has not caught up checks again.
+// readyPoll is how often the gate watcher looks at the node's touch with
+// its leader, and how often a node that has not caught up checks again.
 const readyPoll = 20 * time.Millisecond
+
+// minTouchGap is the least scheduling gap that counts as a loss of touch,
+// whatever the leader lease: shorter stalls (a collection on a busy
+// machine) leave a node at most that far behind.
+const minTouchGap = 300 * time.Millisecond
 
 // readiness is the gate's state.
 type readiness struct {
@@ -49,8 +75,17 @@ type readiness struct {
 	// bootIndex is the last log index found at start.
 	bootIndex uint64
 	ready     atomic.Bool
-	readyCh   chan struct{} // closed when ready
-	readyMs   atomic.Int64  // milliseconds from start until ready
+	// everReady is set the first time the gate opens: from then on the FSM
+	// is complete as of any later loss of touch.
+	everReady atomic.Bool
+	readyMs   atomic.Int64 // milliseconds from start until first ready
+	// lastTick is when the gate watcher last ran (unix ns); gap is how
+	// long it may go without running before the node counts as having
+	// lost touch.
+	lastTick atomic.Int64
+	gap      time.Duration
+	// closes counts the times the gate closed after having opened.
+	closes atomic.Uint64
 
 	// leaderTerm is the term in which this node, as leader, completed its
 	// post-election barrier: in that term its FSM holds every committed
@@ -58,21 +93,34 @@ type readiness struct {
 	leaderTerm atomic.Uint64
 
 	mu      sync.RWMutex
-	durable *fsm.Registry // built on first use while the gate is closed
+	readyCh chan struct{} // closed when the gate opens; replaced when it closes
+	durable *fsm.Registry // built on first use before the gate first opens
 
 	// holds keep the gate closed until each closes (HoldReads).
 	holdMu sync.Mutex
 	holds  []<-chan struct{}
+
+	hookMu    sync.Mutex
+	onCatchUp []func()
 }
 
 // HoldReads keeps the read gate closed until done closes, on top of the
 // catching up: a node that copies an Eureka ring's registry at start holds
 // reads until the copy is in. Call it before the gate opens (right after
-// New); once open, the gate stays open.
+// New).
 func (n *Node) HoldReads(done <-chan struct{}) {
 	n.rd.holdMu.Lock()
 	n.rd.holds = append(n.rd.holds, done)
 	n.rd.holdMu.Unlock()
+}
+
+// OnCatchUp registers fn to run each time the read gate opens, before any
+// read sees it open: the response cache drops there what it built while
+// the node was behind. fn must not block for long.
+func (n *Node) OnCatchUp(fn func()) {
+	n.rd.hookMu.Lock()
+	n.rd.onCatchUp = append(n.rd.onCatchUp, fn)
+	n.rd.hookMu.Unlock()
 }
 
 // held reports whether a HoldReads channel is still open.
@@ -89,9 +137,27 @@ func (rd *readiness) held() bool {
 	return false
 }
 
-// Ready reports whether this node has caught up since it started (see the
-// readiness gate above). Until then its registry may be partly replayed.
-func (n *Node) Ready() bool { return n.rd.ready.Load() }
+// Ready reports whether the read gate is open: the node is in touch with a
+// leader and caught up with it. It closes the gate itself when the gate
+// watcher has not run for longer than the lease (the process was paused or
+// starved), so that the first read after a pause is never answered as
+// current.
+func (n *Node) Ready() bool {
+	if !n.rd.ready.Load() {
+		return false
+	}
+	if gap := time.Now().UnixNano() - n.rd.lastTick.Load(); gap > int64(n.rd.gap) {
+		n.loseTouch("scheduling gap", time.Duration(gap))
+		return false
+	}
+	return true
+}
+
+// CaughtUpOnce reports whether the gate has opened since the node started:
+// its FSM is then complete as of any later loss of touch, and reads while
+// the gate is closed may come from it (marked stale) rather than from the
+// durable state.
+func (n *Node) CaughtUpOnce() bool { return n.rd.everReady.Load() }
 
 // WaitReady waits up to d for the node to catch up, but only while a leader
 // is known: then catching up usually takes one round trip, and a read that
@@ -104,11 +170,13 @@ func (n *Node) WaitReady(ctx context.Context, d time.Duration) bool {
 	if n.LeaderID() == "" {
 		return false
 	}
+	n.rd.mu.RLock()
+	ch := n.rd.readyCh
+	n.rd.mu.RUnlock()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-n.rd.readyCh:
-		return true
+	case <-ch:
 	case <-t.C:
 	case <-ctx.Done():
 	case <-n.stopCh:
@@ -121,30 +189,97 @@ func (n *Node) ReadGate() string {
 	switch {
 	case n.Ready():
 		return GateOpen
-	case n.Mode() == ModeAP && n.QuorumLost():
+	case n.Mode() == ModeAP && (n.QuorumLost() || n.CaughtUpOnce()):
 		return GateDurable
 	}
 	return GateClosed
 }
 
-// watchReady polls until the node caught up, then opens the gate.
+// GateCloses counts the times the read gate closed after having opened
+// (losses of touch).
+func (n *Node) GateCloses() uint64 { return n.rd.closes.Load() }
+
+// loseTouch closes the gate (if open) for the reason given.
+func (n *Node) loseTouch(reason string, after time.Duration) {
+	if !n.rd.ready.CompareAndSwap(true, false) {
+		return
+	}
+	n.rd.mu.Lock()
+	n.rd.readyCh = make(chan struct{})
+	n.rd.mu.Unlock()
+	n.rd.closes.Add(1)
+	n.log.Warn("lost touch with the leader: registry reads are marked stale or refused until this node catches up",
+		"reason", reason, "after_ms", after.Milliseconds())
+}
+
+// inTouch reports whether this node still hears from its leader (as
+// follower, within the leader lease), or leads in the term it caught up in.
+func (n *Node) inTouch() (bool, string) {
+	if n.IsLeader() {
+		if !n.leaderCaughtUp() {
+			return false, "new term"
+		}
+		return true, ""
+	}
+	if n.LeaderID() == "" {
+		return false, "no leader"
+	}
+	if time.Since(n.raft.LastContact()) > n.cfg.LeaderLeaseTimeout {
+		return false, "no leader contact"
+	}
+	return true, ""
+}
+
+// watchReady runs the gate: it closes it on a loss of touch and opens it
+// once the node caught up.
 func (n *Node) watchReady() {
 	defer n.wg.Done()
-	tick.Until(n.stopCh, readyPoll, func() bool {
-		if n.rd.held() || !n.caughtUp() {
-			return false
+	n.rd.lastTick.Store(time.Now().UnixNano())
+	tick.Every(n.stopCh, readyPoll, func() {
+		now := time.Now()
+		if gap := now.UnixNano() - n.rd.lastTick.Load(); gap > int64(n.rd.gap) {
+			n.loseTouch("scheduling gap", time.Duration(gap))
 		}
-		ms := time.Since(n.rd.started).Milliseconds()
-		n.rd.readyMs.Store(max(ms, 1))
-		n.rd.ready.Store(true)
-		close(n.rd.readyCh)
-		n.rd.mu.Lock()
-		n.rd.durable = nil // no longer needed: reads follow the FSM now
-		n.rd.mu.Unlock()
-		n.log.Info("caught up: serving registry reads", "after_ms", ms,
-			"boot_log_index", n.rd.bootIndex, "applied_index", n.raft.AppliedIndex())
-		return true
+		n.rd.lastTick.Store(now.UnixNano())
+		if n.rd.ready.Load() {
+			if ok, why := n.inTouch(); !ok {
+				n.loseTouch(why, time.Since(n.raft.LastContact()))
+			}
+			return
+		}
+		if n.rd.held() || !n.caughtUp() {
+			return
+		}
+		// The answer caughtUp had is as old as the tick: a pause during
+		// the catch-up makes it too old to open on.
+		if time.Since(now) > n.rd.gap {
+			return
+		}
+		n.rd.lastTick.Store(time.Now().UnixNano())
+		n.openGate()
 	})
+}
+
+// openGate runs the OnCatchUp hooks and opens the gate.
+func (n *Node) openGate() {
+	n.rd.hookMu.Lock()
+	for _, fn := range n.rd.onCatchUp {
+		fn()
+	}
+	n.rd.hookMu.Unlock()
+	n.rd.mu.Lock()
+	n.rd.ready.Store(true)
+	close(n.rd.readyCh)
+	n.rd.durable = nil // no longer needed: reads follow the FSM now
+	n.rd.mu.Unlock()
+	if n.rd.everReady.Swap(true) {
+		n.log.Info("caught up again: serving registry reads", "applied_index", n.raft.AppliedIndex())
+		return
+	}
+	ms := time.Since(n.rd.started).Milliseconds()
+	n.rd.readyMs.Store(max(ms, 1))
+	n.log.Info("caught up: serving registry reads", "after_ms", ms,
+		"boot_log_index", n.rd.bootIndex, "applied_index", n.raft.AppliedIndex())
 }
 
 // CaughtUp reports whether this node's FSM holds everything a leader
@@ -152,13 +287,16 @@ func (n *Node) watchReady() {
 // it asks the leader for its commit index.
 func (n *Node) CaughtUp() bool { return n.caughtUp() }
 
-// caughtUp reports whether the FSM holds everything a leader committed.
+// caughtUp reports whether the FSM holds everything a leader committed. A
+// leader also confirms with a quorum that it still leads: one resumed
+// after a pause believes it leads until a follower tells it otherwise.
 func (n *Node) caughtUp() bool {
 	if n.LeaderID() == "" {
 		return false
 	}
 	if n.IsLeader() {
-		return n.leaderCaughtUp() && n.raft.AppliedIndex() >= n.rd.bootIndex
+		return n.leaderCaughtUp() && n.raft.AppliedIndex() >= n.rd.bootIndex &&
+			waitFuture(n.raft.VerifyLeader(), n.stopCh) == nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -186,7 +324,7 @@ func (n *Node) leaderCaughtUp() bool {
 // (snapshot plus every command the log holds). Once the node is ready it is
 // the same as Read.
 func (n *Node) ReadDurable(fn func(r *fsm.Registry)) {
-	if n.Ready() {
+	if n.CaughtUpOnce() {
 		n.Read(fn)
 		return
 	}
@@ -205,20 +343,23 @@ func (n *Node) ReadDurable(fn func(r *fsm.Registry)) {
 }
 
 // readBase returns a private copy of the registry new local state should
-// start from: the FSM once ready, else the durable state, so that an AP
-// fallback overlay made right after a start is never partial.
-func (n *Node) readBase() *fsm.Registry {
-	if !n.Ready() {
+// start from, and the FSM index it holds: the FSM once the gate has opened,
+// else the durable state (durable set), so that an AP fallback overlay made
+// right after a start is never partial.
+func (n *Node) readBase() (reg *fsm.Registry, index uint64, durable bool) {
+	if !n.CaughtUpOnce() {
 		n.rd.mu.Lock()
 		defer n.rd.mu.Unlock()
 		if n.rd.durable == nil {
 			n.rd.durable = n.buildDurable()
 		}
-		return n.rd.durable.Clone()
+		return n.rd.durable.Clone(), 0, true
 	}
-	var reg *fsm.Registry
+	// An index taken before the copy is at most behind it: the overlay is
+	// then rebuilt once more, never kept on a copy older than its index.
+	index = n.fsm.AppliedIndex()
 	n.fsm.Read(func(r *fsm.Registry) { reg = r.Clone() })
-	return reg
+	return reg, index, false
 }
 
 // buildDurable copies the FSM and applies to the copy every command of the

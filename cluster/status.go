@@ -35,6 +35,7 @@ func (n *Node) Status() Status {
 		ReadGate:          n.ReadGate(),
 		BootLogIndex:      n.rd.bootIndex,
 		ReadyAfterMs:      n.rd.readyMs.Load(),
+		ReadGateCloses:    n.GateCloses(),
 		QuorumLost:        n.QuorumLost(),
 		Fallback:          n.InFallback(),
 		JournalEntries:    n.fb.journal.Len(),

@@ -445,16 +445,19 @@ const (
 	fromDurable                   // built fresh from the durable state (gate closed)
 )
 
-// readGate applies the read rules (docs/design.md, "AP and CP", and the readiness
-// gate in cluster/ready.go). A node that has not caught up since it started
-// refuses registry reads with 503, which every Eureka client treats as "try
-// another server, keep the registry you have" (docs/operations.md); in AP
-// mode, cut off from the quorum, or when the request allows stale data, it
-// answers from its durable state marked stale instead, never from a partly
-// replayed FSM. A caught-up node without quorum marks its answers stale,
-// and in CP mode refuses them unless the request allows stale data; a
-// linearizable read confirms leadership first and is built fresh, bypassing
-// the cache.
+// readGate applies the read rules (docs/design.md, "AP and CP", and the read
+// gate in cluster/ready.go). A node whose gate is closed (it has not caught
+// up since it started, or since it last lost touch with the leader) waits a
+// moment for the catch-up while a leader is known, then refuses registry
+// reads with 503, which every Eureka client treats as "try another server,
+// keep the registry you have" (docs/operations.md). In AP mode (cut off
+// from the quorum, or after a loss of touch), or when the request allows
+// stale data, it answers marked stale instead: after a start from its
+// durable state, never from a partly replayed FSM; after a loss of touch
+// from its FSM, complete as of the loss, through the cache. A caught-up node
+// without quorum marks its answers stale, and in CP mode refuses them unless
+// the request allows stale data; a linearizable read confirms leadership
+// first and is built fresh, bypassing the cache.
 func (s *Server) readGate(c *gin.Context) (readSource, error) {
 	level := consistencyDefault
 	if c.Request.URL.RawQuery != "" { // gin parses the query into a new map on first use
@@ -472,12 +475,18 @@ func (s *Server) readGate(c *gin.Context) (readSource, error) {
 		return fromFSM, nil
 	}
 	if !s.cluster.Ready() {
-		if level == consistencyStale || (s.cluster.Mode() == cluster.ModeAP && s.cluster.QuorumLost()) {
+		ap := s.cluster.Mode() == cluster.ModeAP
+		stale := level == consistencyStale || (ap && s.cluster.QuorumLost())
+		if stale || !s.cluster.WaitReady(c.Request.Context(), readyWait) {
+			once := s.cluster.CaughtUpOnce()
+			if !stale && !(ap && once) {
+				return fromCache, fmt.Errorf("node is catching up with the leader (add ?consistency=stale to read what it holds): %w", cluster.ErrNotReady)
+			}
 			c.Header("X-Heureka-Stale", "true")
+			if once {
+				return fromCache, nil // the FSM, complete as of the loss of touch
+			}
 			return fromDurable, nil
-		}
-		if !s.cluster.WaitReady(c.Request.Context(), readyWait) {
-			return fromCache, fmt.Errorf("node is catching up after a restart (add ?consistency=stale to read its durable state): %w", cluster.ErrNotReady)
 		}
 	}
 	if !s.cluster.HasQuorum() {

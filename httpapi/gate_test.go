@@ -18,7 +18,19 @@ import (
 type gateCluster struct {
 	*fakeCluster
 	ready, lost atomic.Bool
-	durable     *fsm.FSM
+	// once: the gate opened before (the FSM is complete as of a loss of
+	// touch); mode is the cluster's mode ("ap" unless set).
+	once    atomic.Bool
+	mode    atomic.Value
+	durable *fsm.FSM
+}
+
+func (g *gateCluster) CaughtUpOnce() bool { return g.once.Load() }
+func (g *gateCluster) Mode() string {
+	if m, ok := g.mode.Load().(string); ok {
+		return m
+	}
+	return "ap"
 }
 
 func (g *gateCluster) Ready() bool { return g.ready.Load() }
@@ -28,7 +40,7 @@ func (g *gateCluster) WaitReady(context.Context, time.Duration) bool {
 func (g *gateCluster) QuorumLost() bool { return g.lost.Load() }
 func (g *gateCluster) HasQuorum() bool  { return !g.lost.Load() }
 func (g *gateCluster) ReadDurable(fn func(*fsm.Registry)) {
-	if g.Ready() {
+	if g.once.Load() {
 		g.Read(fn)
 		return
 	}
@@ -84,5 +96,62 @@ func TestReadGate(t *testing.T) {
 	}
 	if st := s.CacheStats(); st.ReadOnlyKeys != 1 {
 		t.Fatalf("read with the gate open did not go through the cache: %+v", st)
+	}
+}
+
+// A node that lost touch with its leader after it had caught up: its FSM is
+// complete as of the loss, but may be far behind the leader. Until it
+// caught up again, an AP node answers from it marked stale and a CP node
+// refuses; once it caught up, no document built while it was behind is
+// served (the OnCatchUp hook resets the cache).
+func TestReadGate_AfterLossOfTouch(t *testing.T) {
+	reg := func(f *fsm.FSM, idx uint64, id string) {
+		t.Helper()
+		entry, err := fsm.Encode(fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{
+			InstanceID: id, HostName: id, App: "GATE", IPAddr: "10.0.0.1", Status: fsm.StatusUp, VIPAddress: "gate"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = fsm.Stamp(entry, time.Now().UnixMilli())
+		f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: entry})
+	}
+	g := &gateCluster{fakeCluster: &fakeCluster{fsm: fsm.New(0, nil)}, durable: fsm.New(0, nil)}
+	reg(g.fsm, 1, "old")
+	g.once.Store(true)
+	ts, _ := startTestServer(t, DefaultConfig(), g, nil)
+
+	// AP, gate closed after a loss: 200 from the FSM, marked stale, and the
+	// documents then built are cached (built from the FSM, not the log).
+	code, body, hdr := do(t, "GET", ts.URL+"/eureka/apps/GATE", "", "", "Accept", "application/json")
+	if code != http.StatusOK || hdr.Get("X-Heureka-Stale") != "true" || !strings.Contains(body, `"old"`) {
+		t.Fatalf("ap read after a loss of touch: %d stale=%q %s", code, hdr.Get("X-Heureka-Stale"), body)
+	}
+	// CP: refused as a node that is catching up.
+	g.mode.Store("cp")
+	code, _, hdr = do(t, "GET", ts.URL+"/eureka/apps/GATE", "", "", "Accept", "application/json")
+	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Fatalf("cp read after a loss of touch: %d Retry-After=%q", code, hdr.Get("Retry-After"))
+	}
+	if code, _, _ := do(t, "GET", ts.URL+"/eureka/apps/GATE?consistency=stale", "", "", "Accept", "application/json"); code != http.StatusOK {
+		t.Fatalf("cp stale read after a loss of touch: %d", code)
+	}
+	g.mode.Store("ap")
+
+	// The catch-up applies without change notices reaching the cache (the
+	// worst case: a notice still in flight), then the gate opens.
+	reg(g.fsm, 2, "new")
+	g.mu.Lock()
+	hooks := g.catchUp
+	g.mu.Unlock()
+	if len(hooks) == 0 {
+		t.Fatal("the server registered no OnCatchUp hook")
+	}
+	for _, fn := range hooks {
+		fn()
+	}
+	g.ready.Store(true)
+	code, body, hdr = do(t, "GET", ts.URL+"/eureka/apps/GATE", "", "", "Accept", "application/json")
+	if code != http.StatusOK || hdr.Get("X-Heureka-Stale") != "" || !strings.Contains(body, `"new"`) {
+		t.Fatalf("first unmarked read after the catch-up: %d stale=%q %s", code, hdr.Get("X-Heureka-Stale"), body)
 	}
 }

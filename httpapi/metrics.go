@@ -203,6 +203,7 @@ var (
 	descMode          = desc("mode", "1 for the cluster's consistency mode (ap or cp), 0 for the other.", "mode")
 	descReady         = desc("ready", "1 once this node caught up after start and serves registry reads.")
 	descReadGate      = desc("read_gate", "1 for the read gate's state: open, durable_stale (reads from the durable state, marked stale) or closed (reads refused).", "state")
+	descGateCloses    = desc("read_gate_closes_total", "Times the read gate closed again after opening (a loss of touch with the leader), each followed by a catch-up.")
 	descFallback      = desc("fallback_active", "1 while this node serves AP fallback (quorum lost, or journal writes awaiting replay).")
 	descJournalItems  = desc("journal_entries", "Writes in the AP fallback journal awaiting replay.")
 	descJournalBytes  = desc("journal_bytes", "Size of the AP fallback journal.")
@@ -271,6 +272,7 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range []string{cluster.GateOpen, cluster.GateDurable, cluster.GateClosed} {
 		gauge(descReadGate, b2f(st.ReadGate == g), g)
 	}
+	counter(descGateCloses, float64(st.ReadGateCloses))
 	gauge(descFallback, b2f(st.Fallback))
 	gauge(descJournalItems, float64(st.JournalEntries))
 	gauge(descJournalBytes, float64(st.JournalBytes))

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
 	"github.com/heureka-registry/heureka/internal/tick"
 )
@@ -240,6 +242,15 @@ func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
 	defer p.conn.Close()
 	_ = p.conn.SetWriteDeadline(time.Now().Add(blockingGrace))
 	h := p.header
+	if err == nil && h.Get("X-Heureka-Stale") == "" && !s.cluster.Ready() {
+		// The gate closed while the read was parked (a loss of touch):
+		// answer as serve would now, never unmarked from behind.
+		if s.cluster.Mode() == cluster.ModeAP {
+			h.Set("X-Heureka-Stale", "true")
+		} else {
+			err = fmt.Errorf("node lost touch with the leader while the read waited: %w", cluster.ErrNotReady)
+		}
+	}
 	status := http.StatusOK
 	var body []byte
 	if err != nil {

@@ -31,6 +31,8 @@ type Cluster interface {
 	RenewReplicated(ctx context.Context, app, id string, lastDirty int64) error
 	QuorumLost() bool
 	Ready() bool
+	CaughtUpOnce() bool
+	OnCatchUp(fn func())
 	WaitReady(ctx context.Context, d time.Duration) bool
 	SetMode(ctx context.Context, mode string) error
 	ReadBarrier(ctx context.Context) error
@@ -128,6 +130,9 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("response cache: %w", err)
 	}
 	s.lot = newParkingLot(s)
+	// Documents built while the node was behind must not be served
+	// unmarked once it caught up (cluster/ready.go).
+	c.OnCatchUp(s.cache.Reset)
 	c.Observe(func(ch fsm.Change) {
 		s.views.forget(ch)
 		s.cache.Invalidate(ch)

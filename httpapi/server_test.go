@@ -30,6 +30,7 @@ type fakeCluster struct {
 	// replicatedRenews counts the heartbeats renewed as replicated.
 	replicatedRenews int
 	applyFn          func() error
+	catchUp          []func() // OnCatchUp hooks
 }
 
 func (f *fakeCluster) ID() string       { return "n1" }
@@ -81,12 +82,18 @@ func (f *fakeCluster) RenewReplicated(_ context.Context, app, id string, ldt int
 }
 func (f *fakeCluster) Ready() bool                                   { return true }
 func (f *fakeCluster) WaitReady(context.Context, time.Duration) bool { return true }
-func (f *fakeCluster) QuorumLost() bool                              { return false }
-func (f *fakeCluster) SetMode(context.Context, string) error         { return nil }
-func (f *fakeCluster) ReadBarrier(context.Context) error             { return nil }
-func (f *fakeCluster) Read(fn func(*fsm.Registry))                   { f.fsm.Read(fn) }
-func (f *fakeCluster) ReadDurable(fn func(*fsm.Registry))            { f.fsm.Read(fn) }
-func (f *fakeCluster) Observe(fn func(fsm.Change))                   { f.fsm.Observe(fn) }
+func (f *fakeCluster) CaughtUpOnce() bool                            { return true }
+func (f *fakeCluster) OnCatchUp(fn func()) {
+	f.mu.Lock()
+	f.catchUp = append(f.catchUp, fn)
+	f.mu.Unlock()
+}
+func (f *fakeCluster) QuorumLost() bool                      { return false }
+func (f *fakeCluster) SetMode(context.Context, string) error { return nil }
+func (f *fakeCluster) ReadBarrier(context.Context) error     { return nil }
+func (f *fakeCluster) Read(fn func(*fsm.Registry))           { f.fsm.Read(fn) }
+func (f *fakeCluster) ReadDurable(fn func(*fsm.Registry))    { f.fsm.Read(fn) }
+func (f *fakeCluster) Observe(fn func(fsm.Change))           { f.fsm.Observe(fn) }
 func (f *fakeCluster) LeaseStatus(context.Context) (cluster.LeaseStatus, error) {
 	return cluster.LeaseStatus{}, cluster.ErrNoLeader
 }

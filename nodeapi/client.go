@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"syscall"
 
 	"github.com/heureka-registry/heureka/opapi"
@@ -167,6 +168,19 @@ func (c *Client) LeaseStatus(ctx context.Context, addr string) (opapi.LeaseStatu
 		return st, fmt.Errorf("lease status from %s: %w", addr, err)
 	}
 	return st, nil
+}
+
+// MemberView asks the node at addr whether id is a member.
+func (c *Client) MemberView(ctx context.Context, addr, id string) (MemberView, error) {
+	var v MemberView
+	data, err := c.Call(ctx, http.MethodGet, addr, PathMembership+"?id="+url.QueryEscape(id), "", nil)
+	if err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return v, fmt.Errorf("membership from %s: %w", addr, err)
+	}
+	return v, nil
 }
 
 // FetchSnapshot downloads the leader's snapshot (at most limit bytes) into

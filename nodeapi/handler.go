@@ -33,6 +33,8 @@ type Backend interface {
 	// SetMembership records what the leader says of this node's
 	// membership after changing it.
 	SetMembership(m Membership) error
+	// MemberView is this node's word on whether id is a member.
+	MemberView(id string) (MemberView, error)
 	// SaveSnapshot writes the leader's snapshot to w.
 	SaveSnapshot(w io.Writer) error
 	// RestoreSnapshot restores the cluster from a snapshot read from r.
@@ -113,6 +115,14 @@ func Handler(b Backend, cfg HandlerConfig) http.Handler {
 			return
 		}
 		s.write(w, Reply{}, b.SetMembership(m))
+	})
+	mux.HandleFunc("GET "+PathMembership, func(w http.ResponseWriter, r *http.Request) {
+		v, err := b.MemberView(r.URL.Query().Get("id"))
+		if err != nil {
+			s.write(w, Reply{}, err)
+			return
+		}
+		writeJSON(w, v)
 	})
 	mux.HandleFunc("GET "+PathSnapshot, func(w http.ResponseWriter, _ *http.Request) {
 		var buf bytes.Buffer

@@ -63,6 +63,9 @@ func (b *fakeBackend) Join(context.Context, fsm.Member) error { return b.lead() 
 
 func (b *fakeBackend) Remove(context.Context, string) error { return b.lead() }
 func (b *fakeBackend) SetMembership(Membership) error       { return nil }
+func (b *fakeBackend) MemberView(id string) (MemberView, error) {
+	return MemberView{ID: id, Member: id == "n1", InTouch: true, LeaderHTTP: "127.0.0.1:1"}, nil
+}
 
 func (b *fakeBackend) SaveSnapshot(w io.Writer) error {
 	if err := b.lead(); err != nil {
@@ -122,6 +125,12 @@ func TestCallsRoundTrip(t *testing.T) {
 	}
 	if got, err := c.ReadIndex(ctx, addr); err != nil || got != 42 {
 		t.Fatalf("ReadIndex: %d %v", got, err)
+	}
+	// An id that needs escaping arrives as it was sent.
+	for id, member := range map[string]bool{"n1": true, "n 2/?&": false} {
+		if v, err := c.MemberView(ctx, addr, id); err != nil || v.ID != id || v.Member != member || !v.InTouch {
+			t.Fatalf("MemberView(%q): %+v %v", id, v, err)
+		}
 	}
 	var buf bytes.Buffer
 	if err := c.FetchSnapshot(ctx, addr, &buf, 1<<20); err != nil || buf.String() != "snapshot" {

@@ -52,6 +52,20 @@ type Membership struct {
 	Member bool   `json:"member"`
 }
 
+// MemberView is a node's word on whether another node is a member
+// (GET PathMembership?id=): its latest Raft configuration's, whether it is in
+// touch with a leader (only then does the word count: an isolated node's
+// configuration may be as old as the asker's), and the leader's HTTP
+// address. A node cut off from its own leader asks its peers before it
+// acknowledges writes into its AP journal: one that was removed while it
+// could not be told learns it here.
+type MemberView struct {
+	ID         string `json:"id"`
+	Member     bool   `json:"member"`
+	InTouch    bool   `json:"in_touch"`
+	LeaderHTTP string `json:"leader_http,omitempty"`
+}
+
 // batchReply answers an apply batch: one Reply per entry.
 type batchReply struct {
 	Index   uint64  `json:"index"`

@@ -38,6 +38,10 @@ type NodeStatus struct {
 	// ReadyAfterMs how long after start it caught up (0 until then).
 	BootLogIndex uint64 `json:"boot_log_index"`
 	ReadyAfterMs int64  `json:"ready_after_ms"`
+	// ReadGateCloses counts the times the read gate closed again after
+	// it had opened: losses of touch with the leader (a partition, a
+	// pause, an election), each followed by a catch-up.
+	ReadGateCloses uint64 `json:"read_gate_closes"`
 	// QuorumLost is set once the node has been without quorum for longer
 	// than an election takes; Fallback when it then serves AP fallback (or
 	// still holds journal writes to replay).

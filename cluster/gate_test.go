@@ -1,0 +1,171 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/heureka-registry/heureka/fsm"
+)
+
+// checkOverlay reads the overlay invariant under the fallback's lock.
+func (mn *memNode) checkOverlay() error {
+	mn.fb.mu.RLock()
+	defer mn.fb.mu.RUnlock()
+	return mn.fb.checkOverlay()
+}
+
+// A write refused in AP fallback (here: one on an instance nobody holds)
+// leaves no trace: no journal entry and no overlay. On the old code the
+// refusal built the overlay first and left it standing with an empty
+// journal, and the node's reads stayed frozen on that copy after the heal,
+// even for linearizable reads and its own acknowledged writes.
+func TestMem_RefusedFallbackWriteLeavesNoOverlay(t *testing.T) {
+	for _, refused := range []string{"cancel", "status"} {
+		t.Run(refused, func(t *testing.T) {
+			c, f := startCutOff(t, ModeAP, nil)
+			entry := cancelEntry(t, "APPA", "no-such-instance")
+			if refused == "status" {
+				var err error
+				entry, err = fsm.Encode(fsm.CmdSetOverride, &fsm.OverrideBody{App: "APPA", ID: "no-such-instance", Status: fsm.StatusOutOfService})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := f.Apply(t.Context(), entry); !errors.Is(err, fsm.ErrInstanceNotFound) {
+				t.Fatalf("%s of an unknown instance without quorum: %v, want not found", refused, err)
+			}
+			if err := f.checkOverlay(); err != nil || f.fb.journal.Len() != 0 {
+				t.Fatalf("after a refused write: %v, journal %d", err, f.fb.journal.Len())
+			}
+			c.heal(f)
+			leader := c.leader()
+			mustApply(t, leader, registerEntry(t, "APPB", "after-heal"))
+			c.waitFor(3*time.Second, "the healed node's reads showing a write made after the heal", func() bool {
+				return visible(f.Node, "APPB", "after-heal")
+			})
+			if err := f.checkOverlay(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// The overlay is the registry this node holds plus the journal: when the
+// FSM moves on under it (a catch-up before the replay), reads show the
+// FSM's new state with the journal's writes on top, not the old copy.
+func TestMem_OverlayFollowsTheFSM(t *testing.T) {
+	c, f := startCutOff(t, ModeAP, nil)
+	leader := c.leader()
+	mustApply(t, f, registerEntry(t, "JOURNALED", "j-1"))
+	mustApply(t, leader, registerEntry(t, "MAJORITY", "m-1"))
+	if !visible(f.Node, "JOURNALED", "j-1") {
+		t.Fatal("the journaled write is not in the node's reads")
+	}
+	// Hold the replay back, so the FSM catches up first.
+	f.fb.replayMu.Lock()
+	c.heal(f)
+	c.waitFor(3*time.Second, "the healed node applying the majority's write", func() bool { return inFSM(f.Node, "MAJORITY", "m-1") })
+	if !visible(f.Node, "MAJORITY", "m-1") || !visible(f.Node, "JOURNALED", "j-1") {
+		t.Errorf("reads during the catch-up: the overlay drifted from the FSM plus the journal (majority %v, journaled %v, journal %d)",
+			visible(f.Node, "MAJORITY", "m-1"), visible(f.Node, "JOURNALED", "j-1"), f.fb.journal.Len())
+	}
+	f.fb.replayMu.Unlock()
+	c.waitFor(3*time.Second, "the journal replayed", func() bool { return f.fb.journal.Len() == 0 })
+	if err := f.checkOverlay(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(3*time.Second, "the journaled write committed on the leader", func() bool { return inFSM(leader.Node, "JOURNALED", "j-1") })
+}
+
+// A follower cut off past the leader lease closes its read gate, and after
+// the heal keeps it closed until it applied what the leader committed
+// meanwhile: whenever it reports Ready, its FSM holds every write made
+// during the partition. On the old code the gate latched open at the first
+// catch-up after the start, and the first reads after the heal came from a
+// registry a partition behind.
+func TestMem_HealedFollowerNotReadyWhileBehind(t *testing.T) {
+	c := startMemCluster(t, 3, ModeCP, nil)
+	leader := c.leader()
+	f := c.followers()[0]
+	c.waitFor(3*time.Second, f.ID()+" ready", f.Ready)
+	closes := f.GateCloses()
+	c.cutOff(f)
+	c.waitFor(3*time.Second, f.ID()+" closing its gate", func() bool { return !f.Ready() })
+	if f.GateCloses() != closes+1 {
+		t.Fatalf("gate closes: %d, want %d", f.GateCloses(), closes+1)
+	}
+	const writes = 50
+	for i := range writes {
+		mustApply(t, leader, registerEntry(t, "BEHIND", fmt.Sprint(i)))
+	}
+	c.heal(f)
+	deadline := time.Now().Add(5 * time.Second)
+	for !f.Ready() || !inFSM(f.Node, "BEHIND", fmt.Sprint(writes-1)) {
+		if f.Ready() {
+			for i := range writes {
+				if !inFSM(f.Node, "BEHIND", fmt.Sprint(i)) {
+					t.Fatalf("%s ready with write %d of the partition missing", f.ID(), i)
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not catch up after the heal (ready %v)", f.ID(), f.Ready())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A scheduling gap over the lease (a SIGSTOP, a long stall) closes the gate
+// on the read path itself, before the gate watcher runs again, and the
+// node opens it again only after catching up.
+func TestMem_SchedulingGapClosesTheGate(t *testing.T) {
+	c := startMemCluster(t, 3, ModeCP, nil)
+	c.leader()
+	for _, mn := range c.nodes {
+		c.waitFor(3*time.Second, mn.ID()+" ready", mn.Ready)
+		// As if the process had been stopped for a second.
+		mn.rd.lastTick.Store(time.Now().Add(-time.Second).UnixNano())
+		if mn.Ready() {
+			t.Fatalf("%s ready after a gap of a second", mn.ID())
+		}
+		c.waitFor(3*time.Second, mn.ID()+" ready again", mn.Ready)
+	}
+}
+
+// A node removed while it was cut off, and so not told, must not lose the
+// writes it acknowledged into its AP journal meanwhile: once it reaches a
+// peer again it learns it is out, refuses further writes and hands the
+// journal to the cluster's leader. A node that can reach a peer in touch
+// with the leader asks first, and never journals once removed.
+func TestMem_RemovedWhileCutOff(t *testing.T) {
+	c, gone := startCutOff(t, ModeAP, nil)
+	leader := c.leader()
+	if err := leader.Remove(t.Context(), gone.ID()); err != nil {
+		t.Fatal(err)
+	}
+	// Alone, it cannot know: AP takes the write.
+	if _, err := gone.Apply(t.Context(), registerEntry(t, "ISOLATED", "i-1")); err != nil {
+		t.Fatalf("write on a removed node that reaches nobody: %v", err)
+	}
+	if gone.fb.journal.Len() != 1 {
+		t.Fatalf("journal: %d entries, want 1", gone.fb.journal.Len())
+	}
+	// It reaches its peers again (HTTP; Raft no longer talks to it).
+	c.net.mu.Lock()
+	delete(c.net.cut, gone.self.HTTPAddr)
+	c.net.mu.Unlock()
+	c.waitFor(5*time.Second, "the journal handed to the leader", func() bool {
+		return gone.fb.journal.Len() == 0 && inFSM(leader.Node, "ISOLATED", "i-1")
+	})
+	if err := gone.checkOverlay(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gone.Apply(t.Context(), registerEntry(t, "ISOLATED", "i-2")); !errors.Is(err, ErrRemoved) {
+		t.Fatalf("write on a removed node that reached a peer: %v, want ErrRemoved", err)
+	}
+	if gone.fb.journal.Len() != 0 {
+		t.Fatalf("the removed node journaled a write after learning it was out")
+	}
+}
