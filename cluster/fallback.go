@@ -212,6 +212,9 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 	ov := fb.overlay
 	if ov == nil || fb.overlayBehind() {
 		ov = fb.buildOverlay()
+		if fb.journal.Len() > 0 {
+			fb.overlay = ov // rebuilt on the FSM as it is now: it stands whatever the write's fate
+		}
 	}
 	cmd, buf, err := fb.judge(entry, ov)
 	if err == nil {
@@ -222,9 +225,6 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 		}
 	}
 	if err != nil {
-		if fb.journal.Len() == 0 {
-			fb.overlay = nil
-		}
 		fb.mu.Unlock()
 		return 0, err
 	}
