@@ -34,6 +34,10 @@ type Deps struct {
 	SnapshotStore raft.SnapshotStore
 	// JournalDir is where the AP fallback journal is kept.
 	JournalDir string
+	// Disk says while the disk the stores write to is full (the stores
+	// report to it, see store.WatchLog). Nil: Store's, else a watch of
+	// JournalDir, which only the journal reports to.
+	Disk *store.DiskWatch
 }
 
 // raftDeps are Deps with every default filled in.
@@ -44,6 +48,7 @@ type raftDeps struct {
 	stable     raft.StableStore
 	snaps      raft.SnapshotStore
 	journalDir string
+	disk       *store.DiskWatch
 	// logSize is the log's size on disk for /v1/status (0 without a data
 	// directory).
 	logSize func() int64
@@ -54,7 +59,7 @@ type raftDeps struct {
 // the node is set up.
 func (d Deps) resolve(cfg *Config) (raftDeps, error) {
 	r := raftDeps{trans: d.Transport, logs: d.LogStore, stable: d.StableStore, snaps: d.SnapshotStore,
-		journalDir: d.JournalDir, logSize: func() int64 { return 0 }}
+		journalDir: d.JournalDir, disk: d.Disk, logSize: func() int64 { return 0 }}
 	if st := d.Store; st != nil {
 		if r.logs == nil {
 			r.logs = st.Log
@@ -69,12 +74,18 @@ func (d Deps) resolve(cfg *Config) (raftDeps, error) {
 			r.journalDir = st.Dir()
 		}
 		r.logSize = st.LogSize
+		if r.disk == nil {
+			r.disk = st.Disk
+		}
 	}
 	if r.logs == nil || r.stable == nil || r.snaps == nil {
 		return r, errors.New("cluster deps: raft log, stable and snapshot stores are required (or a data directory)")
 	}
 	if r.journalDir == "" {
 		return r, errors.New("cluster deps: a journal directory is required (or a data directory)")
+	}
+	if r.disk == nil {
+		r.disk = store.NewDiskWatch(r.journalDir)
 	}
 	if r.trans != nil && string(r.trans.LocalAddr()) != cfg.advertiseRaft() {
 		return r, fmt.Errorf("cluster deps: transport address %q is not the advertised raft address %q",

@@ -439,6 +439,9 @@ func (n *Node) applyBatchLocal(entries [][]byte) ([]error, uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, 0, ErrNotLeader
 	}
+	if err := n.diskFull("journal batch"); err != nil {
+		return nil, 0, err
+	}
 	now := time.Now().UnixMilli()
 	futures := make([]raft.ApplyFuture, len(entries))
 	results := make([]error, len(entries))

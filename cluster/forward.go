@@ -35,6 +35,7 @@ var codes = nodeapi.Codes{
 	{Name: "unknown_member", Err: ErrUnknownMember},
 	{Name: "member_conflict", Err: ErrMemberConflict},
 	{Name: "no_quorum", Err: ErrNoQuorum},
+	{Name: "disk_full", Err: ErrDiskFull},
 }
 
 // peers is the client for calls to other nodes; a failure that is not an

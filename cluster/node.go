@@ -80,6 +80,9 @@ type Node struct {
 	// mcheck is what the peers last said of this node's membership while
 	// it was cut off (membercheck.go).
 	mcheck memberCheck
+	// diskRefused counts registry writes refused because the disk was
+	// full (diskfull.go).
+	diskRefused atomic.Uint64
 
 	stopCh chan struct{}
 	wg     sync.WaitGroup
@@ -139,6 +142,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 		return nil, err
 	}
 	journal.SetLimits(cfg.JournalMaxEntries, cfg.JournalMaxBytes)
+	journal.SetDiskWatch(d.disk)
 	n.fb = newFallback(n, journal)
 	started := false
 	defer func() {
@@ -182,7 +186,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	}
 	// Each goroutine below calls n.wg.Done when it ends.
 	background := []func(){
-		n.leaderLoop, n.watchReady, n.registerSelf,
+		n.leaderLoop, n.watchReady, n.registerSelf, n.watchDisk,
 		func() { defer n.wg.Done(); n.nudger.run(n.raft, n.stopCh) },
 		func() { defer n.wg.Done(); n.health.run(n.raft, n.stopCh) },
 		func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) },
@@ -277,6 +281,15 @@ func (n *Node) leaderHTTP() string {
 // this one cannot overtake them, and when that replay fails the write fails
 // too (503, the client retries) rather than going around the journal.
 func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
+	idx, err := n.apply(ctx, entry)
+	if errors.Is(err, ErrDiskFull) {
+		n.diskRefused.Add(1)
+	}
+	return idx, err
+}
+
+// apply is Apply without the count of writes refused for a full disk.
+func (n *Node) apply(ctx context.Context, entry []byte) (uint64, error) {
 	if err := n.checkMember(); err != nil {
 		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), err)
 	}
@@ -303,6 +316,9 @@ func (n *Node) Apply(ctx context.Context, entry []byte) (uint64, error) {
 	}
 	if n.Mode() == ModeCP {
 		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), ErrNoQuorum)
+	}
+	if err := n.diskFull("apply " + fsm.TypeOf(entry).String()); err != nil {
+		return 0, err // the journal is on the same disk
 	}
 	if err := n.confirmMember(ctx); err != nil {
 		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), err)
@@ -378,6 +394,11 @@ func (n *Node) throughLeader(ctx context.Context, what string, local func() (uin
 				return 0, err
 			}
 		}
+		// Without a leader elsewhere, a node whose own disk is full would
+		// wait in vain: it cannot lead while it cannot write its log.
+		if err := n.diskFull(what); err != nil {
+			return 0, err
+		}
 		if n.QuorumLost() {
 			return 0, errQuorumLost
 		}
@@ -410,6 +431,9 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 			return 0, fmt.Errorf("%s %s/%s: %w", fsm.TypeOf(entry), app, id, fsm.ErrInstanceNotFound)
 		}
 	}
+	if err := n.diskFull(fsm.TypeOf(entry).String()); err != nil {
+		return 0, err
+	}
 	buf := append([]byte(nil), entry...)
 	if err := fsm.Stamp(buf, time.Now().UnixMilli()); err != nil {
 		return 0, err
@@ -436,9 +460,22 @@ func waitFuture(f raft.Future, stop <-chan struct{}) error {
 }
 
 // applyResult waits for an apply future and maps raft's errors to ours: the
-// FSM's own answer (such as ErrInstanceNotFound) comes back as is.
+// FSM's own answer (such as ErrInstanceNotFound) comes back as is. While
+// the disk is full every failure is put down to it: the log write's error
+// reaches the future only as text (raft's LogCache flattens it), and the
+// writes queued behind it fail as leadership lost, because raft steps the
+// leader down when its log write fails.
 func (n *Node) applyResult(entry []byte, f raft.ApplyFuture) (uint64, error) {
 	if err := waitFuture(f, n.stopCh); err != nil {
+		if derr := n.deps.disk.Err(); derr != nil {
+			if store.IsDiskFull(err) { // the cause, again, as text
+				return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), derr)
+			}
+			return 0, fmt.Errorf("apply %s: %v: %w", fsm.TypeOf(entry), err, derr)
+		}
+		if store.IsDiskFull(err) { // a log store that reports to no watch
+			return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), n.deps.disk.Check(err))
+		}
 		switch {
 		case errors.Is(err, raft.ErrNotLeader):
 			return 0, ErrNotLeader

@@ -225,6 +225,19 @@ func (b *renewBatcher) take() []fsm.Renewal {
 	return out
 }
 
+// requeue puts back the renewals of a batch that was not written, except
+// where a newer renewal of the same instance came in meanwhile.
+func (b *renewBatcher) requeue(batch []fsm.Renewal) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, rn := range batch {
+		k := rn.App + "\x00" + rn.ID
+		if _, newer := b.pending[k]; !newer {
+			b.pending[k] = rn
+		}
+	}
+}
+
 func (b *renewBatcher) write(batch []fsm.Renewal) error {
 	entry, err := fsm.Encode(fsm.CmdRenewBatch, &fsm.RenewBatchBody{Renewals: batch})
 	if err != nil {
@@ -251,7 +264,15 @@ func (b *renewBatcher) run(stop <-chan struct{}) {
 			return
 		case <-t.C:
 			if batch := b.take(); batch != nil {
-				if err := b.write(batch); err != nil {
+				err := b.write(batch)
+				switch {
+				case errors.Is(err, ErrDiskFull):
+					// The leader still holds these leases: keep the
+					// renewals for the batch that gets through once there
+					// is room, so that eviction does not count them
+					// missed. The node says once that the disk is full.
+					b.requeue(batch)
+				case err != nil:
 					b.n.log.Warn("writing renewal batch failed", "renewals", len(batch), "error", err)
 				}
 			}

@@ -44,6 +44,7 @@ func (n *Node) Status() Status {
 		LogBytes:          n.deps.logSize(),
 	}
 	st.AppliedEntries, st.AppliedBytes = n.fsm.AppliedVolume()
+	n.diskStatus(&st)
 	if first, err := n.deps.logs.FirstIndex(); err == nil {
 		st.FirstLogIndex = first
 	}

@@ -88,6 +88,9 @@ func FreeAddr(t testing.TB) string {
 
 // Options adjust the processes StartCluster and StartNode launch.
 type Options struct {
+	// Binary, if set, is the heureka binary the nodes run instead of
+	// Binary's (one built with test-only build tags).
+	Binary string
 	// Env is added to each process's environment (KEY=value). Inherited
 	// HEUREKA_* variables are always dropped.
 	Env []string
@@ -157,8 +160,12 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 func newCluster(t testing.TB, opts Options) *Cluster {
 	skipShort(t)
 	c := &Cluster{t: t, opts: opts}
+	bin := opts.Binary
+	if bin == "" {
+		bin = Binary(t)
+	}
 	spec := launch.Spec{
-		Binary:      Binary(t),
+		Binary:      bin,
 		Dir:         t.TempDir(),
 		Args:        opts.ExtraArgs,
 		FastRaft:    !opts.DefaultRaftTimings,

@@ -52,6 +52,9 @@ var (
 		"sub":   func(a, b int) int { return a - b },
 		"half":  func(a int) int { return a / 2 },
 		"bytes": humanBytes,
+		"ms": func(ms int64) string {
+			return shortDuration(max(time.Duration(ms)*time.Millisecond, time.Second).Round(time.Second))
+		},
 		"ratio": func(hits, misses uint64) string {
 			if hits+misses == 0 {
 				return "–"

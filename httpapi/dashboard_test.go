@@ -22,9 +22,10 @@ func TestDashboardRenders(t *testing.T) {
 		name      string
 		cluster   func(f *fsm.FSM) Cluster
 		emergency bool
+		diskFull  bool
 	}{
-		{"no leader", func(f *fsm.FSM) Cluster { return &fakeCluster{fsm: f} }, false},
-		{"self-preservation", func(f *fsm.FSM) Cluster { return metricsCluster{&fakeCluster{fsm: f}} }, true},
+		{"no leader", func(f *fsm.FSM) Cluster { return &fakeCluster{fsm: f} }, false, false},
+		{"self-preservation, disk full", func(f *fsm.FSM) Cluster { return metricsCluster{&fakeCluster{fsm: f}} }, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fsm.New(0, nil)
@@ -53,6 +54,12 @@ func TestDashboardRenders(t *testing.T) {
 				if !strings.Contains(html, want) {
 					t.Errorf("page lacks %q", want)
 				}
+			}
+			if got := strings.Contains(html, `id="disk-full"`) && strings.Contains(html, "DISK FULL"); got != c.diskFull {
+				t.Errorf("DISK FULL banner shown: %v, want %v", got, c.diskFull)
+			}
+			if got := strings.Contains(html, `<td id="disk"><span class="bad">FULL</span>`); got != c.diskFull {
+				t.Errorf("disk shown full: %v, want %v", got, c.diskFull)
 			}
 			if got := strings.Contains(html, "EMERGENCY!"); got != c.emergency {
 				t.Errorf("EMERGENCY banner shown: %v, want %v", got, c.emergency)

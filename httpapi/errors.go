@@ -50,7 +50,8 @@ func errorStatus(err error) int {
 	case errors.Is(err, errMediaType):
 		return http.StatusUnsupportedMediaType
 	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoQuorum),
-		errors.Is(err, cluster.ErrNotReady), errors.Is(err, cluster.ErrJournalFull), errors.Is(err, cluster.ErrRemoved):
+		errors.Is(err, cluster.ErrNotReady), errors.Is(err, cluster.ErrJournalFull), errors.Is(err, cluster.ErrRemoved),
+		errors.Is(err, cluster.ErrDiskFull):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -208,6 +208,9 @@ var (
 	descJournalItems  = desc("journal_entries", "Writes in the AP fallback journal awaiting replay.")
 	descJournalBytes  = desc("journal_bytes", "Size of the AP fallback journal.")
 	descJournalFull   = desc("journal_refused_total", "Writes refused without quorum because the AP fallback journal was full (--journal-max-entries, --journal-max-bytes).")
+	descDiskFull      = desc("disk_full", "1 while the disk holding the data directory is full: writes this node would store get 503 until there is room again.")
+	descDiskRefused   = desc("disk_full_refused_total", "Registry writes refused (503) because the disk holding the data directory was full.")
+	descDiskFailures  = desc("disk_write_failures_total", "Writes of the Raft log, the AP fallback journal or a snapshot that failed for lack of room on the disk.")
 	descInstances     = desc("registry_instances", "Registered instances.")
 	descApps          = desc("registry_applications", "Registered applications.")
 	descByStatus      = desc("registry_instances_by_status", "Registered instances by status.", "status")
@@ -277,6 +280,9 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descJournalItems, float64(st.JournalEntries))
 	gauge(descJournalBytes, float64(st.JournalBytes))
 	counter(descJournalFull, float64(st.JournalRefused))
+	gauge(descDiskFull, b2f(st.DiskFull))
+	counter(descDiskRefused, float64(st.DiskFullRefused))
+	counter(descDiskFailures, float64(st.DiskWriteFailures))
 
 	var counts map[string]int
 	var apps, instances int

@@ -32,7 +32,7 @@ func (m metricsCluster) LeaseStatus(context.Context) (cluster.LeaseStatus, error
 func (m metricsCluster) Status() cluster.Status {
 	return cluster.Status{Node: "n1", State: "Leader", Leader: "n1", Term: 7, CommitIndex: 42, AppliedIndex: 41,
 		LastLogIndex: 42, Mode: "cp", Quorum: true, LogBytes: 4096, JournalEntries: 4, JournalBytes: 512,
-		Ready: true, ReadGate: cluster.GateOpen}
+		Ready: true, ReadGate: cluster.GateOpen, DiskFull: true, DiskFullForMs: 3000, DiskFullRefused: 5, DiskWriteFailures: 2}
 }
 func (m metricsCluster) Members() ([]cluster.MemberInfo, error) {
 	return []cluster.MemberInfo{{ID: "n1", Voter: true, Leader: true}, {ID: "n2", Voter: true}, {ID: "n3", Voter: true}}, nil
@@ -131,6 +131,9 @@ func TestMetricsExposition(t *testing.T) {
 		{"heureka_fallback_active", nil, 0},
 		{"heureka_journal_entries", nil, 4},
 		{"heureka_journal_bytes", nil, 512},
+		{"heureka_disk_full", nil, 1},
+		{"heureka_disk_full_refused_total", nil, 5},
+		{"heureka_disk_write_failures_total", nil, 2},
 		{"heureka_raft_state", map[string]string{"state": "Leader"}, 1},
 		{"heureka_raft_state", map[string]string{"state": "Follower"}, 0},
 		{"heureka_raft_term", nil, 7},

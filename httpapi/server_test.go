@@ -280,6 +280,7 @@ func TestServer_ErrorMapping(t *testing.T) {
 		{fmt.Errorf("x: %w", cluster.ErrNoLeader), 503},
 		{fmt.Errorf("x: %w", cluster.ErrUnknownMember), 404},
 		{fmt.Errorf("register without quorum: %w", cluster.ErrJournalFull), 503},
+		{fmt.Errorf("apply register: %w", cluster.ErrDiskFull), 503},
 		{fmt.Errorf("x: %w", fsm.ErrBadCommand), 400},
 		{badRequestf("x"), 400},
 		{errBodyTooLarge, 413},
@@ -297,6 +298,30 @@ func TestServer_NoLeaderIs503WithRetryAfter(t *testing.T) {
 	code, body, hdr := do(t, "POST", ts.URL+"/eureka/apps/svc", "application/json", instanceJSON("svc", "i-1"))
 	if code != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(body, "no leader") {
 		t.Fatalf("got %d %q %v", code, body, hdr)
+	}
+}
+
+// Every write refused for a full disk is a 503 the client retries, with
+// Retry-After and a message that says why.
+func TestServer_DiskFullIs503WithRetryAfter(t *testing.T) {
+	ts, fc := newTestServer(t)
+	if code, body, _ := do(t, "POST", ts.URL+"/eureka/apps/svc", "application/json", instanceJSON("svc", "i-1")); code != 204 {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	fc.applyFn = func() error {
+		return fmt.Errorf("apply register: %w: no room to write in the data directory for 3s", cluster.ErrDiskFull)
+	}
+	for _, w := range []struct{ method, path, body string }{
+		{"POST", "/eureka/apps/svc", instanceJSON("svc", "i-2")},
+		{"PUT", "/eureka/apps/svc/i-1/status?value=OUT_OF_SERVICE", ""},
+		{"PUT", "/eureka/apps/svc/i-1/metadata?k=v", ""},
+		{"DELETE", "/eureka/apps/svc/i-1", ""},
+	} {
+		code, body, hdr := do(t, w.method, ts.URL+w.path, "application/json", w.body)
+		if code != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(body, "disk full") {
+			t.Errorf("%s %s on a full disk: %d %q Retry-After %q, want 503 naming the full disk with Retry-After",
+				w.method, w.path, code, body, hdr.Get("Retry-After"))
+		}
 	}
 }
 

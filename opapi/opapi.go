@@ -56,6 +56,18 @@ type NodeStatus struct {
 	Applications    int    `json:"applications"`
 	RegistryVersion uint64 `json:"registry_version"`
 	LogBytes        int64  `json:"log_bytes"`
+	// DiskFull is set while the disk holding the data directory has no
+	// room: writes this node would store are refused (503) until a probe
+	// can write again. DiskFullForMs is how long it has been full,
+	// DiskFullCause the write failure that started it.
+	DiskFull      bool   `json:"disk_full"`
+	DiskFullForMs int64  `json:"disk_full_for_ms"`
+	DiskFullCause string `json:"disk_full_cause,omitempty"`
+	// DiskFullRefused counts registry writes refused since start because
+	// the disk was full; DiskWriteFailures the store's writes (log, journal,
+	// snapshots) that failed for lack of room.
+	DiskFullRefused   uint64 `json:"disk_full_refused"`
+	DiskWriteFailures uint64 `json:"disk_write_failures"`
 	// AppliedEntries and AppliedBytes count the commands this node applied
 	// since it started, and their encoded size.
 	AppliedEntries uint64 `json:"applied_entries"`

@@ -41,6 +41,16 @@ type Journal struct {
 	// that lasts must not fill the disk.
 	maxEntries int
 	maxBytes   int64
+	// disk hears of every append's outcome (SetDiskWatch); nil: nobody.
+	disk *DiskWatch
+}
+
+// SetDiskWatch makes the journal report its appends' failures for lack of
+// room to w: it lives in the data directory, on the same disk as the log.
+func (j *Journal) SetDiskWatch(w *DiskWatch) {
+	j.mu.Lock()
+	j.disk = w
+	j.mu.Unlock()
 }
 
 // SetLimits bounds the journal to maxEntries records and maxBytes bytes on
@@ -131,15 +141,34 @@ func (j *Journal) Append(rec []byte) error {
 	if j.maxBytes > 0 && j.size+int64(len(buf)) > j.maxBytes {
 		return fmt.Errorf("%w: %d bytes held, %d more exceed the limit of %d", ErrJournalFull, j.size, len(buf), j.maxBytes)
 	}
+	if err := fault("append journal", len(rec)); err != nil {
+		return j.disk.Check(fmt.Errorf("append journal: %w", err))
+	}
 	if _, err := j.f.Write(buf); err != nil {
-		return fmt.Errorf("append journal: %w", err)
+		return j.disk.Check(j.cutBack(fmt.Errorf("append journal: %w", err)))
 	}
 	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("sync journal: %w", err)
+		return j.disk.Check(j.cutBack(fmt.Errorf("sync journal: %w", err)))
 	}
 	j.records = append(j.records, append([]byte(nil), rec...))
 	j.size += int64(len(buf))
 	return nil
+}
+
+// cutBack removes what a failed append left after the last whole record
+// and returns err. A full disk takes part of a record: left in place, the
+// next append would follow it, and on the next open that torn record would
+// sit before good ones, which reads as corruption. A record that failed
+// its sync is cut too: it was not acknowledged, so it must not be
+// replayed. j.mu must be held.
+func (j *Journal) cutBack(err error) error {
+	if terr := j.f.Truncate(j.size); terr != nil {
+		return fmt.Errorf("%w (and cutting the failed append off failed: %v)", err, terr)
+	}
+	if _, serr := j.f.Seek(j.size, io.SeekStart); serr != nil {
+		return fmt.Errorf("%w (and seeking past the last record failed: %v)", err, serr)
+	}
+	return err
 }
 
 // Records returns the records in append order.
@@ -187,10 +216,10 @@ func (j *Journal) DropFirst(n int) error {
 		size += 8 + int64(len(rec))
 	}
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("rewrite journal: %w", err)
+		return j.disk.Check(fmt.Errorf("rewrite journal: %w", err))
 	}
 	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("sync journal: %w", err)
+		return j.disk.Check(fmt.Errorf("sync journal: %w", err))
 	}
 	j.records = append([][]byte(nil), rest...)
 	j.size = size

@@ -133,6 +133,9 @@ type Store struct {
 	Stable raft.StableStore
 	// Snapshots is the file snapshot store.
 	Snapshots raft.SnapshotStore
+	// Disk hears of every write to the stores above that fails for lack of
+	// room, and says while the disk is full (DiskWatch).
+	Disk *DiskWatch
 }
 
 // Open locks and opens the data directory.
@@ -175,20 +178,23 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 	// Opening read every page in use (bolt rebuilds its freelist by
 	// walking the file): give them back, as after a cut.
 	s.mapped.releaseLogged("open", 0, 0)
-	s.Log, err = raft.NewLogCache(logCacheSize, s.mapped)
+	s.Disk = NewDiskWatch(cfg.Dir)
+	// The watch goes below the cache: the cache flattens errors into text.
+	s.Log, err = raft.NewLogCache(logCacheSize, WatchLog(s.mapped, s.Disk))
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("create log cache: %w", err)
 	}
-	s.Stable = s.mapped
+	s.Stable = WatchStable(s.mapped, s.Disk)
 	// The file snapshot store adds its own "snapshots" folder under the
 	// directory it is given.
-	s.Snapshots, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain,
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain,
 		log.Named("snapshots"))
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
+	s.Snapshots = WatchSnapshots(snaps, s.Disk)
 	return s, nil
 }
 

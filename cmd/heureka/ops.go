@@ -300,6 +300,10 @@ func (c *opsClient) status() error {
 	fmt.Fprintf(w, "mode\t%s, quorum %s%s\n", st.Mode, quorum, fallbackText(st.Fallback))
 	fmt.Fprintf(w, "raft\tterm %d, commit %d, applied %d, last log %d, snapshot %d, log %s\n",
 		st.Term, st.CommitIndex, st.AppliedIndex, st.LastLogIndex, st.LastSnapshotIndex, sizeText(st.LogBytes))
+	if st.DiskFull {
+		fmt.Fprintf(w, "disk\tFULL for %s: writes refused (%d so far) until there is room; %s\n",
+			(time.Duration(st.DiskFullForMs) * time.Millisecond).Round(time.Second), st.DiskFullRefused, st.DiskFullCause)
+	}
 	fmt.Fprintf(w, "registry\t%d applications, %d instances (version %d)\n", st.Applications, st.Instances, st.RegistryVersion)
 	if l := st.Leases; l != nil {
 		sp := "disabled"

@@ -36,8 +36,9 @@ func TestOpsFlagsAnywhere(t *testing.T) {
 // (the one opapi.Status type both sides share).
 func TestStatusSummary(t *testing.T) {
 	body, err := json.Marshal(opapi.Status{
-		NodeStatus: opapi.NodeStatus{Node: "n1", State: "Follower", Mode: "ap", Fallback: true, Instances: 3, Applications: 2},
-		Leases:     &opapi.LeaseStatus{SelfPreservationEnabled: true, SelfPreservationActive: true, RenewsLastMin: 4, Threshold: 5},
+		NodeStatus: opapi.NodeStatus{Node: "n1", State: "Follower", Mode: "ap", Fallback: true, Instances: 3, Applications: 2,
+			DiskFull: true, DiskFullForMs: 4200, DiskFullRefused: 7, DiskFullCause: "write raft.db: no space left on device"},
+		Leases: &opapi.LeaseStatus{SelfPreservationEnabled: true, SelfPreservationActive: true, RenewsLastMin: 4, Threshold: 5},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +57,8 @@ func TestStatusSummary(t *testing.T) {
 	if err := c.status(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"n1 (Follower)", "quorum no, AP fallback ACTIVE", "2 applications, 3 instances", "renews 4/min, threshold 5", "EMERGENCY"} {
+	for _, want := range []string{"n1 (Follower)", "quorum no, AP fallback ACTIVE", "2 applications, 3 instances", "renews 4/min, threshold 5", "EMERGENCY",
+		"FULL for 4s: writes refused (7 so far) until there is room; write raft.db: no space left on device"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
