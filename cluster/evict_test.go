@@ -196,7 +196,8 @@ func TestLeaderEvictsAtTheDeadline(t *testing.T) {
 }
 
 // TestEvictionCapPerInterval: however many deadline passes run, one
-// eviction interval evicts at most the cap (size − ⌊size·threshold⌋).
+// window (with the defaults the 60 s eviction interval and the 60 s
+// renewal-rate window alike) evicts at most the cap (size − ⌊size·threshold⌋).
 func TestEvictionCapPerInterval(t *testing.T) {
 	n := evictingNode(t)
 	// 10 instances: cap = 10 − ⌊8.5⌋ = 2 per interval.
@@ -213,6 +214,63 @@ func TestEvictionCapPerInterval(t *testing.T) {
 	time.Sleep(2 * time.Second) // several retry passes
 	if c := count(); c != 8 {
 		t.Fatalf("%d instances left, want 8 (2 evicted, the cap for one interval)", c)
+	}
+}
+
+// TestEvictionCapPerRateWindow: with a 100 ms eviction interval and a 3 s
+// renewal-rate window, ten silent instances are evicted at the pace of the
+// window, each burst at most the cap of the registry it started from
+// (2, 2, 1, 1, ...), not at the pace of the interval (capping each pass
+// would take 2 every second, when the retries come).
+func TestEvictionCapPerRateWindow(t *testing.T) {
+	const window = 3 * time.Second
+	lease := DefaultLeaseConfig()
+	lease.SelfPreservation = false // the cap alone
+	lease.EvictionInterval, lease.RenewalRateWindow = 100*time.Millisecond, window
+	n := singleNode(t, lease)
+	registerN(t, n, "CAP", "c", 10, 1)
+	count := func() int {
+		c := 0
+		n.Read(func(r *fsm.Registry) { c = r.Count() })
+		return c
+	}
+	// Each change of the count, timed. Leases registered a few ms apart
+	// may expire in different passes, so a window's evictions can come as
+	// more than one change: they are grouped into bursts, a new burst
+	// starting one window after the last one started (less 1 s for the
+	// polling and the apply; capping each pass would evict again a second
+	// later, when the retries come, inside a burst).
+	type burst struct {
+		start      time.Time
+		from, left int
+	}
+	var bursts []burst
+	last, start := 10, time.Now()
+	for last > 4 && time.Since(start) < 20*time.Second {
+		c := count()
+		if c != last {
+			now := time.Now()
+			if len(bursts) == 0 || now.Sub(bursts[len(bursts)-1].start) >= window-time.Second {
+				bursts = append(bursts, burst{start: now, from: last})
+			}
+			bursts[len(bursts)-1].left = c
+			last = c
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var got []int
+	for i, b := range bursts {
+		got = append(got, b.left)
+		if b.from-b.left > evictionCap(b.from, lease.RenewalPercentThreshold) {
+			t.Errorf("burst %d evicted %d of %d within one %v window, cap %d", i+1, b.from-b.left, b.from, window,
+				evictionCap(b.from, lease.RenewalPercentThreshold))
+		}
+		if i > 0 {
+			t.Logf("burst %d, %v after the one before: %d -> %d", i+1, b.start.Sub(bursts[i-1].start).Round(time.Millisecond), b.from, b.left)
+		}
+	}
+	if want := []int{8, 6, 5, 4}; !slices.Equal(got, want) {
+		t.Fatalf("left after each window: %v, want %v", got, want)
 	}
 }
 

@@ -26,10 +26,9 @@ type leaseKeeper struct {
 	mu          sync.Mutex
 	leaderSince int64
 	evicted     uint64
-	// windowStart and windowEvicted enforce the eviction cap per eviction
-	// interval, however many passes the deadlines trigger in it.
-	windowStart   int64
-	windowEvicted int
+	// window charges evictions against the cap per evictionSpan, however
+	// many passes the deadlines and the eviction interval run in it.
+	window evictionWindow
 
 	// tracking is set while run is running; changes to the registry then
 	// mark the instances they changed dirty so their deadlines are
@@ -57,7 +56,8 @@ const retryEvictAfter = time.Second
 
 func newLeaseKeeper(n *Node) *leaseKeeper {
 	k := &leaseKeeper{n: n, rate: newRateCounter(n.cfg.Lease.RenewalRateWindow),
-		dirty: map[fsm.KeyBody]struct{}{}, dirtyApps: map[string]bool{}}
+		window: evictionWindow{span: evictionSpan(n.cfg.Lease)},
+		dirty:  map[fsm.KeyBody]struct{}{}, dirtyApps: map[string]bool{}}
 	n.Observe(k.onChange)
 	return k
 }
@@ -140,7 +140,7 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 	now := time.Now()
 	k.mu.Lock()
 	k.leaderSince = now.UnixMilli()
-	k.windowStart, k.windowEvicted = 0, 0
+	k.window.reset()
 	k.mu.Unlock()
 	k.rate.reset(now)
 	dl := newDeadlines()
@@ -278,22 +278,27 @@ func (k *leaseKeeper) retryLater(dl *deadlines, left []fsm.KeyBody, now time.Tim
 	}
 }
 
-// evict removes at most the cap of expired leases per eviction interval,
-// chosen in random order so no application is wiped first, in one log
-// entry. It returns the expired leases it left.
+// evict removes the expired leases the eviction budget allows (the cap
+// per evictionSpan, less what the span already evicted), chosen in random
+// order so no application is wiped first, in one log entry. It returns the
+// expired leases it left.
 func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int, now time.Time) []fsm.KeyBody {
-	limit := evictionCap(size, k.n.cfg.Lease.RenewalPercentThreshold)
 	k.mu.Lock()
-	if nowMs := now.UnixMilli(); nowMs-k.windowStart >= k.n.cfg.Lease.EvictionInterval.Milliseconds() {
-		k.windowStart, k.windowEvicted = nowMs, 0
-	}
-	limit -= k.windowEvicted
+	spent := k.window.spent(now)
 	k.mu.Unlock()
+	limit := evictionBudget(size, spent, k.n.cfg.Lease.RenewalPercentThreshold)
 	rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
 	var left []fsm.KeyBody
 	if len(expired) > limit {
-		limit = max(limit, 0)
-		k.n.log.Warn("eviction capped", "expired", len(expired), "evicting", limit)
+		// Warn when the cap bites; the retries that follow while earlier
+		// evictions have spent the window's budget (one a second per lease
+		// left) only debug-log.
+		logCapped := k.n.log.Warn
+		if limit == 0 && spent > 0 {
+			logCapped = k.n.log.Debug
+		}
+		logCapped("eviction capped", "expired", len(expired), "evicting", limit,
+			"evicted_in_window", spent, "window", k.window.span)
 		expired, left = expired[:limit], expired[limit:]
 	}
 	if len(expired) == 0 {
@@ -305,7 +310,7 @@ func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int, now time.Time) []fs
 	}
 	k.mu.Lock()
 	k.evicted += uint64(len(expired))
-	k.windowEvicted += len(expired)
+	k.window.record(now, len(expired))
 	k.mu.Unlock()
 	k.n.log.Info("evicted expired leases", "instances", len(expired))
 	return left

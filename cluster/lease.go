@@ -16,7 +16,9 @@ import (
 //     it took office, since renewals may have died with the old leader;
 //   - self-preservation stops eviction while renewals per minute are at or
 //     below the threshold derived from the actual registry;
-//   - one pass evicts at most (1 − threshold) of the registry.
+//   - evictions within any window of max(eviction interval, renewal-rate
+//     window) total at most (1 − threshold) of the registry (eureka-server
+//     caps each pass instead; docs/leases.md, "The eviction cap").
 
 // LeaseConfig holds the eviction and self-preservation settings.
 type LeaseConfig struct {
@@ -55,9 +57,73 @@ func selfPreserving(enabled bool, renewsPerMin, threshold int64) bool {
 	return enabled && threshold > 0 && renewsPerMin <= threshold
 }
 
-// evictionCap is how many leases one pass may evict: size − ⌊size·pct⌋.
+// evictionCap is how many leases a window may evict from a registry of
+// size: size − ⌊size·pct⌋ (eureka-server's limit for one pass).
 func evictionCap(size int, pct float64) int {
 	return size - int(math.Floor(float64(size)*pct))
+}
+
+// evictionBudget is how many more leases may be evicted now, when the
+// window already evicted spent of them from a registry that holds size.
+// The cap is computed from size+spent, the registry as it would be without
+// the window's evictions, so that evicting does not shrink the base of its
+// own cap: within a window the registry keeps at least ⌊(size+spent)·pct⌋.
+func evictionBudget(size, spent int, pct float64) int {
+	return max(evictionCap(size+spent, pct)-spent, 0)
+}
+
+// evictionSpan is the window the eviction cap holds over: the renewal-rate
+// window, so that no burst of silence evicts more than the cap before the
+// rate (and so self-preservation) can show it, and never less than the
+// eviction interval, so that heureka evicts no faster than eureka-server's
+// one capped pass per interval.
+func evictionSpan(c LeaseConfig) time.Duration {
+	return max(c.EvictionInterval, c.RenewalRateWindow)
+}
+
+// evictionWindow remembers the evictions of the last span, to charge them
+// against the cap (a sliding window: the cap holds in every span, not only
+// in aligned ones). It holds one record per eviction, and evictions are at
+// least a pass gap apart, so it stays small. Not safe for concurrent use.
+type evictionWindow struct {
+	span time.Duration
+	recs []evictionRecord
+}
+
+type evictionRecord struct {
+	at time.Time
+	n  int
+}
+
+// spent drops the records older than the span at now and returns the
+// evictions left in it. A record counts while now − at < span, so with
+// one pass per span (Eureka's defaults) each pass has the full cap. Times
+// carry the monotonic clock, so a wall clock step does not free the budget.
+func (w *evictionWindow) spent(now time.Time) int {
+	keep := w.recs[:0]
+	total := 0
+	for _, r := range w.recs {
+		if now.Sub(r.at) < w.span {
+			keep = append(keep, r)
+			total += r.n
+		}
+	}
+	clear(w.recs[len(keep):])
+	w.recs = keep
+	return total
+}
+
+// record charges n evictions at now.
+func (w *evictionWindow) record(now time.Time, n int) {
+	if n > 0 {
+		w.recs = append(w.recs, evictionRecord{at: now, n: n})
+	}
+}
+
+// reset forgets every eviction: a new leader starts with the budget
+// unspent (docs/leases.md, "The eviction cap", on why that is safe).
+func (w *evictionWindow) reset() {
+	w.recs = nil
 }
 
 // leaseExpired reports whether a lease last renewed at lastRenewal (epoch
