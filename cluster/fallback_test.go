@@ -115,6 +115,15 @@ func registerEntry(t *testing.T, app, id string) []byte {
 // during a partition would.
 func journalWrites(t *testing.T, dir string, entries ...[]byte) {
 	t.Helper()
+	// Only a node journals, so its directory holds a log beside the
+	// journal: store.Open takes a journal beside no log for a lost log.
+	if _, err := os.Stat(filepath.Join(dir, store.LogFile)); errors.Is(err, os.ErrNotExist) {
+		st, err := store.Open(store.DefaultConfig(dir), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+	}
 	j, err := store.OpenJournal(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,9 @@ func (j *Journal) SetLimits(maxEntries int, maxBytes int64) {
 }
 
 // OpenJournal opens (creating if needed) the journal in dir and reads its
-// records. A torn record at the end, from a crash mid-append, is cut off.
+// records. A torn record at the end, from a crash mid-append, is cut off;
+// a damaged one before the end is refused with ErrDamaged (and
+// ErrJournalCorrupt): the writes after it would be lost without a word.
 func OpenJournal(dir string) (*Journal, error) {
 	path := filepath.Join(dir, JournalFile)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
@@ -73,7 +75,7 @@ func OpenJournal(dir string) (*Journal, error) {
 	records, good, err := readJournal(f)
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, damaged(dir, path, fmt.Errorf("the AP fallback journal is damaged: %w", err))
 	}
 	if err := f.Truncate(good); err != nil {
 		f.Close()
@@ -97,6 +99,15 @@ func readJournal(r io.Reader) ([][]byte, int64, error) {
 			return out, off, nil // end, or a torn header
 		}
 		n := binary.BigEndian.Uint32(head[:4])
+		if n == 0 {
+			// Append writes no empty record. Zeros are how a file looks
+			// that grew before its data reached the disk: a torn append
+			// when nothing but zeros follows, damage when data does.
+			if allZeros(head[:]) && zerosToEnd(br) {
+				return out, off, nil
+			}
+			return nil, 0, fmt.Errorf("%w: an empty record at offset %d", ErrJournalCorrupt, off)
+		}
 		if n > maxJournalRecord {
 			return nil, 0, fmt.Errorf("%w: record of %d bytes at offset %d", ErrJournalCorrupt, n, off)
 		}
@@ -117,6 +128,31 @@ func readJournal(r io.Reader) ([][]byte, int64, error) {
 	}
 }
 
+// allZeros reports whether b holds nothing but zero bytes.
+func allZeros(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// zerosToEnd reads r to its end and reports whether it held nothing but
+// zero bytes.
+func zerosToEnd(r io.Reader) bool {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if !allZeros(buf[:n]) {
+			return false
+		}
+		if err != nil {
+			return err == io.EOF
+		}
+	}
+}
+
 // ReadJournal decodes journal bytes (for tools, tests and fuzzing).
 func ReadJournal(r io.Reader) ([][]byte, error) {
 	recs, _, err := readJournal(r)
@@ -124,8 +160,13 @@ func ReadJournal(r io.Reader) ([][]byte, error) {
 }
 
 // Append adds a record and syncs it to disk before returning. It refuses
-// with ErrJournalFull when the record would exceed the limits.
+// with ErrJournalFull when the record would exceed the limits, and refuses
+// an empty record.
 func (j *Journal) Append(rec []byte) error {
+	if len(rec) == 0 {
+		// On disk an empty record is indistinguishable from zeros.
+		return errors.New("empty journal record")
+	}
 	if len(rec) > maxJournalRecord {
 		return fmt.Errorf("journal record of %d bytes is too large", len(rec))
 	}

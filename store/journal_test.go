@@ -15,7 +15,7 @@ func TestJournal_AppendReopenDrop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := [][]byte{[]byte("one"), {}, bytes.Repeat([]byte{7}, 5000)}
+	recs := [][]byte{[]byte("one"), []byte("2"), bytes.Repeat([]byte{7}, 5000)}
 	for _, r := range recs {
 		if err := j.Append(r); err != nil {
 			t.Fatal(err)

@@ -104,6 +104,7 @@ func TestStore_CutReleasesMappedPages(t *testing.T) {
 	}
 	readThroughMapping(t, s, path, 4000)
 	before := mappedRSS(t, path)
+	snapshotAt(t, s, 3900)
 	if err := s.Log.DeleteRange(1, 3900); err != nil {
 		t.Fatal(err)
 	}

@@ -64,23 +64,33 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// bindNodeID records id in dir, or checks it against the one recorded. A
-// directory from before the file existed, or one of a node started without
-// an id, adopts id.
-func bindNodeID(dir, id string) error {
+// checkNodeID checks id against the one recorded in dir, if any.
+func checkNodeID(dir, id string) error {
+	if id == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, NodeIDFile))
+	switch held := strings.TrimSpace(string(b)); {
+	case err == nil && held != "" && held != id:
+		return fmt.Errorf("%w: %s holds node %q, not %q (start it with --node-id %s, or give this node its own data directory)",
+			ErrOtherNode, dir, held, id, held)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("read node id: %w", err)
+	}
+	return nil
+}
+
+// recordNodeID records id in dir unless a record is there: a directory
+// from before the file existed, or one of a node started without an id,
+// adopts id. It is called once the log file is in place, so that a node-id
+// record without a log means the log was lost (checkLog).
+func recordNodeID(dir, id string) error {
 	if id == "" {
 		return nil
 	}
 	path := filepath.Join(dir, NodeIDFile)
-	b, err := os.ReadFile(path)
-	switch held := strings.TrimSpace(string(b)); {
-	case err == nil && held != id:
-		return fmt.Errorf("%w: %s holds node %q, not %q (start it with --node-id %s, or give this node its own data directory)",
-			ErrOtherNode, dir, held, id, held)
-	case err == nil:
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
 		return nil
-	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("read node id: %w", err)
 	}
 	if err := WriteFileAtomic(path, []byte(id+"\n")); err != nil {
 		return fmt.Errorf("record node id: %w", err)
@@ -154,27 +164,43 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: cfg.Dir, lock: lock}
-	if err := bindNodeID(cfg.Dir, cfg.NodeID); err != nil {
+	if err := checkNodeID(cfg.Dir, cfg.NodeID); err != nil {
 		s.unlock()
 		return nil, err
 	}
-	s.bolt, err = raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.Dir, LogFile),
-		// Our own lock already excludes other processes; the timeout only
-		// guards against a stuck bolt lock. The log is appended to and
-		// cut at the front after every snapshot, which leaves many free
-		// pages: bolt's default freelist (a sorted array, written out
-		// whole at every commit and merged on every free) then costs each
-		// write more the longer the node has run. The hash-map freelist
-		// is not written at all (bolt rebuilds it by scanning the file
-		// when it opens, quick for a log of this size).
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+	logPath := filepath.Join(cfg.Dir, LogFile)
+	start := time.Now()
+	info, err := checkDir(cfg.Dir)
+	if err != nil {
+		s.unlock()
+		return nil, err
+	}
+	log.Debug("checked the data directory", "log_entries", info.Entries, "log_pages", info.Pages,
+		"elapsed_ms", time.Since(start).Milliseconds())
+	err = noPanic("open", func() (err error) {
+		s.bolt, err = raftboltdb.New(raftboltdb.Options{
+			Path: logPath,
+			// Our own lock already excludes other processes; the timeout only
+			// guards against a stuck bolt lock. The log is appended to and
+			// cut at the front after every snapshot, which leaves many free
+			// pages: bolt's default freelist (a sorted array, written out
+			// whole at every commit and merged on every free) then costs each
+			// write more the longer the node has run. The hash-map freelist
+			// is not written at all (bolt rebuilds it by scanning the file
+			// when it opens, quick for a log of this size).
+			BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+		})
+		return err
 	})
 	if err != nil {
 		s.unlock()
+		if errors.Is(err, errPanicked) || errors.Is(err, bbolt.ErrInvalid) || errors.Is(err, bbolt.ErrChecksum) ||
+			errors.Is(err, bbolt.ErrVersionMismatch) {
+			return nil, damaged(cfg.Dir, logPath, fmt.Errorf("the log store is damaged: %w", err))
+		}
 		return nil, fmt.Errorf("open log store: %w", err)
 	}
-	s.mapped = newMappedLog(s.bolt, filepath.Join(cfg.Dir, LogFile), log.Named("log"))
+	s.mapped = newMappedLog(s.bolt, logPath, log.Named("log"))
 	// Opening read every page in use (bolt rebuilds its freelist by
 	// walking the file): give them back, as after a cut.
 	s.mapped.releaseLogged("open", 0, 0)
@@ -186,6 +212,16 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("create log cache: %w", err)
 	}
 	s.Stable = WatchStable(s.mapped, s.Disk)
+	// bolt must see the log the check read: the same meta page, the same
+	// entries.
+	if err := noPanic("read", func() error { return s.checkBounds(info) }); err != nil {
+		s.Close()
+		return nil, damaged(cfg.Dir, logPath, fmt.Errorf("the log store is damaged: %w", err))
+	}
+	if err := recordNodeID(cfg.Dir, cfg.NodeID); err != nil {
+		s.Close()
+		return nil, err
+	}
 	// The file snapshot store adds its own "snapshots" folder under the
 	// directory it is given.
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain,
@@ -196,6 +232,29 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 	}
 	s.Snapshots = WatchSnapshots(snaps, s.Disk)
 	return s, nil
+}
+
+// checkBounds reads the log's first and last entries through bolt and
+// compares them with what CheckLogFile found.
+func (s *Store) checkBounds(info LogCheck) error {
+	first, err := s.mapped.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("first index: %w", err)
+	}
+	last, err := s.mapped.LastIndex()
+	if err != nil {
+		return fmt.Errorf("last index: %w", err)
+	}
+	if first != info.FirstIndex || last != info.LastIndex {
+		return fmt.Errorf("bolt reads entries %d..%d, the check read %d..%d", first, last, info.FirstIndex, info.LastIndex)
+	}
+	if last > 0 {
+		var l raft.Log
+		if err := s.mapped.GetLog(last, &l); err != nil {
+			return fmt.Errorf("last entry %d: %w", last, err)
+		}
+	}
+	return nil
 }
 
 // Dir is the data directory.
