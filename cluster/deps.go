@@ -15,7 +15,8 @@ import (
 // Deps is what a node runs on besides its Config: Raft's transport and
 // stores, and the directory of the AP fallback journal. heureka serve gives
 // only Store, an open data directory, and gets the TCP transport (with the
-// preamble, over mutual TLS when Config.RaftTLS is set) and the directory's
+// preamble, over mutual TLS when Config.RaftTLS is set, proving the
+// cluster secret when Config.ClusterSecret is set) and the directory's
 // bolt and file stores. Tests give Raft's in-memory transport and stores
 // instead, so a multi-node cluster runs in one process without a socket or
 // a disk for Raft.
@@ -104,12 +105,8 @@ func (r *raftDeps) listen(cfg *Config, log hclog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("resolve raft advertise address: %w", err)
 	}
-	var stream raft.StreamLayer
-	if cfg.RaftTLS != nil {
-		stream, err = newTLSStreamLayer(cfg.RaftBind, adv, cfg.NodeID, cfg.RaftTLS)
-	} else {
-		stream, err = newStreamLayer(cfg.RaftBind, adv, cfg.NodeID)
-	}
+	stream, err := newStreamLayer(cfg.RaftBind, adv, cfg.NodeID, streamOptions{
+		TLS: cfg.RaftTLS, Secret: cfg.ClusterSecret, Log: log.Named("raft-auth")})
 	if err != nil {
 		return fmt.Errorf("listen raft on %s: %w", cfg.RaftBind, err)
 	}
