@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/nodeapi"
 	"github.com/heureka-registry/heureka/opapi"
@@ -83,10 +85,41 @@ func (n *Node) InternalHandler(status func(error) int) http.Handler {
 // backend is the node as the internal endpoints see it.
 type backend struct{ n *Node }
 
-func (b backend) Apply(entry []byte) (uint64, error) { return b.n.applyLocal(entry) }
+func (b backend) Apply(entry []byte) (uint64, error) {
+	if err := b.n.checkFromPeer(entry); err != nil {
+		return 0, err
+	}
+	return b.n.applyLocal(entry)
+}
 
+// ApplyBatch appends the entries that pass checkFromPeer; the others get
+// their refusal as their result.
 func (b backend) ApplyBatch(entries [][]byte) ([]error, uint64, error) {
-	return b.n.applyBatchLocal(entries)
+	results := make([]error, len(entries))
+	var ok [][]byte
+	var at []int
+	for i, e := range entries {
+		if err := b.n.checkFromPeer(e); err != nil {
+			results[i] = err
+			continue
+		}
+		ok = append(ok, e)
+		at = append(at, i)
+	}
+	if len(ok) == 0 {
+		if b.n.raft.State() != raft.Leader {
+			return nil, 0, ErrNotLeader
+		}
+		return results, 0, nil
+	}
+	res, idx, err := b.n.applyBatchLocal(ok)
+	if err != nil {
+		return nil, 0, err
+	}
+	for j, i := range at {
+		results[i] = res[j]
+	}
+	return results, idx, nil
 }
 
 func (b backend) RenewBatch(batch []byte, replicated bool) ([]byte, error) {

@@ -279,6 +279,7 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	cc.InitialCluster = members
 	cc.Join = c.join
 	cc.ClusterSecret = c.secret
+	cc.StrictInput = c.api.StrictInput
 	if c.tls != nil {
 		cc.HTTPClientTLS = c.tls.client
 		cc.RaftTLS = c.tls.raft
