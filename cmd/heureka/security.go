@@ -38,24 +38,11 @@ func (c *serveConfig) checkSecurity() error {
 		}
 		c.users = u
 	}
-	switch {
-	case c.clusterSecret != "" && c.clusterSecretFile != "":
-		return errors.New("--cluster-secret and --cluster-secret-file exclude each other")
-	case c.clusterSecretFile != "":
-		b, err := os.ReadFile(c.clusterSecretFile)
-		if err != nil {
-			return fmt.Errorf("--cluster-secret-file: %v", err)
-		}
-		c.secret = strings.TrimSpace(string(b))
-		if c.secret == "" {
-			return fmt.Errorf("--cluster-secret-file %s is empty", c.clusterSecretFile)
-		}
-	default:
-		c.secret = c.clusterSecret
+	secret, err := readClusterSecret(c.clusterSecret, c.clusterSecretFile)
+	if err != nil {
+		return err
 	}
-	if c.secret != "" && len(c.secret) < minSecretLen {
-		return fmt.Errorf("the cluster secret must be at least %d characters", minSecretLen)
-	}
+	c.secret = secret
 	if c.users != nil && c.secret == "" {
 		members, _ := cluster.ParseInitialCluster(c.initialCluster)
 		if c.join != "" || len(members) > 1 {
@@ -78,6 +65,29 @@ func (c *serveConfig) checkSecurity() error {
 	}
 	c.tls = t
 	return nil
+}
+
+// readClusterSecret returns the cluster secret given directly or in a file
+// (--cluster-secret, --cluster-secret-file, or their HEUREKA_ variables):
+// serve and the operator CLI read it alike. Empty: none given.
+func readClusterSecret(secret, file string) (string, error) {
+	switch {
+	case secret != "" && file != "":
+		return "", errors.New("--cluster-secret and --cluster-secret-file exclude each other")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--cluster-secret-file: %v", err)
+		}
+		secret = strings.TrimSpace(string(b))
+		if secret == "" {
+			return "", fmt.Errorf("--cluster-secret-file %s is empty", file)
+		}
+	}
+	if secret != "" && len(secret) < minSecretLen {
+		return "", fmt.Errorf("the cluster secret must be at least %d characters", minSecretLen)
+	}
+	return secret, nil
 }
 
 // loadTLS builds the server and client TLS configs, or nil when no
