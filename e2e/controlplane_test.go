@@ -119,3 +119,25 @@ func TestControlPlaneSingleNodeLocal(t *testing.T) {
 		t.Fatalf("mode: %s", st.Mode)
 	}
 }
+
+// TestClusterBeyondLoopbackNeedsSecret: `heureka serve` for a multi-node
+// cluster on all interfaces without a secret exits 2 with the fix; with
+// --insecure-cluster it starts.
+func TestClusterBeyondLoopbackNeedsSecret(t *testing.T) {
+	raft, http := FreeAddr(t), FreeAddr(t)
+	_, raftPort, _ := strings.Cut(raft, ":")
+	_, httpPort, _ := strings.Cut(http, ":")
+	args := []string{"serve", "--node-id", "n1", "--data-dir", t.TempDir(),
+		"--http-addr", "0.0.0.0:" + httpPort, "--raft-addr", "0.0.0.0:" + raftPort,
+		"--initial-cluster", "n1=127.0.0.1:" + raftPort + "@127.0.0.1:" + httpPort + ",n2=127.0.0.1:3@127.0.0.1:4"}
+	res := RunBinary(t, 20*time.Second, nil, args...)
+	if res.ExitCode != 2 || !strings.Contains(res.Stderr, "--cluster-secret-file") || !strings.Contains(res.Stderr, "--insecure-cluster") {
+		t.Fatalf("exit %d, stderr %q", res.ExitCode, res.Stderr)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(res.Stderr))
+	// With --insecure-cluster it runs (until the timeout stops it).
+	res = RunBinary(t, 2*time.Second, nil, append(args, "--insecure-cluster")...)
+	if !res.TimedOut {
+		t.Fatalf("with --insecure-cluster: exit %d, stderr %q", res.ExitCode, res.Stderr)
+	}
+}

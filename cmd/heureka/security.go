@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 
@@ -43,10 +44,20 @@ func (c *serveConfig) checkSecurity() error {
 		return err
 	}
 	c.secret = secret
-	if c.users != nil && c.secret == "" {
-		members, _ := cluster.ParseInitialCluster(c.initialCluster)
-		if c.join != "" || len(members) > 1 {
-			return errors.New("--auth-file on a multi-node cluster needs --cluster-secret (or --cluster-secret-file) for node-to-node calls")
+	members, _ := cluster.ParseInitialCluster(c.initialCluster)
+	multiNode := c.join != "" || len(members) > 1
+	if c.users != nil && c.secret == "" && multiNode {
+		return errors.New("--auth-file on a multi-node cluster needs --cluster-secret (or --cluster-secret-file) for node-to-node calls")
+	}
+	// Without a secret, the Raft port and the internal endpoints take
+	// anyone who can reach them: a cluster spread over hosts must not run
+	// like that by accident.
+	if c.secret == "" && multiNode && !c.api.InsecureCluster {
+		for _, f := range []struct{ flag, addr string }{{"--http-addr", c.httpAddr}, {"--raft-addr", c.raftAddr}} {
+			if beyondLoopback(f.addr) {
+				return fmt.Errorf("a multi-node cluster listening beyond loopback (%s %s) needs a cluster secret: "+
+					"give every node the same --cluster-secret-file (heureka secret init FILE makes one), or pass --insecure-cluster", f.flag, f.addr)
+			}
 		}
 	}
 	t, err := loadTLS(c.tlsCert, c.tlsKey, c.tlsClientCA, c.tlsCA)
@@ -65,6 +76,21 @@ func (c *serveConfig) checkSecurity() error {
 	}
 	c.tls = t
 	return nil
+}
+
+// beyondLoopback reports whether a listen address may take connections
+// from other hosts: anything but a loopback IP or "localhost" (all
+// interfaces and host names included).
+func beyondLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return true
+	}
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }
 
 // readClusterSecret returns the cluster secret given directly or in a file
