@@ -53,6 +53,8 @@ type raftDeps struct {
 	// logSize is the log's size on disk for /v1/status (0 without a data
 	// directory).
 	logSize func() int64
+	// ids keeps the cluster identity (the data directory; nil without one).
+	ids clusterIDStore
 }
 
 // resolve fills in the stores and the journal directory from d.Store where
@@ -75,6 +77,7 @@ func (d Deps) resolve(cfg *Config) (raftDeps, error) {
 			r.journalDir = st.Dir()
 		}
 		r.logSize = st.LogSize
+		r.ids = st
 		if r.disk == nil {
 			r.disk = st.Disk
 		}
@@ -97,7 +100,7 @@ func (d Deps) resolve(cfg *Config) (raftDeps, error) {
 
 // listen creates the TCP transport when none was given: Raft listens on
 // cfg.RaftBind and peers dial the advertised address.
-func (r *raftDeps) listen(cfg *Config, log hclog.Logger) error {
+func (r *raftDeps) listen(cfg *Config, log hclog.Logger, clusterID func() string) error {
 	if r.trans != nil {
 		return nil
 	}
@@ -106,7 +109,7 @@ func (r *raftDeps) listen(cfg *Config, log hclog.Logger) error {
 		return fmt.Errorf("resolve raft advertise address: %w", err)
 	}
 	stream, err := newStreamLayer(cfg.RaftBind, adv, cfg.NodeID, streamOptions{
-		TLS: cfg.RaftTLS, Secret: cfg.ClusterSecret, Log: log.Named("raft-auth")})
+		TLS: cfg.RaftTLS, Secret: cfg.ClusterSecret, ClusterID: clusterID, Log: log.Named("raft-auth")})
 	if err != nil {
 		return fmt.Errorf("listen raft on %s: %w", cfg.RaftBind, err)
 	}

@@ -38,12 +38,14 @@ var codes = nodeapi.Codes{
 	{Name: "member_conflict", Err: ErrMemberConflict},
 	{Name: "no_quorum", Err: ErrNoQuorum},
 	{Name: "disk_full", Err: ErrDiskFull},
+	{Name: "other_cluster", Err: ErrOtherCluster},
 }
 
 // peers is the client for calls to other nodes; a failure that is not an
 // error reply counts as no leader.
 func (n *Node) peers() *nodeapi.Client {
-	return &nodeapi.Client{HTTP: n.client, Scheme: n.cfg.httpScheme(), From: n.cfg.NodeID, Codes: codes, Unavailable: ErrNoLeader}
+	return &nodeapi.Client{HTTP: n.client, Scheme: n.cfg.httpScheme(), From: n.cfg.NodeID, Cluster: n.ClusterID(),
+		Codes: codes, Unavailable: ErrNoLeader}
 }
 
 // noLeader makes a call that never reached the leader count as no leader,
@@ -79,7 +81,8 @@ func (n *Node) forwardJSON(ctx context.Context, path string, v any) error {
 // InternalHandler serves the node-to-node endpoints under InternalPrefix;
 // status gives an error reply's HTTP status (httpapi's table).
 func (n *Node) InternalHandler(status func(error) int) http.Handler {
-	return nodeapi.Handler(backend{n}, nodeapi.HandlerConfig{Secret: n.cfg.ClusterSecret, Codes: codes, Status: status})
+	return nodeapi.Handler(backend{n}, nodeapi.HandlerConfig{Secret: n.cfg.ClusterSecret, Codes: codes, Status: status,
+		Cluster: n.ClusterID})
 }
 
 // backend is the node as the internal endpoints see it.

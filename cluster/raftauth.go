@@ -59,22 +59,23 @@ var (
 	errBadProof = errors.New("wrong cluster secret")
 )
 
-// proveClient runs the dialer's side after nothing was written yet: it
-// writes the preamble and the hello, and returns the acceptor's node id
-// (as far as it got) and an error unless both proofs passed.
-func proveClient(w io.Writer, r *bufio.Reader, key []byte, self string) (string, error) {
-	cnonce := make([]byte, nonceLen)
-	if _, err := rand.Read(cnonce); err != nil {
-		return "", err
-	}
-	hello, err := preamble(self)
-	if err != nil {
-		return "", err
-	}
-	hello = append(append(hello, raftAuthMagic...), cnonce...)
-	if _, err := w.Write(hello); err != nil {
-		return "", err
-	}
+// newNonce returns a fresh random nonce.
+func newNonce() ([]byte, error) {
+	b := make([]byte, nonceLen)
+	_, err := rand.Read(b)
+	return b, err
+}
+
+// authHello is the dialer's first frame of the proof exchange.
+func authHello(cnonce []byte) []byte {
+	return append([]byte(raftAuthMagic), cnonce...)
+}
+
+// proveClient runs the rest of the dialer's side after it sent its hello
+// with cnonce: it reads the acceptor's hello, proves itself and checks the
+// acceptor's proof. It returns the acceptor's node id (as far as it got)
+// and an error unless both proofs passed.
+func proveClient(w io.Writer, r *bufio.Reader, key []byte, self string, cnonce []byte) (string, error) {
 	head := make([]byte, len(raftAuthMagic)+1)
 	if _, err := io.ReadFull(r, head); err != nil {
 		return "", fmt.Errorf("no answer to the cluster secret hello (the peer may have no cluster secret): %w", err)
@@ -183,4 +184,62 @@ func (l *refusalLog) allow(key string, now time.Time) (int, bool) {
 	n := e.suppressed
 	e.last, e.suppressed = now, 0
 	return n, true
+}
+
+// After the preamble, a heureka dialer names its cluster (identity.go):
+//
+//	dialer   → acceptor  "HRCI" len(id) cluster-id   (len 0: not known yet)
+//	acceptor → dialer    "HRCI" len(id) cluster-id verdict
+//
+// verdict is 0 when the acceptor takes the connection, 1 when it refuses it
+// for naming another cluster (it closes the connection then). Both ends
+// check, so each can log both identities. A connection without the frame
+// (an older or a foreign client) goes on to the secret proof, or, without
+// a secret, to Raft as before.
+const clusterMagic = "HRCI"
+
+// identityFrame is the frame naming cluster id.
+func identityFrame(id string) []byte {
+	if len(id) > 255 {
+		id = id[:255]
+	}
+	return append(append([]byte(clusterMagic), byte(len(id))), id...)
+}
+
+// readIdentity reads a frame naming a cluster; framed is false, and
+// nothing is consumed, when the next bytes are no such frame.
+func readIdentity(r *bufio.Reader) (id string, framed bool, err error) {
+	head, err := r.Peek(len(clusterMagic) + 1)
+	if err != nil {
+		return "", false, fmt.Errorf("read cluster identity: %w", err)
+	}
+	if string(head[:len(clusterMagic)]) != clusterMagic {
+		return "", false, nil
+	}
+	n := int(head[len(clusterMagic)])
+	if _, err := r.Discard(len(head)); err != nil {
+		return "", true, err
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", true, fmt.Errorf("read cluster identity: %w", err)
+	}
+	return string(b), true, nil
+}
+
+// readIdentityReply reads the acceptor's answer to the dialer's frame: its
+// cluster and whether it refused the connection.
+func readIdentityReply(r *bufio.Reader) (id string, refused bool, err error) {
+	id, framed, err := readIdentity(r)
+	if err != nil {
+		return "", false, err
+	}
+	if !framed {
+		return "", false, errors.New("the peer does not answer the cluster identity frame")
+	}
+	v, err := r.ReadByte()
+	if err != nil {
+		return id, false, fmt.Errorf("read cluster identity verdict: %w", err)
+	}
+	return id, v != 0, nil
 }

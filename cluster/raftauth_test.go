@@ -145,7 +145,7 @@ func TestRaftAuth_OutsidersRefused(t *testing.T) {
 	if !strings.Contains(logs.String(), "remote=127.0.0.1:") {
 		t.Errorf("refusals do not name the remote address:\n%s", logs)
 	}
-	if !strings.Contains(wrongLogs.String(), "node=n2") {
+	if !strings.Contains(wrongLogs.String(), "peer_node=n2") {
 		t.Errorf("the wrong-secret dialer's log does not name n2:\n%s", wrongLogs)
 	}
 }
@@ -191,10 +191,10 @@ func TestRaftAuth_ReplayRefused(t *testing.T) {
 	defer conn.Close()
 	_, _ = conn.Write([]byte(rec.String()))
 	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-	// The acceptor's hello comes back, then the connection closes: no
-	// proof and no Raft answer.
+	// The acceptor's identity answer and hello come back, then the
+	// connection closes: no proof and no Raft answer.
 	out, _ := io.ReadAll(conn)
-	if len(out) > len(raftAuthMagic)+1+len("n2")+nonceLen {
+	if len(out) > len(identityFrame(""))+1+len(raftAuthMagic)+1+len("n2")+nonceLen {
 		t.Fatalf("replay got %d bytes back, more than the acceptor's hello", len(out))
 	}
 	if got.get() != 1 {

@@ -18,8 +18,9 @@ import (
 // the dialing node: "HRFT", one length byte, the node id. Raft itself does
 // not need it; it lets a fault-injecting proxy between the peers (heureka
 // lab and the partition tests) know which link a connection belongs to.
-// With a cluster secret, the preamble is followed by the proof exchange in
-// raftauth.go; with --raft-tls, all of it runs inside the TLS session.
+// heureka's own dialer follows it with its cluster's identity and, with a
+// cluster secret, the proof exchange (raftauth.go); with --raft-tls, all of
+// it runs inside the TLS session.
 const preambleMagic = "HRFT"
 
 // WritePreamble writes the preamble for nodeID.
@@ -77,6 +78,7 @@ type streamLayer struct {
 	advertise net.Addr
 	log       hclog.Logger
 	refusals  *refusalLog
+	identity  func() string // the cluster's identity; nil or "": unknown
 	conns     chan net.Conn
 	done      chan struct{}
 	closeOnce sync.Once
@@ -89,6 +91,10 @@ type streamOptions struct {
 	// Secret requires the peer's proof of the cluster secret
 	// (Config.ClusterSecret).
 	Secret string
+	// ClusterID is this node's cluster identity ("" while unknown): it is
+	// sent on every connection dialed, and a peer naming another is
+	// refused (raftauth.go).
+	ClusterID func() string
 	// Log receives refused connections, rate-limited per remote host.
 	Log hclog.Logger
 }
@@ -110,7 +116,7 @@ func newStreamLayer(bind string, advertise net.Addr, nodeID string, opts streamO
 		return nil, err
 	}
 	s := &streamLayer{ln: ln, tls: opts.TLS, nodeID: nodeID, advertise: advertise,
-		log: opts.Log, refusals: newRefusalLog(refusalLogEvery),
+		log: opts.Log, refusals: newRefusalLog(refusalLogEvery), identity: opts.ClusterID,
 		conns: make(chan net.Conn), done: make(chan struct{})}
 	if opts.Secret != "" {
 		s.key = raftAuthKey(opts.Secret)
@@ -164,6 +170,30 @@ func (s *streamLayer) admit(raw net.Conn) {
 		conn.Close()
 		return
 	}
+	peerCluster, framed, err := readIdentity(br)
+	if err != nil {
+		s.refuse(raw, from, err)
+		conn.Close()
+		return
+	}
+	if framed {
+		own := s.clusterID()
+		mismatch := sameCluster(own, peerCluster)
+		verdict := byte(0)
+		if mismatch != nil {
+			verdict = 1
+		}
+		_, werr := conn.Write(append(identityFrame(own), verdict))
+		if mismatch != nil {
+			s.refuse(raw, from, mismatch, "peer_cluster", peerCluster, "cluster", own)
+			conn.Close()
+			return
+		}
+		if werr != nil {
+			conn.Close()
+			return
+		}
+	}
 	if s.key != nil {
 		if err := proveServer(conn, br, s.key, from, s.nodeID); err != nil {
 			s.refuse(raw, from, err)
@@ -181,16 +211,24 @@ func (s *streamLayer) admit(raw net.Conn) {
 
 // refuse logs a refused connection, at most once per remote host per
 // refusalLogEvery, with the count of those not logged since.
-func (s *streamLayer) refuse(raw net.Conn, claimed string, err error) {
+func (s *streamLayer) refuse(raw net.Conn, claimed string, err error, kv ...any) {
 	remote := raw.RemoteAddr().String()
 	host, _, splitErr := net.SplitHostPort(remote)
 	if splitErr != nil {
 		host = remote
 	}
 	if suppressed, ok := s.refusals.allow(host, time.Now()); ok {
-		s.log.Warn("raft connection refused", "remote", remote, "claimed_node", claimed,
-			"error", err, "suppressed_since_last", suppressed)
+		args := append([]any{"remote", remote, "claimed_node", claimed, "error", err}, kv...)
+		s.log.Warn("raft connection refused", append(args, "suppressed_since_last", suppressed)...)
 	}
+}
+
+// clusterID is this node's cluster identity, "" while unknown.
+func (s *streamLayer) clusterID() string {
+	if s.identity == nil {
+		return ""
+	}
+	return s.identity()
 }
 
 // Accept implements net.Listener.
@@ -243,21 +281,53 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		}
 		conn = tc
 	}
-	if s.key == nil {
-		if err := WritePreamble(conn, s.nodeID); err != nil {
+	// Preamble, cluster identity and the secret hello go out in one write;
+	// the answers come back in order.
+	own := s.clusterID()
+	out, err := preamble(s.nodeID)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	out = append(out, identityFrame(own)...)
+	var cnonce []byte
+	if s.key != nil {
+		if cnonce, err = newNonce(); err != nil {
 			conn.Close()
 			return nil, err
 		}
-		_ = raw.SetDeadline(time.Time{})
-		return conn, nil
+		out = append(out, authHello(cnonce)...)
+	}
+	if _, err := conn.Write(out); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	br := bufio.NewReaderSize(conn, 4096)
-	peer, err := proveClient(conn, br, s.key, s.nodeID)
+	peerCluster, refused, err := readIdentityReply(br)
+	if err == nil && !refused {
+		err = sameCluster(own, peerCluster)
+	} else if err == nil {
+		err = fmt.Errorf("the peer refused this node: %w", sameCluster(own, peerCluster))
+	}
+	if err != nil {
+		conn.Close()
+		err = fmt.Errorf("raft peer %s: %w", address, err)
+		if suppressed, ok := s.refusals.allow("dial "+string(address), time.Now()); ok {
+			s.log.Warn("raft peer refused", "address", string(address), "peer_cluster", peerCluster, "cluster", own,
+				"error", err, "suppressed_since_last", suppressed)
+		}
+		return nil, err
+	}
+	if s.key == nil {
+		_ = raw.SetDeadline(time.Time{})
+		return &bufferedConn{Conn: conn, r: br}, nil
+	}
+	peer, err := proveClient(conn, br, s.key, s.nodeID, cnonce)
 	if err != nil {
 		conn.Close()
 		err = fmt.Errorf("raft peer %s (node %q): %w", address, peer, err)
 		if suppressed, ok := s.refusals.allow("dial "+string(address), time.Now()); ok {
-			s.log.Warn("raft peer refused", "address", string(address), "node", peer,
+			s.log.Warn("raft peer refused", "address", string(address), "peer_node", peer,
 				"error", err, "suppressed_since_last", suppressed)
 		}
 		return nil, err

@@ -92,7 +92,7 @@ func TestRaftSecretWrongSecretNode(t *testing.T) {
 		t.Fatalf("register: %d %s", code, b)
 	}
 	WaitFor(t, 10*time.Second, func() bool {
-		return strings.Contains(readLog(t, leader.LogPath), `node=n3`)
+		return strings.Contains(readLog(t, leader.LogPath), `peer_node=n3`)
 	}, "the leader's log to name n3")
 	time.Sleep(2 * time.Second)
 	st := n3.Status(t)
@@ -103,7 +103,7 @@ func TestRaftSecretWrongSecretNode(t *testing.T) {
 		t.Fatal("n3 with a wrong secret has the registration")
 	}
 	for _, line := range strings.Split(readLog(t, leader.LogPath), "\n") {
-		if strings.Contains(line, "node=n3") {
+		if strings.Contains(line, "peer_node=n3") {
 			t.Logf("leader's log: %s", line)
 			break
 		}

@@ -29,11 +29,14 @@ var ErrOtherNode = errors.New("data directory belongs to another node")
 
 // File names inside the data directory.
 const (
-	LockFile     = "LOCK"
-	LogFile      = "raft.db"
-	NodeIDFile   = "node-id"
-	SnapshotDir  = "snapshots" // created by raft's file snapshot store
-	logCacheSize = 512
+	LockFile   = "LOCK"
+	LogFile    = "raft.db"
+	NodeIDFile = "node-id"
+	// ClusterIDFile holds the identity of the cluster the directory's
+	// state belongs to, once the node learned it (Store.SetClusterID).
+	ClusterIDFile = "cluster-id"
+	SnapshotDir   = "snapshots" // created by raft's file snapshot store
+	logCacheSize  = 512
 )
 
 // Config says where and how to keep the data.
@@ -200,6 +203,29 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 
 // Dir is the data directory.
 func (s *Store) Dir() string { return s.dir }
+
+// ClusterID is the identity of the cluster the directory belongs to, as
+// recorded by SetClusterID; "" when none is recorded (a new directory, or
+// one from before the file existed).
+func (s *Store) ClusterID() (string, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, ClusterIDFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read cluster id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// SetClusterID records the identity of the cluster the directory belongs
+// to, so that the node can name it before it has replayed its log.
+func (s *Store) SetClusterID(id string) error {
+	if err := WriteFileAtomic(filepath.Join(s.dir, ClusterIDFile), []byte(id+"\n")); err != nil {
+		return fmt.Errorf("record cluster id: %w", err)
+	}
+	return nil
+}
 
 // HasState reports whether the directory already holds Raft state, in which
 // case bootstrap settings are ignored.
