@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -230,5 +231,100 @@ func waitLog(t *testing.T, logs *syncBuffer, want string) {
 			t.Fatalf("log never said %q:\n%s", want, logs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// oldStream is the stream layer of a heureka from before the identity
+// frame: it strips the preamble and hands the rest to Raft.
+type oldStream struct{ net.Listener }
+
+func (s *oldStream) Accept() (net.Conn, error) {
+	for {
+		c, err := s.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		br := bufio.NewReader(c)
+		if _, err := ReadPreamble(br); err != nil {
+			c.Close()
+			continue
+		}
+		return &bufferedConn{Conn: c, r: br}, nil
+	}
+}
+
+func (s *oldStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+// TestIdentity_OlderPeer: without a secret, a node that names its cluster
+// still reaches a peer that predates the identity frame (a rolling
+// upgrade): the peer drops the first connection, the dialer falls back to
+// the preamble alone.
+func TestIdentity_OlderPeer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := raft.NewNetworkTransport(&oldStream{ln}, 2, 2*time.Second, io.Discard)
+	defer old.Close()
+	go func() {
+		for rpc := range old.Consumer() {
+			rpc.Respond(&raft.AppendEntriesResponse{Term: rpc.Command.(*raft.AppendEntriesRequest).Term}, nil)
+		}
+	}()
+	s, err := newStreamLayer("127.0.0.1:0", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, "n1",
+		streamOptions{ClusterID: func() string { return "c-new" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := raft.NewNetworkTransport(s, 2, 2*time.Second, io.Discard)
+	defer tr.Close()
+	var resp raft.AppendEntriesResponse
+	if err := tr.AppendEntries("old", old.LocalAddr(), appendReq("n1", 9), &resp); err != nil || resp.Term != 9 {
+		t.Fatalf("append to an older peer: %+v %v", resp, err)
+	}
+	if !s.legacy.is(string(old.LocalAddr()), time.Now()) {
+		t.Fatal("the older peer is not remembered")
+	}
+}
+
+// TestIdentity_Mismatch: nodes of two clusters refuse each other on both
+// ends; a node that does not know its cluster yet is taken.
+func TestIdentity_Mismatch(t *testing.T) {
+	mk := func(id, cluster string) (*raft.NetworkTransport, *syncBuffer, *int32Counter) {
+		buf := &syncBuffer{}
+		s, err := newStreamLayer("127.0.0.1:0", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, id, streamOptions{
+			ClusterID: func() string { return cluster }, Log: hclog.New(&hclog.LoggerOptions{Output: buf})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advertise = s.ln.Addr()
+		s.refusals = newRefusalLog(0)
+		nt := raft.NewNetworkTransport(s, 2, 2*time.Second, io.Discard)
+		t.Cleanup(func() { nt.Close() })
+		n := &int32Counter{}
+		go func() {
+			for rpc := range nt.Consumer() {
+				n.add()
+				rpc.Respond(&raft.AppendEntriesResponse{}, nil)
+			}
+		}()
+		return nt, buf, n
+	}
+	a, aLog, _ := mk("n1", "c-a")
+	b, bLog, bGot := mk("n2", "c-b")
+	fresh, _, _ := mk("n3", "")
+	var resp raft.AppendEntriesResponse
+	if err := a.AppendEntries("n2", b.LocalAddr(), appendReq("n1", 1), &resp); err == nil {
+		t.Fatal("a node of another cluster was answered")
+	}
+	if bGot.get() != 0 {
+		t.Fatal("an RPC from another cluster reached Raft")
+	}
+	waitLog(t, aLog, "peer_cluster=c-b cluster=c-a")
+	waitLog(t, bLog, "peer_cluster=c-a cluster=c-b")
+	if err := fresh.AppendEntries("n2", b.LocalAddr(), appendReq("n3", 1), &resp); err != nil {
+		t.Fatalf("a node without a cluster identity yet: %v", err)
 	}
 }

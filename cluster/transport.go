@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -79,6 +80,7 @@ type streamLayer struct {
 	log       hclog.Logger
 	refusals  *refusalLog
 	identity  func() string // the cluster's identity; nil or "": unknown
+	legacy    legacyPeers
 	conns     chan net.Conn
 	done      chan struct{}
 	closeOnce sync.Once
@@ -258,28 +260,12 @@ func (s *streamLayer) Addr() net.Addr { return s.advertise }
 // peer's certificate against the address dialed), the preamble and the
 // secret proof, each as configured.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	raw, err := net.DialTimeout("tcp", string(address), timeout)
+	if s.key == nil && s.legacy.is(string(address), time.Now()) {
+		return s.dialPlain(address, timeout)
+	}
+	raw, conn, err := s.connect(address, timeout)
 	if err != nil {
 		return nil, err
-	}
-	_ = raw.SetDeadline(time.Now().Add(timeout))
-	var conn net.Conn = raw
-	if s.tls != nil {
-		host, _, err := net.SplitHostPort(string(address))
-		if err != nil {
-			raw.Close()
-			return nil, err
-		}
-		cfg := s.tls.Clone()
-		if cfg.ServerName == "" {
-			cfg.ServerName = host
-		}
-		tc := tls.Client(raw, cfg)
-		if err := tc.Handshake(); err != nil {
-			raw.Close()
-			return nil, fmt.Errorf("raft tls handshake with %s: %w", address, err)
-		}
-		conn = tc
 	}
 	// Preamble, cluster identity and the secret hello go out in one write;
 	// the answers come back in order.
@@ -304,6 +290,14 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	br := bufio.NewReaderSize(conn, 4096)
 	peerCluster, refused, err := readIdentityReply(br)
+	if err != nil && s.key == nil && isClosedEarly(err) {
+		// A heureka from before the identity frame hands it to Raft,
+		// which drops the connection: talk to it the old way for a while
+		// (a rolling upgrade). With a secret there is no old way.
+		conn.Close()
+		s.legacy.mark(string(address), time.Now())
+		return s.dialPlain(address, timeout)
+	}
 	if err == nil && !refused {
 		err = sameCluster(own, peerCluster)
 	} else if err == nil {
@@ -334,6 +328,82 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	_ = raw.SetDeadline(time.Time{})
 	return &bufferedConn{Conn: conn, r: br}, nil
+}
+
+// connect dials TCP and, with TLS, completes the handshake, verifying the
+// peer's certificate against the address dialed. The deadline it sets on
+// raw covers what the caller does next; the caller clears it.
+func (s *streamLayer) connect(address raft.ServerAddress, timeout time.Duration) (raw, conn net.Conn, err error) {
+	raw, err = net.DialTimeout("tcp", string(address), timeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = raw.SetDeadline(time.Now().Add(timeout))
+	if s.tls == nil {
+		return raw, raw, nil
+	}
+	host, _, err := net.SplitHostPort(string(address))
+	if err != nil {
+		raw.Close()
+		return nil, nil, err
+	}
+	cfg := s.tls.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	tc := tls.Client(raw, cfg)
+	if err := tc.Handshake(); err != nil {
+		raw.Close()
+		return nil, nil, fmt.Errorf("raft tls handshake with %s: %w", address, err)
+	}
+	return raw, tc, nil
+}
+
+// dialPlain dials a peer known to predate the identity frame: the
+// preamble only, as before (never with a secret: there is no old way).
+func (s *streamLayer) dialPlain(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	raw, conn, err := s.connect(address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := WritePreamble(conn, s.nodeID); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	_ = raw.SetDeadline(time.Time{})
+	return conn, nil
+}
+
+// isClosedEarly reports whether the peer closed the connection before it
+// answered anything.
+func isClosedEarly(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// legacyPeers remembers, for a while, the addresses of peers that predate
+// the identity frame.
+type legacyPeers struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+// legacyFor is how long a peer is dialed the old way before the frame is
+// tried again (it may have been upgraded meanwhile).
+const legacyFor = time.Minute
+
+func (l *legacyPeers) mark(addr string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.until == nil || len(l.until) > 1024 {
+		l.until = map[string]time.Time{}
+	}
+	l.until[addr] = now.Add(legacyFor)
+}
+
+func (l *legacyPeers) is(addr string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return now.Before(l.until[addr])
 }
 
 // bufferedConn reads through the reader that consumed the preamble.
