@@ -350,7 +350,7 @@ func serve(args []string) int {
 		return 1
 	}
 	if len(peers) > 0 {
-		startPeering(node, peers, c.eurekaSyncTimeout, synced, log)
+		startPeering(node, c.api.StrictInput, peers, c.eurekaSyncTimeout, synced, log)
 	}
 	hcfg := c.api
 	hcfg.Users = c.users
