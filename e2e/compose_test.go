@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -136,8 +137,15 @@ func (r *composeRun) runOneShots() {
 	for _, name := range names {
 		svc := r.oneShots[name]
 		var args []string
-		for _, a := range svc.Command {
-			mapped, _ := r.mapPath(nil, svc, a)
+		cmd := []string(svc.Command)
+		for i := 0; i < len(cmd); i++ {
+			// Processes here run as the test's user, not the container's:
+			// giving a file to another user needs root.
+			if cmd[i] == "--owner" && os.Geteuid() != 0 {
+				i++
+				continue
+			}
+			mapped, _ := r.mapPath(nil, svc, cmd[i])
 			args = append(args, mapped)
 		}
 		res := RunBinary(r.t, 30*time.Second, nil, args...)

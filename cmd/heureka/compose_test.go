@@ -52,15 +52,23 @@ func composeSecret(t *testing.T, p *types.Project) (path, volume, local string) 
 		t.Fatalf("no %s service", secretService)
 	}
 	cmd := []string(svc.Command)
-	if len(cmd) != 3 || cmd[0] != "secret" || cmd[1] != "init" {
-		t.Fatalf("%s: command %q, want secret init FILE", secretService, cmd)
+	if len(cmd) < 3 || cmd[0] != "secret" || cmd[1] != "init" {
+		t.Fatalf("%s: command %q, want secret init [--owner UID:GID] FILE", secretService, cmd)
+	}
+	file := cmd[len(cmd)-1]
+	// The nodes run as the image's user: a file written by root must be
+	// given to it.
+	if svc.User == "0:0" || svc.User == "root" || svc.User == "0" {
+		if owner := flagValue(cmd, "--owner"); owner != "10001:10001" {
+			t.Errorf("%s runs as root but gives the file to %q, not the image's user 10001:10001", secretService, owner)
+		}
 	}
 	if svc.Restart != "no" {
 		t.Errorf("%s: restart %q; a one-shot service must not restart", secretService, svc.Restart)
 	}
 	if len(svc.Volumes) != 1 || svc.Volumes[0].Type != types.VolumeTypeVolume || svc.Volumes[0].ReadOnly ||
-		!strings.HasPrefix(cmd[2], svc.Volumes[0].Target+"/") {
-		t.Fatalf("%s: volumes %+v: want one writable named volume holding %s", secretService, svc.Volumes, cmd[2])
+		!strings.HasPrefix(file, svc.Volumes[0].Target+"/") {
+		t.Fatalf("%s: volumes %+v: want one writable named volume holding %s", secretService, svc.Volumes, file)
 	}
 	local = t.TempDir() + "/cluster-secret"
 	if created, err := initSecretFile(local); err != nil || !created {
@@ -75,7 +83,7 @@ func composeSecret(t *testing.T, p *types.Project) (path, volume, local string) 
 	if after, _ := os.ReadFile(local); string(after) != string(before) {
 		t.Fatal("secret init replaced an existing secret")
 	}
-	return cmd[2], svc.Volumes[0].Source, local
+	return file, svc.Volumes[0].Source, local
 }
 
 // composeNodes parses every node service of p with parseServe, as the

@@ -8,14 +8,17 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 )
 
-const secretUsage = `Usage: heureka secret init FILE
+const secretUsage = `Usage: heureka secret init [--owner UID:GID] FILE
 
 Writes a random cluster secret (32 bytes, base64) to FILE, readable by its
 owner only, for --cluster-secret-file on every node. A FILE that already
 holds a secret is left as it is, so the command can run before every start
-(the compose file's one-shot service does).
+(the compose file's one-shot service does). --owner gives a new FILE to
+that user and group (run as root: the nodes' user then reads it).
 `
 
 // secretCmd is `heureka secret init FILE`.
@@ -24,19 +27,42 @@ func secretCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, secretUsage)
 		return 0
 	}
-	if len(args) != 2 || args[0] != "init" {
+	if len(args) < 2 || args[0] != "init" {
 		fmt.Fprint(stderr, secretUsage)
 		return 2
 	}
-	created, err := initSecretFile(args[1])
+	fs := newFlagSet("secret init")
+	owner := fs.String("owner", "", "UID:GID to give a new file")
+	if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
+		fmt.Fprint(stderr, secretUsage)
+		return 2
+	}
+	uid, gid := -1, -1
+	if *owner != "" {
+		u, g, ok := strings.Cut(*owner, ":")
+		var err1, err2 error
+		uid, err1 = strconv.Atoi(u)
+		gid, err2 = strconv.Atoi(g)
+		if !ok || err1 != nil || err2 != nil || uid < 0 || gid < 0 {
+			fmt.Fprintf(stderr, "heureka secret init: --owner %q: want UID:GID\n", *owner)
+			return 2
+		}
+	}
+	file := fs.Arg(0)
+	created, err := initSecretFile(file)
+	if err == nil && created && uid >= 0 {
+		if err = os.Chown(file, uid, gid); err != nil {
+			os.Remove(file)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "heureka secret init: %v\n", err)
 		return 1
 	}
 	if created {
-		fmt.Fprintf(stdout, "wrote a new cluster secret to %s\n", args[1])
+		fmt.Fprintf(stdout, "wrote a new cluster secret to %s\n", file)
 	} else {
-		fmt.Fprintf(stdout, "%s already holds a cluster secret; left as it is\n", args[1])
+		fmt.Fprintf(stdout, "%s already holds a cluster secret; left as it is\n", file)
 	}
 	return 0
 }

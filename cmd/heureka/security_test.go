@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -157,7 +158,19 @@ func TestSecretInit(t *testing.T) {
 	if code := secretCmd([]string{"init", empty}, io.Discard, io.Discard); code != 1 {
 		t.Errorf("an empty existing file: exit %d, want 1", code)
 	}
-	if code := secretCmd([]string{"make", file}, io.Discard, io.Discard); code != 2 {
-		t.Errorf("bad usage: exit %d, want 2", code)
+	for _, args := range [][]string{{"make", file}, {"init"}, {"init", "--owner", "x", filepath.Join(dir, "o")}, {"init", file, "extra"}} {
+		if code := secretCmd(args, io.Discard, io.Discard); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if os.Geteuid() == 0 {
+		owned := filepath.Join(dir, "owned")
+		if code := secretCmd([]string{"init", "--owner", "10001:10002", owned}, io.Discard, io.Discard); code != 0 {
+			t.Fatalf("--owner: exit %d", code)
+		}
+		st, _ := os.Stat(owned)
+		if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != 10001 || sys.Gid != 10002 {
+			t.Errorf("--owner 10001:10002: owner %+v", st.Sys())
+		}
 	}
 }
