@@ -118,6 +118,15 @@ func TestControlPlaneSingleNodeLocal(t *testing.T) {
 	if st := n.Status(t); st.Mode != "cp" {
 		t.Fatalf("mode: %s", st.Mode)
 	}
+	// The CLI reads the secret only for a change: a missing secret file
+	// fails `mode ap`, not `status` (a container's healthcheck).
+	env := []string{"HEUREKA_CLUSTER_SECRET_FILE=" + t.TempDir() + "/none"}
+	if res := RunBinary(t, 30*time.Second, env, "status", "--addr", n.HTTPAddr); res.ExitCode != 0 {
+		t.Fatalf("status with a missing secret file: exit %d\n%s", res.ExitCode, res.Stderr)
+	}
+	if res := RunBinary(t, 30*time.Second, env, "mode", "ap", "--addr", n.HTTPAddr); res.ExitCode != 1 || !strings.Contains(res.Stderr, "cluster-secret-file") {
+		t.Fatalf("mode ap with a missing secret file: exit %d\n%s", res.ExitCode, res.Stderr)
+	}
 }
 
 // TestClusterBeyondLoopbackNeedsSecret: `heureka serve` for a multi-node

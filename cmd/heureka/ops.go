@@ -62,8 +62,9 @@ type opsClient struct {
 	// credentials is "user:password" ($HEUREKA_CREDENTIALS), sent as basic
 	// auth unless --addr carries its own user info.
 	credentials string
-	// secret is the cluster secret (--cluster-secret[-file] or their
-	// variables), sent with control calls only (opsControl).
+	// secret and secretFile give the cluster secret (--cluster-secret[-file]
+	// or their variables; one of them set), read and sent with control
+	// calls only (opsControl).
 	secret, secretFile     string
 	tlsCA, tlsCert, tlsKey string
 }
@@ -137,9 +138,7 @@ func newOps(name string, args []string, def time.Duration, extra func(fs *flag.F
 			secret = ""
 		}
 	})
-	if c.secret, err = readClusterSecret(secret, file); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
+	c.secret, c.secretFile = secret, file
 	tr := &http.Transport{Proxy: nil}
 	if c.tlsCA != "" || c.tlsCert != "" || c.tlsKey != "" {
 		cfg, err := opsTLS(c.tlsCA, c.tlsCert, c.tlsKey)
@@ -217,8 +216,16 @@ func (c *opsClient) do(method, path, contentType string, body io.Reader) ([]byte
 	if user, pw, ok := strings.Cut(c.credentials, ":"); ok && req.URL.User == nil {
 		req.SetBasicAuth(user, pw)
 	}
-	if c.secret != "" && opsControl(method) {
-		req.Header.Set(nodeapi.SecretHeader, c.secret)
+	if opsControl(method) {
+		// Read only for a change: a status check does not depend on the
+		// secret file being readable.
+		secret, err := readClusterSecret(c.secret, c.secretFile)
+		if err != nil {
+			return nil, err
+		}
+		if secret != "" {
+			req.Header.Set(nodeapi.SecretHeader, secret)
+		}
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
