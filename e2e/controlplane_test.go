@@ -149,4 +149,18 @@ func TestClusterBeyondLoopbackNeedsSecret(t *testing.T) {
 	if !res.TimedOut {
 		t.Fatalf("with --insecure-cluster: exit %d, stderr %q", res.ExitCode, res.Stderr)
 	}
+
+	// A member of a cluster restarted from its data directory, without
+	// cluster flags, on all interfaces: its stored configuration counts.
+	c := StartCluster(t, 3, Options{})
+	c.WaitLeader(t, 15*time.Second)
+	nd := c.Nodes[2]
+	nd.Stop()
+	_, port, _ := strings.Cut(nd.HTTPAddr, ":")
+	res = RunBinary(t, 20*time.Second, nil, "serve", "--node-id", nd.ID, "--data-dir", nd.DataDir,
+		"--http-addr", "0.0.0.0:"+port, "--raft-addr", nd.RaftAddr, "--http-advertise", nd.HTTPAddr)
+	if res.ExitCode != 2 || !strings.Contains(res.Stderr, "3-member cluster") || !strings.Contains(res.Stderr, "--cluster-secret-file") {
+		t.Fatalf("restart on all interfaces: exit %d, stderr %q", res.ExitCode, res.Stderr)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(res.Stderr))
 }

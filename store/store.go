@@ -204,6 +204,50 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 // Dir is the data directory.
 func (s *Store) Dir() string { return s.dir }
 
+// ConfiguredServers is how many servers the directory's latest Raft
+// configuration names (0 without state): the latest snapshot's, or a
+// configuration entry logged after it. heureka serve reads it before Raft
+// starts, to judge a node restarted without cluster flags.
+func (s *Store) ConfiguredServers() (int, error) {
+	servers, index := 0, uint64(0)
+	metas, err := s.Snapshots.List()
+	if err != nil {
+		return 0, fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(metas) > 0 {
+		servers, index = len(metas[0].Configuration.Servers), metas[0].Index
+	}
+	first, err := s.Log.FirstIndex()
+	if err != nil {
+		return 0, fmt.Errorf("read log: %w", err)
+	}
+	last, err := s.Log.LastIndex()
+	if err != nil {
+		return 0, fmt.Errorf("read log: %w", err)
+	}
+	for i := max(first, index+1); i <= last && i > 0; i++ {
+		var l raft.Log
+		if err := s.Log.GetLog(i, &l); err != nil || l.Type != raft.LogConfiguration {
+			continue
+		}
+		if n, ok := decodeServers(l.Data); ok {
+			servers = n
+		}
+	}
+	return servers, nil
+}
+
+// decodeServers counts the servers of an encoded configuration; Raft's
+// decoder panics on bad input, which here only means "not known".
+func decodeServers(data []byte) (n int, ok bool) {
+	defer func() {
+		if recover() != nil {
+			n, ok = 0, false
+		}
+	}()
+	return len(raft.DecodeConfiguration(data).Servers), true
+}
+
 // ClusterID is the identity of the cluster the directory belongs to, as
 // recorded by SetClusterID; "" when none is recorded (a new directory, or
 // one from before the file existed).

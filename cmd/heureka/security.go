@@ -52,12 +52,9 @@ func (c *serveConfig) checkSecurity() error {
 	// Without a secret, the Raft port and the internal endpoints take
 	// anyone who can reach them: a cluster spread over hosts must not run
 	// like that by accident.
-	if c.secret == "" && multiNode && !c.api.InsecureCluster {
-		for _, f := range []struct{ flag, addr string }{{"--http-addr", c.httpAddr}, {"--raft-addr", c.raftAddr}} {
-			if beyondLoopback(f.addr) {
-				return fmt.Errorf("a multi-node cluster listening beyond loopback (%s %s) needs a cluster secret: "+
-					"give every node the same --cluster-secret-file (heureka secret init FILE makes one), or pass --insecure-cluster", f.flag, f.addr)
-			}
+	if multiNode {
+		if err := c.checkOpenCluster("a multi-node cluster"); err != nil {
+			return err
 		}
 	}
 	t, err := loadTLS(c.tlsCert, c.tlsKey, c.tlsClientCA, c.tlsCA)
@@ -75,6 +72,23 @@ func (c *serveConfig) checkSecurity() error {
 			RootCAs: t.peers, ClientCAs: t.peers, ClientAuth: tls.RequireAndVerifyClientCert}
 	}
 	c.tls = t
+	return nil
+}
+
+// checkOpenCluster refuses what, a cluster of more than one node, when it
+// would listen beyond loopback without a cluster secret and without
+// --insecure-cluster: its Raft port and internal endpoints would take
+// anyone who reaches them.
+func (c *serveConfig) checkOpenCluster(what string) error {
+	if c.secret != "" || c.api.InsecureCluster {
+		return nil
+	}
+	for _, f := range []struct{ flag, addr string }{{"--http-addr", c.httpAddr}, {"--raft-addr", c.raftAddr}} {
+		if beyondLoopback(f.addr) {
+			return fmt.Errorf("%s, listening beyond loopback (%s %s), needs a cluster secret: "+
+				"give every node the same --cluster-secret-file (heureka secret init FILE makes one), or pass --insecure-cluster", what, f.flag, f.addr)
+		}
+	}
 	return nil
 }
 

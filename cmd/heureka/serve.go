@@ -329,6 +329,14 @@ func serve(args []string) int {
 		return 1
 	}
 	defer st.Close()
+	// A node restarted from its data directory has no cluster flags: its
+	// stored configuration says whether it is one of several.
+	if n, err := st.ConfiguredServers(); err == nil && n > 1 {
+		if err := c.checkOpenCluster(fmt.Sprintf("a node of the %d-member cluster in %s", n, c.dataDir)); err != nil {
+			fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
+			return 2
+		}
+	}
 
 	cc, _ := c.clusterConfig()
 	peers := splitList(c.eurekaPeers)
