@@ -64,11 +64,12 @@ func ReadPreamble(r io.Reader) (string, error) {
 const handshakeTimeout = 5 * time.Second
 
 // streamLayer is heureka's raft.StreamLayer over TCP. Each connection,
-// dialed or accepted, goes through up to three steps before it carries a
+// dialed or accepted, goes through up to four steps before it carries a
 // Raft RPC: a mutual TLS handshake when tls is set (both sides present a
-// certificate the other verifies), the preamble, and, when key is set, the
-// proof that both sides hold the cluster secret (raftauth.go). A peer that
-// fails any step never gets a byte to Raft. Accepted connections are
+// certificate the other verifies), the preamble, the cluster identity
+// (both sides name theirs; a mismatch is refused), and, when key is set,
+// the proof that both sides hold the cluster secret (raftauth.go). A peer
+// that fails any step never gets a byte to Raft. Accepted connections are
 // admitted off the accept loop, so a slow or silent client cannot hold up
 // real peers.
 type streamLayer struct {
