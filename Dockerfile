@@ -13,10 +13,11 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/heureka ./cmd/heureka \
- && mkdir -p /out/rootfs/data /out/rootfs/etc /out/rootfs/tmp \
+ && mkdir -p /out/rootfs/data /out/rootfs/secret /out/rootfs/etc /out/rootfs/tmp \
  && echo 'heureka:x:10001:10001:heureka:/data:/sbin/nologin' > /out/rootfs/etc/passwd \
  && echo 'heureka:x:10001:' > /out/rootfs/etc/group \
- && chown 10001:10001 /out/rootfs/data \
+ && chown 10001:10001 /out/rootfs/data /out/rootfs/secret \
+ && chmod 700 /out/rootfs/secret \
  && chmod 1777 /out/rootfs/tmp
 
 FROM scratch

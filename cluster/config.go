@@ -69,8 +69,14 @@ type Config struct {
 	// initial copy of an Eureka ring's registry, see HoldReads).
 	ReadHold <-chan struct{}
 	// ClusterSecret, when set, is sent with every node-to-node HTTP call
-	// (nodeapi.SecretHeader), and InternalHandler refuses calls without it.
+	// (nodeapi.SecretHeader), and InternalHandler refuses calls without it;
+	// the TCP Raft transport accepts only peers that prove they hold it
+	// (raftauth.go).
 	ClusterSecret string
+	// StrictInput makes the leader apply the input limits (package
+	// limits) to every client command a peer hands it, as the HTTP API
+	// does to what clients send (--strict-input).
+	StrictInput bool
 	// HTTPClientTLS, when set, makes node-to-node HTTP calls use HTTPS with
 	// this configuration (CA pool, client certificate for mTLS).
 	HTTPClientTLS *tls.Config

@@ -15,7 +15,8 @@ import (
 // Deps is what a node runs on besides its Config: Raft's transport and
 // stores, and the directory of the AP fallback journal. heureka serve gives
 // only Store, an open data directory, and gets the TCP transport (with the
-// preamble, over mutual TLS when Config.RaftTLS is set) and the directory's
+// preamble, over mutual TLS when Config.RaftTLS is set, proving the
+// cluster secret when Config.ClusterSecret is set) and the directory's
 // bolt and file stores. Tests give Raft's in-memory transport and stores
 // instead, so a multi-node cluster runs in one process without a socket or
 // a disk for Raft.
@@ -52,6 +53,8 @@ type raftDeps struct {
 	// logSize is the log's size on disk for /v1/status (0 without a data
 	// directory).
 	logSize func() int64
+	// ids keeps the cluster identity (the data directory; nil without one).
+	ids clusterIDStore
 }
 
 // resolve fills in the stores and the journal directory from d.Store where
@@ -74,6 +77,7 @@ func (d Deps) resolve(cfg *Config) (raftDeps, error) {
 			r.journalDir = st.Dir()
 		}
 		r.logSize = st.LogSize
+		r.ids = st
 		if r.disk == nil {
 			r.disk = st.Disk
 		}
@@ -96,7 +100,7 @@ func (d Deps) resolve(cfg *Config) (raftDeps, error) {
 
 // listen creates the TCP transport when none was given: Raft listens on
 // cfg.RaftBind and peers dial the advertised address.
-func (r *raftDeps) listen(cfg *Config, log hclog.Logger) error {
+func (r *raftDeps) listen(cfg *Config, log hclog.Logger, clusterID func() string) error {
 	if r.trans != nil {
 		return nil
 	}
@@ -104,12 +108,8 @@ func (r *raftDeps) listen(cfg *Config, log hclog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("resolve raft advertise address: %w", err)
 	}
-	var stream raft.StreamLayer
-	if cfg.RaftTLS != nil {
-		stream, err = newTLSStreamLayer(cfg.RaftBind, adv, cfg.NodeID, cfg.RaftTLS)
-	} else {
-		stream, err = newStreamLayer(cfg.RaftBind, adv, cfg.NodeID)
-	}
+	stream, err := newStreamLayer(cfg.RaftBind, adv, cfg.NodeID, streamOptions{
+		TLS: cfg.RaftTLS, Secret: cfg.ClusterSecret, ClusterID: clusterID, Log: log.Named("raft-auth")})
 	if err != nil {
 		return fmt.Errorf("listen raft on %s: %w", cfg.RaftBind, err)
 	}

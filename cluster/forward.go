@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/nodeapi"
 	"github.com/heureka-registry/heureka/opapi"
@@ -36,12 +38,14 @@ var codes = nodeapi.Codes{
 	{Name: "member_conflict", Err: ErrMemberConflict},
 	{Name: "no_quorum", Err: ErrNoQuorum},
 	{Name: "disk_full", Err: ErrDiskFull},
+	{Name: "other_cluster", Err: ErrOtherCluster},
 }
 
 // peers is the client for calls to other nodes; a failure that is not an
 // error reply counts as no leader.
 func (n *Node) peers() *nodeapi.Client {
-	return &nodeapi.Client{HTTP: n.client, Scheme: n.cfg.httpScheme(), From: n.cfg.NodeID, Codes: codes, Unavailable: ErrNoLeader}
+	return &nodeapi.Client{HTTP: n.client, Scheme: n.cfg.httpScheme(), From: n.cfg.NodeID, Cluster: n.ClusterID(),
+		Codes: codes, Unavailable: ErrNoLeader}
 }
 
 // noLeader makes a call that never reached the leader count as no leader,
@@ -77,16 +81,48 @@ func (n *Node) forwardJSON(ctx context.Context, path string, v any) error {
 // InternalHandler serves the node-to-node endpoints under InternalPrefix;
 // status gives an error reply's HTTP status (httpapi's table).
 func (n *Node) InternalHandler(status func(error) int) http.Handler {
-	return nodeapi.Handler(backend{n}, nodeapi.HandlerConfig{Secret: n.cfg.ClusterSecret, Codes: codes, Status: status})
+	return nodeapi.Handler(backend{n}, nodeapi.HandlerConfig{Secret: n.cfg.ClusterSecret, Codes: codes, Status: status,
+		Cluster: n.ClusterID})
 }
 
 // backend is the node as the internal endpoints see it.
 type backend struct{ n *Node }
 
-func (b backend) Apply(entry []byte) (uint64, error) { return b.n.applyLocal(entry) }
+func (b backend) Apply(entry []byte) (uint64, error) {
+	if err := b.n.checkFromPeer(entry); err != nil {
+		return 0, err
+	}
+	return b.n.applyLocal(entry)
+}
 
+// ApplyBatch appends the entries that pass checkFromPeer; the others get
+// their refusal as their result.
 func (b backend) ApplyBatch(entries [][]byte) ([]error, uint64, error) {
-	return b.n.applyBatchLocal(entries)
+	results := make([]error, len(entries))
+	var ok [][]byte
+	var at []int
+	for i, e := range entries {
+		if err := b.n.checkFromPeer(e); err != nil {
+			results[i] = err
+			continue
+		}
+		ok = append(ok, e)
+		at = append(at, i)
+	}
+	if len(ok) == 0 {
+		if b.n.raft.State() != raft.Leader {
+			return nil, 0, ErrNotLeader
+		}
+		return results, 0, nil
+	}
+	res, idx, err := b.n.applyBatchLocal(ok)
+	if err != nil {
+		return nil, 0, err
+	}
+	for j, i := range at {
+		results[i] = res[j]
+	}
+	return results, idx, nil
 }
 
 func (b backend) RenewBatch(batch []byte, replicated bool) ([]byte, error) {

@@ -51,6 +51,8 @@ type Node struct {
 
 	// mode caches the FSM's mode: every response header carries it.
 	mode atomic.Pointer[string]
+	// clusterID is the cluster's identity once known (identity.go).
+	clusterID atomic.Pointer[string]
 	// logCP is the index of the last set-mode cp command the log held past
 	// the FSM at start, 0 when none (see Mode and scanLogMode in mode.go).
 	logCP atomic.Uint64
@@ -125,9 +127,14 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	n.applied.ch = make(chan struct{})
 	n.applied.idx = f.AppliedIndex()
 	n.refreshMode()
+	n.loadClusterID()
+	n.refreshClusterID()
 	f.Observe(func(c fsm.Change) {
 		if c.All || c.Type&^fsm.CmdIgnoreUnknown == fsm.CmdSetMode {
 			n.refreshMode()
+		}
+		if c.All || c.Type&^fsm.CmdIgnoreUnknown == fsm.CmdSetClusterID {
+			n.refreshClusterID()
 		}
 		n.applied.advance(c.Index)
 		n.publish(c)
@@ -156,7 +163,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	rc := cfg.raftConfig()
 	rc.Logger = log.Named("raft")
 
-	if err := n.deps.listen(&cfg, log); err != nil {
+	if err := n.deps.listen(&cfg, log, n.ClusterID); err != nil {
 		return nil, err
 	}
 	hasState, err := raft.HasExistingState(d.logs, d.stable, d.snaps)
@@ -169,6 +176,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 		n.deps.closeTransport()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.refreshClusterID() // from the snapshot Raft restored
 	n.rd.bootIndex = n.raft.LastIndex()
 	n.scanLogMode()
 	n.fb.loadOverlay()
@@ -583,6 +591,7 @@ func (n *Node) leaderWork(stop <-chan struct{}) {
 			n.log.Warn("writing initial mode failed", "error", err)
 		}
 	}
+	n.nameCluster()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); n.leases.run(stop) }()

@@ -137,6 +137,7 @@ func (n *Node) restoreLocal(data []byte) error {
 	n.fsm.Read(func(r *fsm.Registry) {
 		st.Members = r.Members()
 		st.Mode = r.Mode()
+		st.ClusterID = r.ClusterID() // a backup of another cluster does not rename this one
 	})
 	// raft.Restore stores the snapshot at max(meta.Index, last index)+1;
 	// the FSM takes its applied index from the snapshot, so write that one.

@@ -20,6 +20,7 @@ func (n *Node) Status() Status {
 	u := func(k string) uint64 { v, _ := strconv.ParseUint(stats[k], 10, 64); return v }
 	st := Status{
 		Node:              n.cfg.NodeID,
+		ClusterID:         n.ClusterID(),
 		State:             n.raft.State().String(),
 		Leader:            n.LeaderID(),
 		LeaderHTTPAddr:    n.leaderHTTP(),

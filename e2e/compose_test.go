@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -35,6 +36,12 @@ type composeRun struct {
 	t        *testing.T
 	c        *Cluster
 	services map[string]*composeService
+	// oneShots are the services that run a command other than serve once
+	// (the cluster secret's), by name.
+	oneShots map[string]types.ServiceConfig
+	// shared maps a named volume that is not a node's data directory to
+	// a directory of this run's.
+	shared   map[string]string
 	imageEnv map[string]string
 }
 
@@ -46,9 +53,14 @@ func imageEnvironment(t *testing.T) map[string]string { return DockerfileEnv(t, 
 
 // newComposeRun allocates a node (ports, data dir) for every service of p.
 func newComposeRun(t *testing.T, p *types.Project) *composeRun {
-	r := &composeRun{t: t, c: newCluster(t, Options{}), services: map[string]*composeService{}, imageEnv: imageEnvironment(t)}
+	r := &composeRun{t: t, c: newCluster(t, Options{}), services: map[string]*composeService{},
+		oneShots: map[string]types.ServiceConfig{}, shared: map[string]string{}, imageEnv: imageEnvironment(t)}
 	for _, name := range sortedServiceNames(p) {
 		svc := p.Services[name]
+		if cmd := []string(svc.Command); len(cmd) == 0 || cmd[0] != "serve" {
+			r.oneShots[name] = svc
+			continue
+		}
 		env := r.env(svc)
 		id := env["HEUREKA_NODE_ID"]
 		if id == "" {
@@ -84,15 +96,73 @@ func (r *composeRun) env(svc types.ServiceConfig) map[string]string {
 
 var addrRE = regexp.MustCompile(`([A-Za-z0-9_.-]+):([0-9]+)`)
 
+// volumeDir is where a service's volume lives in this run: a node's data
+// volume is its data directory; any other named volume is one directory
+// shared by every service that mounts it.
+func (r *composeRun) volumeDir(self *composeService, vol types.ServiceVolumeConfig) string {
+	if self != nil && r.env(self.svc)["HEUREKA_DATA_DIR"] == vol.Target {
+		return self.node.DataDir
+	}
+	dir, ok := r.shared[vol.Source]
+	if !ok {
+		dir = r.t.TempDir()
+		r.shared[vol.Source] = dir
+	}
+	return dir
+}
+
+// mapPath maps a path inside a container of svc to this run's directories.
+func (r *composeRun) mapPath(self *composeService, svc types.ServiceConfig, v string) (string, bool) {
+	for _, vol := range svc.Volumes {
+		if v == vol.Target {
+			return r.volumeDir(self, vol), true
+		}
+		if rest, ok := strings.CutPrefix(v, vol.Target+"/"); ok {
+			return r.volumeDir(self, vol) + "/" + rest, true
+		}
+	}
+	return v, false
+}
+
+// runOneShots runs the one-shot services (`docker compose up` runs them
+// before the services that wait for their completion) and fails the test
+// unless each exits 0.
+func (r *composeRun) runOneShots() {
+	r.t.Helper()
+	var names []string
+	for name := range r.oneShots {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		svc := r.oneShots[name]
+		var args []string
+		cmd := []string(svc.Command)
+		for i := 0; i < len(cmd); i++ {
+			// Processes here run as the test's user, not the container's:
+			// giving a file to another user needs root.
+			if cmd[i] == "--owner" && os.Geteuid() != 0 {
+				i++
+				continue
+			}
+			mapped, _ := r.mapPath(nil, svc, cmd[i])
+			args = append(args, mapped)
+		}
+		res := RunBinary(r.t, 30*time.Second, nil, args...)
+		if res.ExitCode != 0 {
+			r.t.Fatalf("%s: heureka %s: exit %d\n%s%s", name, strings.Join(args, " "), res.ExitCode, res.Stdout, res.Stderr)
+		}
+		r.t.Logf("%s: heureka %s: %s", name, strings.Join(args, " "), strings.TrimSpace(res.Stdout))
+	}
+}
+
 // mapValue rewrites the addresses in a value as seen from service self:
 // service host names, 0.0.0.0 and the container's own loopback become
-// loopback addresses with the ports allocated for them; a volume mount
-// point becomes the node's data directory.
+// loopback addresses with the ports allocated for them; a path under a
+// volume's mount point becomes the same path under the volume's directory.
 func (r *composeRun) mapValue(self *composeService, v string) string {
-	for _, vol := range self.svc.Volumes {
-		if v == vol.Target {
-			return self.node.DataDir
-		}
+	if mapped, ok := r.mapPath(self, self.svc, v); ok {
+		return mapped
 	}
 	return addrRE.ReplaceAllStringFunc(v, func(m string) string {
 		host, port, _ := net.SplitHostPort(m)
@@ -169,8 +239,15 @@ func TestComposeTopologyRunsAsProcesses(t *testing.T) {
 	all := loadComposeProject(t, "five")
 	r := newComposeRun(t, all)
 
-	// docker compose up: the default services, all at once.
-	defaults := sortedServiceNames(def)
+	// docker compose up: the one-shot services, then the default nodes,
+	// all at once.
+	r.runOneShots()
+	var defaults []string
+	for _, name := range sortedServiceNames(def) {
+		if _, ok := r.services[name]; ok {
+			defaults = append(defaults, name)
+		}
+	}
 	for _, name := range defaults {
 		r.start(name)
 	}
@@ -193,7 +270,7 @@ func TestComposeTopologyRunsAsProcesses(t *testing.T) {
 	// docker compose --profile five up: the joiners, once what they depend on is healthy.
 	var joiners []string
 	for _, name := range sortedServiceNames(all) {
-		if _, isDefault := def.Services[name]; !isDefault {
+		if _, isDefault := def.Services[name]; !isDefault && r.services[name] != nil {
 			joiners = append(joiners, name)
 		}
 	}
@@ -202,6 +279,9 @@ func TestComposeTopologyRunsAsProcesses(t *testing.T) {
 	}
 	for _, name := range joiners {
 		for dep := range r.services[name].svc.DependsOn {
+			if _, oneShot := r.oneShots[dep]; oneShot {
+				continue // ran to completion above
+			}
 			if !r.healthy(dep) {
 				t.Fatalf("%s depends on %s, which is not healthy", name, dep)
 			}
@@ -226,6 +306,11 @@ func TestComposeTopologyRunsAsProcesses(t *testing.T) {
 		if !strings.HasPrefix(m.HTTPAddr, "127.0.0.1:") || !strings.HasPrefix(m.RaftAddr, "127.0.0.1:") {
 			t.Errorf("member %+v advertises a non-loopback address", m)
 		}
+	}
+	// The nodes share the secret the one-shot service wrote: a change
+	// without it is refused.
+	if code, b, _ := Do(t, "PUT", leader.URL("/v1/mode?mode=cp"), nil); code != 401 {
+		t.Errorf("a mode change without the cluster secret: %d %s, want 401", code, b)
 	}
 	t.Logf("compose topology: %d nodes, leader %s", len(r.c.Nodes), leader.ID)
 }

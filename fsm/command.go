@@ -26,6 +26,9 @@ const (
 	CmdSetMember      CmdType = 8
 	CmdRemoveMember   CmdType = 9
 	CmdSetMode        CmdType = 10
+	// CmdSetClusterID names the cluster once (the first leader writes it,
+	// with CmdIgnoreUnknown set, so a node that predates it skips it).
+	CmdSetClusterID CmdType = 11
 
 	// CmdIgnoreUnknown, set on a type byte, tells an older FSM that does not
 	// know the command that skipping it is safe. Without it an unknown command
@@ -147,6 +150,11 @@ type Member struct {
 	ID       string `codec:"id" json:"id"`
 	RaftAddr string `codec:"r" json:"raft_addr"`
 	HTTPAddr string `codec:"h" json:"http_addr"`
+}
+
+// ClusterIDBody names the cluster (CmdSetClusterID).
+type ClusterIDBody struct {
+	ID string `codec:"id"`
 }
 
 // ModeBody sets the cluster-wide consistency mode.

@@ -75,6 +75,11 @@ var commands = map[CmdType]cmdSpec{
 			r.removeMember(cmd.Body.(*KeyBody).ID)
 			return nil
 		}},
+	CmdSetClusterID: {name: "set_cluster_id", newBody: func() any { return &ClusterIDBody{} },
+		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
+			r.setClusterID(cmd.Body.(*ClusterIDBody).ID)
+			return nil
+		}},
 	CmdSetMode: {name: "set_mode", newBody: func() any { return &ModeBody{} },
 		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
 			r.setMode(cmd.Body.(*ModeBody).Mode)

@@ -2,7 +2,8 @@
 // around it.
 //
 // Registry is the pure model: applications → instances → leases, the delta
-// queue, the members' addresses and the consistency mode. Every mutation
+// queue, the members' addresses, the consistency mode and the cluster's
+// identity. Every mutation
 // takes the Raft index and the leader's timestamp from the command, so
 // applying the same log always yields the same state, byte for byte.
 //

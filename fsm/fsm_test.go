@@ -276,7 +276,7 @@ func FuzzDecodeCommand(f *testing.F) {
 // the command table (name, body, apply), so Decode, String and Apply agree.
 func TestCommandTableCoversEveryType(t *testing.T) {
 	names := map[string]bool{}
-	for ct := CmdRegister; ct <= CmdSetMode; ct++ {
+	for ct := CmdRegister; ct <= CmdSetClusterID; ct++ {
 		spec, ok := commands[ct]
 		if !ok || spec.name == "" || spec.newBody == nil || spec.apply == nil {
 			t.Errorf("command type %d has no complete row in the command table", ct)
@@ -290,8 +290,8 @@ func TestCommandTableCoversEveryType(t *testing.T) {
 			t.Errorf("%d with the ignore bit: String() = %q, want %q", ct, got, spec.name)
 		}
 	}
-	if len(commands) != int(CmdSetMode) {
-		t.Errorf("the table has %d rows for %d command types", len(commands), CmdSetMode)
+	if len(commands) != int(CmdSetClusterID) {
+		t.Errorf("the table has %d rows for %d command types", len(commands), CmdSetClusterID)
 	}
 }
 

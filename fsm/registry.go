@@ -79,6 +79,7 @@ type Registry struct {
 	deltaOrder []*DeltaEntry
 	members    map[string]Member
 	mode       string
+	clusterID  string
 	// version is the Raft index of the last command that changed registry
 	// content; deltaSeq orders the delta queue.
 	version  uint64
@@ -134,6 +135,10 @@ func (r *Registry) Count() int { return r.count }
 
 // Mode is the cluster-wide consistency mode stored in the log ("" if never set).
 func (r *Registry) Mode() string { return r.mode }
+
+// ClusterID is the cluster's identity, written once by its first leader
+// ("" until then).
+func (r *Registry) ClusterID() string { return r.clusterID }
 
 // Members returns the member addresses, sorted by id.
 func (r *Registry) Members() []Member {
@@ -581,6 +586,14 @@ func (r *Registry) removeMember(id string) { delete(r.members, id) }
 
 // setMode records the cluster-wide mode.
 func (r *Registry) setMode(mode string) { r.mode = mode }
+
+// setClusterID names the cluster; the first name stands, so that two
+// leaders racing to name a new cluster agree on the one the log has first.
+func (r *Registry) setClusterID(id string) {
+	if r.clusterID == "" {
+		r.clusterID = id
+	}
+}
 
 // Apply applies one decoded command at log index idx, recording what it
 // touched in c. The FSM calls it for every log entry; a node in AP fallback

@@ -29,6 +29,7 @@ type State struct {
 	Version   uint64       `codec:"v"`
 	DeltaSeq  uint64       `codec:"ds"`
 	Mode      string       `codec:"mode"`
+	ClusterID string       `codec:"cid,omitempty"`
 	Members   []Member     `codec:"m"`
 	Entries   []*Entry     `codec:"e"`
 	Delta     []DeltaEntry `codec:"d"`
@@ -38,7 +39,7 @@ type State struct {
 
 func (r *Registry) export(lastIndex uint64) *State {
 	st := &State{Format: SnapshotFormat, LastIndex: lastIndex, Version: r.version, DeltaSeq: r.deltaSeq,
-		Mode: r.mode, Members: r.Members(), Entries: make([]*Entry, 0, r.count),
+		Mode: r.mode, ClusterID: r.clusterID, Members: r.Members(), Entries: make([]*Entry, 0, r.count),
 		AppVersions: make(map[string]uint64, len(r.apps))}
 	for name, a := range r.apps {
 		st.AppVersions[name] = a.Version
@@ -55,7 +56,7 @@ func (r *Registry) export(lastIndex uint64) *State {
 
 func importState(st *State, retentionMs int64) *Registry {
 	r := newRegistry(retentionMs)
-	r.version, r.deltaSeq, r.mode = st.Version, st.DeltaSeq, st.Mode
+	r.version, r.deltaSeq, r.mode, r.clusterID = st.Version, st.DeltaSeq, st.Mode, st.ClusterID
 	for _, m := range st.Members {
 		r.members[m.ID] = m
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -214,31 +215,77 @@ func requiredRole(method, path string) Role {
 // authBody is the one answer to missing, unknown and wrong credentials.
 var authBody = gin.H{"error": "authentication required"}
 
-// authenticate is the middleware that enforces Config.Users. Internal
-// node-to-node endpoints are left to the cluster secret; a join
-// (POST /v1/members) is also accepted with the cluster secret alone.
+// controlCall reports whether a request changes the cluster through the
+// operator API: a join or removal, a mode change, a snapshot restore.
+func controlCall(method, path string) bool {
+	return strings.HasPrefix(path, "/v1/") && method != http.MethodGet && method != http.MethodHead
+}
+
+// fromLoopback reports whether the request's TCP peer is on this host. It
+// reads the connection's address, never a forwarding header, which any
+// client can set.
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// openWithoutCredentials reports whether a call that would need the
+// cluster secret may go without one on a node that has none: from this
+// host, whose processes can reach the unprotected Raft port anyway, or
+// from anywhere with --insecure-cluster.
+func (s *Server) openWithoutCredentials(r *http.Request) bool {
+	return s.cfg.InsecureCluster || fromLoopback(r)
+}
+
+// noSecretHint is the one-line fix in refusals on a node without a secret.
+const noSecretHint = "set the same --cluster-secret-file on every node (or --auth-file for operators), or --insecure-cluster to accept any host"
+
+// authenticate is the middleware that guards the control plane and, with
+// Config.Users, everything else (docs/security.md, "Who may call what").
+// Internal node-to-node endpoints are left to the cluster secret
+// (nodeapi checks it); a control call (controlCall) is accepted with the
+// cluster secret alone or from an admin user; on a node without either,
+// only from this host unless Config.InsecureCluster.
 func (s *Server) authenticate(c *gin.Context) {
 	r := c.Request
 	path := r.URL.Path
 	if strings.HasPrefix(path, nodeapi.Prefix) {
-		if s.cfg.ClusterSecret == "" && s.cfg.Users != nil {
+		switch {
+		case s.cfg.ClusterSecret != "":
+			c.Next() // cluster.InternalHandler checks the secret
+		case s.cfg.Users != nil:
 			c.AbortWithStatusJSON(http.StatusForbidden, gin.H{"error": "internal endpoints are off: auth is on and no cluster secret is set"})
-			return
+		case s.openWithoutCredentials(r):
+			c.Next()
+		default:
+			c.AbortWithStatusJSON(http.StatusForbidden, gin.H{"error": "internal endpoints answer only this host: no cluster secret is set; " + noSecretHint})
 		}
-		c.Next() // cluster.InternalHandler checks the secret
 		return
 	}
-	if r.Method == http.MethodPost && path == "/v1/members" && s.cfg.ClusterSecret != "" {
-		if nodeapi.SecretMatches(r, s.cfg.ClusterSecret) {
+	if controlCall(r.Method, path) {
+		secret := s.cfg.ClusterSecret
+		switch {
+		case secret != "" && nodeapi.SecretMatches(r, secret):
 			c.Next()
 			return
-		}
-		if s.cfg.Users == nil {
+		case s.cfg.Users != nil:
+			// an admin user, checked below
+		case secret != "":
 			status, msg := http.StatusForbidden, "wrong cluster secret"
 			if r.Header.Get(nodeapi.SecretHeader) == "" {
-				status, msg = http.StatusUnauthorized, "joining needs the cluster secret"
+				status, msg = http.StatusUnauthorized, r.Method+" "+path+" needs the cluster secret (the CLI sends $HEUREKA_CLUSTER_SECRET or --cluster-secret-file)"
 			}
 			c.AbortWithStatusJSON(status, gin.H{"error": msg})
+			return
+		case s.openWithoutCredentials(r):
+			c.Next()
+			return
+		default:
+			c.AbortWithStatusJSON(http.StatusForbidden, gin.H{"error": r.Method + " " + path + " answers only this host: no cluster secret is set; " + noSecretHint})
 			return
 		}
 	}

@@ -43,7 +43,7 @@ func errorStatus(err error) int {
 	case errors.Is(err, fsm.ErrInstanceNotFound), errors.Is(err, errNoApp), errors.Is(err, errNotFoundRoute),
 		errors.Is(err, cluster.ErrUnknownMember):
 		return http.StatusNotFound
-	case errors.Is(err, cluster.ErrMemberConflict):
+	case errors.Is(err, cluster.ErrMemberConflict), errors.Is(err, cluster.ErrOtherCluster):
 		return http.StatusConflict
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed

@@ -22,6 +22,7 @@ import (
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi/eureka"
+	"github.com/heureka-registry/heureka/limits"
 )
 
 // resourceNames are the first path segments Eureka mounts; anything else in
@@ -249,7 +250,7 @@ func (s *Server) admit(in *fsm.Instance, pathApp string) error {
 	}
 	normalizeRegister(in)
 	if s.cfg.StrictInput {
-		return checkInstance(in)
+		return limits.CheckInstance(in)
 	}
 	return nil
 }
@@ -347,7 +348,7 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 	}
 	body := &fsm.MetadataBody{App: app, ID: id, Metadata: md}
 	if s.cfg.StrictInput {
-		if err := checkMetadata(len(md), maps.All(md)); err != nil {
+		if err := limits.CheckMetadata(len(md), maps.All(md)); err != nil {
 			s.fail(c, err)
 			return
 		}
@@ -355,7 +356,7 @@ func (s *Server) updateMetadata(c *gin.Context, app, id string) {
 			s.fail(c, err)
 			return
 		}
-		body.MaxEntries = maxMetadataEntries
+		body.MaxEntries = limits.MaxMetadataEntries
 	}
 	if err := s.write(c, fsm.CmdMetadata, body); err != nil {
 		s.fail(c, err)

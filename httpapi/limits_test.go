@@ -13,21 +13,6 @@ func newStrictServer(t *testing.T, strict bool) (*httptest.Server, *fakeCluster)
 	return newTestServerWith(t, func(cfg *Config) { cfg.StrictInput = strict })
 }
 
-func TestCheckName(t *testing.T) {
-	good := []string{"svc", "SVC-1.internal:8080", "i-0abc", "host.example.com:svc:8080", "ünïcode", strings.Repeat("a", 256)}
-	bad := []string{"", ".", "..", "a/b", `a\b`, "a\x00b", "a\nb", "tab\there", "del\x7f", strings.Repeat("a", 257), "bad-\xff"}
-	for _, s := range good {
-		if err := checkName("app name", s); err != nil {
-			t.Errorf("checkName(%q): %v", s, err)
-		}
-	}
-	for _, s := range bad {
-		if err := checkName("app name", s); err == nil {
-			t.Errorf("checkName(%q) accepted", s)
-		}
-	}
-}
-
 func TestStrictInput_Refusals(t *testing.T) {
 	ts, fc := newStrictServer(t, true)
 	js := "application/json"

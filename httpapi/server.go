@@ -62,9 +62,13 @@ type Config struct {
 	// Users turns on HTTP basic auth with roles (nil: no auth).
 	Users *Users
 	// ClusterSecret is the credential of node-to-node calls; with it set,
-	// POST /v1/members (join) is also accepted with the secret alone, and
-	// only with it (or an admin user) at all.
+	// control calls (joins, removals, mode changes, restores) are accepted
+	// with the secret alone, and only with it (or an admin user) at all.
 	ClusterSecret string
+	// InsecureCluster opens the internal endpoints and the control calls to
+	// any host on a node without a cluster secret or users; without it they
+	// answer only loopback clients (--insecure-cluster).
+	InsecureCluster bool
 	// StrictInput turns on the name, id and metadata limits (limits.go).
 	StrictInput bool
 	// TrendInterval is how often the dashboard's trends are sampled; the
@@ -157,9 +161,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	e.HandleMethodNotAllowed = false
 	m := s.newMetrics()
 	e.Use(m.observe, s.recoverPanics)
-	if cfg.Users != nil || cfg.ClusterSecret != "" {
-		e.Use(s.authenticate)
-	}
+	e.Use(s.authenticate)
 	e.Use(s.nodeHeaders, s.logRequests)
 	e.Any("/eureka/*path", s.eureka)
 	s.operatorRoutes(e)

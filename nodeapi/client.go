@@ -23,6 +23,9 @@ type Client struct {
 	Scheme string
 	// From is this node's id, sent with every call.
 	From string
+	// Cluster is this node's cluster identity, sent with every call when
+	// known (ClusterHeader).
+	Cluster string
 	// Codes turns error replies back into error values.
 	Codes Codes
 	// Unavailable is wrapped by every failure that is not an error reply:
@@ -65,6 +68,9 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, addr, path, 
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set(forwardedBy, c.From)
+	if c.Cluster != "" {
+		req.Header.Set(ClusterHeader, c.Cluster)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		if isDialError(err) {

@@ -49,6 +49,10 @@ type HandlerConfig struct {
 	Codes Codes
 	// Status is the HTTP status of an error reply (httpapi's table).
 	Status func(error) int
+	// Cluster, if set, is this node's cluster identity ("" while
+	// unknown): a call naming another cluster (ClusterHeader) is refused
+	// with ErrOtherCluster, both identities in the message.
+	Cluster func() string
 }
 
 // Handler serves the node-to-node endpoints under Prefix.
@@ -136,10 +140,27 @@ func Handler(b Backend, cfg HandlerConfig) http.Handler {
 	mux.HandleFunc("POST "+PathRestore, func(w http.ResponseWriter, r *http.Request) {
 		s.write(w, Reply{}, b.RestoreSnapshot(r.Body))
 	})
-	if cfg.Secret != "" {
-		return requireSecret(cfg.Secret, mux)
+	var h http.Handler = mux
+	if cfg.Cluster != nil {
+		h = s.sameCluster(mux)
 	}
-	return mux
+	if cfg.Secret != "" {
+		return requireSecret(cfg.Secret, h)
+	}
+	return h
+}
+
+// sameCluster refuses calls from a node that names another cluster.
+func (s *server) sameCluster(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		peer, own := r.Header.Get(ClusterHeader), s.cfg.Cluster()
+		if peer != "" && own != "" && peer != own {
+			s.write(w, Reply{}, fmt.Errorf("call from node %q of cluster %s; this node belongs to cluster %s: %w",
+				r.Header.Get(forwardedBy), peer, own, ErrOtherCluster))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 type server struct {

@@ -31,6 +31,13 @@ const (
 	codeUnauthorized = "unauthorized"
 )
 
+// ClusterHeader carries the calling node's cluster identity on every
+// node-to-node call, when it knows it.
+const ClusterHeader = "X-Heureka-Cluster-ID"
+
+// ErrOtherCluster is a call from a node of another cluster.
+var ErrOtherCluster = errors.New("peer of another cluster")
+
 // ErrUnreachable marks a call that could not reach the other node at all,
 // so it certainly was not applied and may be retried.
 var ErrUnreachable = errors.New("leader unreachable")

@@ -13,7 +13,10 @@ type Status struct {
 
 // NodeStatus is the node's Raft and registry state.
 type NodeStatus struct {
-	Node              string `json:"node"`
+	Node string `json:"node"`
+	// ClusterID is the identity of the cluster this node belongs to,
+	// written by its first leader ("" until the node learned it).
+	ClusterID         string `json:"cluster_id,omitempty"`
 	State             string `json:"state"` // Leader, Follower, Candidate or Shutdown
 	Leader            string `json:"leader"`
 	LeaderHTTPAddr    string `json:"leader_http_addr"`

@@ -464,3 +464,38 @@ func testImport(t *testing.T, from string) {
 		t.Fatalf("import into a closed port %+v: %v", res, err)
 	}
 }
+
+// refusingCluster refuses registrations of app BAD as a bad command, as
+// the node does for what its input limits refuse.
+type refusingCluster struct{ *fakeCluster }
+
+func (c refusingCluster) RegisterReplicated(ctx context.Context, in *fsm.Instance) error {
+	if in.App == "BAD" {
+		return fmt.Errorf("app name: %w", fsm.ErrBadCommand)
+	}
+	return c.fakeCluster.RegisterReplicated(ctx, in)
+}
+
+// TestSyncOnceSkipsRefused: an instance the cluster refuses as a bad
+// command is left out of the initial copy; the rest is copied.
+func TestSyncOnceSkipsRefused(t *testing.T) {
+	src := newFake()
+	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: inst("BAD", "b-1", 2000)}))
+	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: inst("GOOD", "g-1", 2000)}))
+	apps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var frags [][]byte
+		src.f.Read(func(reg *fsm.Registry) {
+			for _, name := range reg.AppNames() {
+				frags = append(frags, eureka.AppendApplication(nil, eureka.JSON, name, reg.AppEntries(name)))
+			}
+		})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(eureka.AppendApplications(nil, eureka.JSON, "1", "", frags))
+	}))
+	defer apps.Close()
+	dst := refusingCluster{newFake()}
+	n, err := SyncOnce(context.Background(), dst, http.DefaultClient, []string{apps.URL + "/eureka/"})
+	if err != nil || n != 1 || dst.Get("GOOD", "g-1") == nil || dst.Get("BAD", "b-1") != nil {
+		t.Fatalf("sync wrote %d: %v", n, err)
+	}
+}

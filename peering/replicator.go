@@ -27,7 +27,8 @@ type Cluster interface {
 	// Recent returns the recently-changed queue (fsm.Registry.Delta).
 	Recent() []fsm.DeltaView
 	// RegisterReplicated writes a registration a peer holds (its record
-	// after a 409, or an initial copy) through Raft, marked replicated.
+	// after a 409, or an initial copy) through Raft, marked replicated; one
+	// the cluster's input limits refuse is an fsm.ErrBadCommand.
 	RegisterReplicated(ctx context.Context, in *fsm.Instance) error
 }
 

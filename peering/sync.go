@@ -56,7 +56,10 @@ func FetchApps(ctx context.Context, client *http.Client, serviceURL string) ([]*
 // SyncOnce copies the registry of the first peer that answers into the
 // cluster: every instance the cluster lacks, or holds with an older
 // lastDirtyTimestamp, is registered as replicated (keeping its
-// lastDirtyTimestamp, status and override). It returns how many it wrote.
+// lastDirtyTimestamp, status and override). An instance the cluster refuses
+// as a bad command (its input limits, fsm.ErrBadCommand) is left out, as the
+// cluster's Eureka API leaves out such an instance in a peer's batch; any
+// other refusal stops the copy. It returns how many it wrote.
 func SyncOnce(ctx context.Context, c Cluster, client *http.Client, peers []string) (int, error) {
 	var errs []error
 	for _, p := range peers {
@@ -70,7 +73,9 @@ func SyncOnce(ctx context.Context, c Cluster, client *http.Client, peers []strin
 			if e := c.Get(in.App, in.ID()); e != nil && e.Instance.LastDirtyTimestamp >= in.LastDirtyTimestamp {
 				continue
 			}
-			if err := c.RegisterReplicated(ctx, in); err != nil {
+			if err := c.RegisterReplicated(ctx, in); errors.Is(err, fsm.ErrBadCommand) {
+				continue
+			} else if err != nil {
 				return n, fmt.Errorf("copy %s/%s from %s: %w", in.App, in.ID(), p, err)
 			}
 			n++

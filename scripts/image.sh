@@ -15,14 +15,16 @@ ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 
 (cd "$root" && CGO_ENABLED=0 GOOS=linux ${GO:-go} build -trimpath -ldflags="-s -w" -o "$ctx/heureka" ./cmd/heureka)
-mkdir -p "$ctx/rootfs/data" "$ctx/rootfs/etc" "$ctx/rootfs/tmp"
+mkdir -p "$ctx/rootfs/data" "$ctx/rootfs/secret" "$ctx/rootfs/etc" "$ctx/rootfs/tmp"
+chmod 700 "$ctx/rootfs/secret"
 echo 'heureka:x:10001:10001:heureka:/data:/sbin/nologin' >"$ctx/rootfs/etc/passwd"
 echo 'heureka:x:10001:' >"$ctx/rootfs/etc/group"
 chmod 1777 "$ctx/rootfs/tmp"
 # A context COPY makes every file root's; ADD of a tar keeps the owners in
-# it, so /data goes to the heureka user as the build stage's chown does.
+# it, so /data and /secret go to the heureka user as the build stage's
+# chown does (a named volume mounted there starts with that owner).
 tar -cf "$ctx/rootfs.tar" --numeric-owner --owner=0 --group=0 -C "$ctx/rootfs" etc tmp
-tar -rf "$ctx/rootfs.tar" --numeric-owner --owner=10001 --group=10001 -C "$ctx/rootfs" data
+tar -rf "$ctx/rootfs.tar" --numeric-owner --owner=10001 --group=10001 -C "$ctx/rootfs" data secret
 rm -rf "$ctx/rootfs"
 
 # The final stage, with its two COPY --from=build lines taken from the

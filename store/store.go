@@ -29,11 +29,14 @@ var ErrOtherNode = errors.New("data directory belongs to another node")
 
 // File names inside the data directory.
 const (
-	LockFile     = "LOCK"
-	LogFile      = "raft.db"
-	NodeIDFile   = "node-id"
-	SnapshotDir  = "snapshots" // created by raft's file snapshot store
-	logCacheSize = 512
+	LockFile   = "LOCK"
+	LogFile    = "raft.db"
+	NodeIDFile = "node-id"
+	// ClusterIDFile holds the identity of the cluster the directory's
+	// state belongs to, once the node learned it (Store.SetClusterID).
+	ClusterIDFile = "cluster-id"
+	SnapshotDir   = "snapshots" // created by raft's file snapshot store
+	logCacheSize  = 512
 )
 
 // Config says where and how to keep the data.
@@ -259,6 +262,73 @@ func (s *Store) checkBounds(info LogCheck) error {
 
 // Dir is the data directory.
 func (s *Store) Dir() string { return s.dir }
+
+// ConfiguredServers is how many servers the directory's latest Raft
+// configuration names (0 without state): the latest snapshot's, or a
+// configuration entry logged after it. heureka serve reads it before Raft
+// starts, to judge a node restarted without cluster flags.
+func (s *Store) ConfiguredServers() (int, error) {
+	servers, index := 0, uint64(0)
+	metas, err := s.Snapshots.List()
+	if err != nil {
+		return 0, fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(metas) > 0 {
+		servers, index = len(metas[0].Configuration.Servers), metas[0].Index
+	}
+	first, err := s.Log.FirstIndex()
+	if err != nil {
+		return 0, fmt.Errorf("read log: %w", err)
+	}
+	last, err := s.Log.LastIndex()
+	if err != nil {
+		return 0, fmt.Errorf("read log: %w", err)
+	}
+	for i := max(first, index+1); i <= last && i > 0; i++ {
+		var l raft.Log
+		if err := s.Log.GetLog(i, &l); err != nil || l.Type != raft.LogConfiguration {
+			continue
+		}
+		if n, ok := decodeServers(l.Data); ok {
+			servers = n
+		}
+	}
+	return servers, nil
+}
+
+// decodeServers counts the servers of an encoded configuration; Raft's
+// decoder panics on bad input, which here only means "not known".
+func decodeServers(data []byte) (n int, ok bool) {
+	defer func() {
+		if recover() != nil {
+			n, ok = 0, false
+		}
+	}()
+	return len(raft.DecodeConfiguration(data).Servers), true
+}
+
+// ClusterID is the identity of the cluster the directory belongs to, as
+// recorded by SetClusterID; "" when none is recorded (a new directory, or
+// one from before the file existed).
+func (s *Store) ClusterID() (string, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, ClusterIDFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read cluster id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// SetClusterID records the identity of the cluster the directory belongs
+// to, so that the node can name it before it has replayed its log.
+func (s *Store) SetClusterID(id string) error {
+	if err := WriteFileAtomic(filepath.Join(s.dir, ClusterIDFile), []byte(id+"\n")); err != nil {
+		return fmt.Errorf("record cluster id: %w", err)
+	}
+	return nil
+}
 
 // HasState reports whether the directory already holds Raft state, in which
 // case bootstrap settings are ignored.

@@ -38,14 +38,68 @@ type composeNode struct {
 	svc      types.ServiceConfig
 }
 
-// composeNodes parses every service of p with parseServe, as the container
-// would run it: the image's environment overlaid by the service's, and the
-// command after the image's entrypoint.
+// secretService is the one-shot service that writes the cluster secret.
+const secretService = "cluster-secret"
+
+// composeSecret checks the secret service (`heureka secret init FILE` on
+// its own volume, run once) and returns the file as the nodes see it, its
+// volume, and a local file holding a secret made by the same code, which
+// stands in for it when the nodes' settings are parsed here.
+func composeSecret(t *testing.T, p *types.Project) (path, volume, local string) {
+	t.Helper()
+	svc, ok := p.Services[secretService]
+	if !ok {
+		t.Fatalf("no %s service", secretService)
+	}
+	cmd := []string(svc.Command)
+	if len(cmd) < 3 || cmd[0] != "secret" || cmd[1] != "init" {
+		t.Fatalf("%s: command %q, want secret init [--owner UID:GID] FILE", secretService, cmd)
+	}
+	file := cmd[len(cmd)-1]
+	// The nodes run as the image's user: a file written by root must be
+	// given to it.
+	if svc.User == "0:0" || svc.User == "root" || svc.User == "0" {
+		if owner := flagValue(cmd, "--owner"); owner != "10001:10001" {
+			t.Errorf("%s runs as root but gives the file to %q, not the image's user 10001:10001", secretService, owner)
+		}
+	}
+	if svc.Restart != "no" {
+		t.Errorf("%s: restart %q; a one-shot service must not restart", secretService, svc.Restart)
+	}
+	if len(svc.Volumes) != 1 || svc.Volumes[0].Type != types.VolumeTypeVolume || svc.Volumes[0].ReadOnly ||
+		!strings.HasPrefix(file, svc.Volumes[0].Target+"/") {
+		t.Fatalf("%s: volumes %+v: want one writable named volume holding %s", secretService, svc.Volumes, file)
+	}
+	local = t.TempDir() + "/cluster-secret"
+	if created, err := initSecretFile(local); err != nil || !created {
+		t.Fatalf("secret init: %v", err)
+	}
+	// Once written, the file is kept (a restart of the service keeps the
+	// nodes' secret).
+	before, _ := os.ReadFile(local)
+	if created, err := initSecretFile(local); err != nil || created {
+		t.Fatalf("secret init again: created %v, %v", created, err)
+	}
+	if after, _ := os.ReadFile(local); string(after) != string(before) {
+		t.Fatal("secret init replaced an existing secret")
+	}
+	return file, svc.Volumes[0].Source, local
+}
+
+// composeNodes parses every node service of p with parseServe, as the
+// container would run it: the image's environment overlaid by the
+// service's, and the command after the image's entrypoint. Every node must
+// read the cluster secret from the secret service's volume, read-only, and
+// wait until that service completed.
 func composeNodes(t *testing.T, p *types.Project) map[string]*composeNode {
 	t.Helper()
 	imageEnv := dockerfileEnv(t)
+	secretPath, secretVolume, localSecret := composeSecret(t, p)
 	out := map[string]*composeNode{}
 	for name, svc := range p.Services {
+		if name == secretService {
+			continue
+		}
 		env := map[string]string{}
 		for k, v := range imageEnv {
 			env[k] = v
@@ -54,6 +108,19 @@ func composeNodes(t *testing.T, p *types.Project) map[string]*composeNode {
 			if v != nil {
 				env[k] = *v
 			}
+		}
+		if env["HEUREKA_CLUSTER_SECRET_FILE"] != secretPath {
+			t.Errorf("%s: HEUREKA_CLUSTER_SECRET_FILE %q, want %s", name, env["HEUREKA_CLUSTER_SECRET_FILE"], secretPath)
+		}
+		env["HEUREKA_CLUSTER_SECRET_FILE"] = localSecret
+		mounted := slices.ContainsFunc(svc.Volumes, func(v types.ServiceVolumeConfig) bool {
+			return v.Source == secretVolume && v.ReadOnly && strings.HasPrefix(secretPath, v.Target+"/")
+		})
+		if !mounted {
+			t.Errorf("%s: volume %s is not mounted read-only where %s is", name, secretVolume, secretPath)
+		}
+		if dep, ok := svc.DependsOn[secretService]; !ok || dep.Condition != types.ServiceConditionCompletedSuccessfully {
+			t.Errorf("%s: should wait for %s to complete, has %+v", name, secretService, svc.DependsOn)
 		}
 		cmd := []string(svc.Command)
 		if len(cmd) == 0 || cmd[0] != "serve" {
@@ -216,10 +283,13 @@ func checkTopology(t *testing.T, p *types.Project, nodes map[string]*composeNode
 			t.Errorf("%s: image %s, others %s", name, nd.svc.Image, image)
 		}
 
-		if len(nd.svc.Volumes) != 1 {
-			t.Fatalf("%s: %d volumes, want one", name, len(nd.svc.Volumes))
+		if len(nd.svc.Volumes) != 2 {
+			t.Fatalf("%s: %d volumes, want two (data, cluster secret)", name, len(nd.svc.Volumes))
 		}
 		v := nd.svc.Volumes[0]
+		if v.Target != nd.dataDir {
+			v = nd.svc.Volumes[1]
+		}
 		if v.Type != types.VolumeTypeVolume || v.Target != nd.dataDir {
 			t.Errorf("%s: volume %s:%s (%s), want a named volume at the data dir %s", name, v.Source, v.Target, v.Type, nd.dataDir)
 		}
@@ -254,6 +324,9 @@ func checkTopology(t *testing.T, p *types.Project, nodes map[string]*composeNode
 		if hc.Test[2] != "status" || addr != "127.0.0.1:"+nd.httpPort {
 			t.Errorf("%s: healthcheck %v should run heureka status --addr 127.0.0.1:%s", name, hc.Test, nd.httpPort)
 		}
+	}
+	for _, v := range p.Services[secretService].Volumes {
+		volumes[v.Source] = secretService
 	}
 	for name := range p.Volumes {
 		if _, used := volumes[name]; !used && len(nodes) == 5 {

@@ -41,6 +41,8 @@ var commands = []command{
 		func(args []string) int { return importCmd(args, os.Stdout, os.Stderr) }},
 	{"auth", "hash", "print a bcrypt hash of the password on stdin (for --auth-file)",
 		func(args []string) int { return authCmd(args, os.Stdin, os.Stdout, os.Stderr) }},
+	{"secret", "init FILE", "write a random cluster secret to FILE unless it holds one (for --cluster-secret-file)",
+		func(args []string) int { return secretCmd(args, os.Stdout, os.Stderr) }},
 }
 
 // usage is the text `heureka --help` prints: a line per command, its

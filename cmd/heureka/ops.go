@@ -44,7 +44,11 @@ With auth on, pass credentials as $HEUREKA_CREDENTIALS=user:password (or in
 --addr, http://user:password@host:port). HTTPS: --tls-ca, and --tls-cert and
 --tls-key for nodes that require client certificates ($HEUREKA_TLS_CA,
 $HEUREKA_TLS_CERT, $HEUREKA_TLS_KEY); an --addr without a scheme then means
-https. members join also sends $HEUREKA_CLUSTER_SECRET when set.
+https. Changes (members join and remove, mode ap|cp, snapshot restore) send
+the cluster secret, read as heureka serve reads it: --cluster-secret or
+--cluster-secret-file, else $HEUREKA_CLUSTER_SECRET or
+$HEUREKA_CLUSTER_SECRET_FILE. A node with a secret refuses changes without
+it (or an admin user); one without a secret takes them from this host only.
 `
 
 // opsClient talks to one node's operator API.
@@ -58,8 +62,10 @@ type opsClient struct {
 	// credentials is "user:password" ($HEUREKA_CREDENTIALS), sent as basic
 	// auth unless --addr carries its own user info.
 	credentials string
-	// secret is $HEUREKA_CLUSTER_SECRET, sent with members join only.
-	secret                 string
+	// secret and secretFile give the cluster secret (--cluster-secret[-file]
+	// or their variables; one of them set), read and sent with control
+	// calls only (opsControl).
+	secret, secretFile     string
 	tlsCA, tlsCert, tlsKey string
 }
 
@@ -79,8 +85,9 @@ func opsFlags(name string, c *opsClient, timeout *time.Duration, def time.Durati
 	fs.StringVar(&c.tlsCA, "tls-ca", os.Getenv("HEUREKA_TLS_CA"), "PEM CA bundle to verify the node's certificate (HTTPS)")
 	fs.StringVar(&c.tlsCert, "tls-cert", os.Getenv("HEUREKA_TLS_CERT"), "PEM client certificate (for nodes that require one)")
 	fs.StringVar(&c.tlsKey, "tls-key", os.Getenv("HEUREKA_TLS_KEY"), "PEM key for --tls-cert")
+	fs.StringVar(&c.secret, "cluster-secret", os.Getenv("HEUREKA_CLUSTER_SECRET"), "the cluster secret, sent with changes (members join and remove, mode, snapshot restore)")
+	fs.StringVar(&c.secretFile, "cluster-secret-file", os.Getenv("HEUREKA_CLUSTER_SECRET_FILE"), "file holding the cluster secret (instead of --cluster-secret)")
 	c.credentials = os.Getenv("HEUREKA_CREDENTIALS")
-	c.secret = os.Getenv("HEUREKA_CLUSTER_SECRET")
 	return fs
 }
 
@@ -120,6 +127,18 @@ func newOps(name string, args []string, def time.Duration, extra func(fs *flag.F
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	// A flag overrides the other's variable: --cluster-secret-file with
+	// $HEUREKA_CLUSTER_SECRET set means the file.
+	secret, file := c.secret, c.secretFile
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "cluster-secret":
+			file = ""
+		case "cluster-secret-file":
+			secret = ""
+		}
+	})
+	c.secret, c.secretFile = secret, file
 	tr := &http.Transport{Proxy: nil}
 	if c.tlsCA != "" || c.tlsCert != "" || c.tlsKey != "" {
 		cfg, err := opsTLS(c.tlsCA, c.tlsCert, c.tlsKey)
@@ -179,6 +198,13 @@ func opsExit(command string, err error) int {
 	return 1
 }
 
+// opsControl reports whether a call changes the cluster and so carries the
+// cluster secret: every operator call but a read. Reads never carry it, so
+// that it is not sent where it is not needed.
+func opsControl(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead
+}
+
 // do sends one request and returns the body of a 2xx answer; any other
 // answer becomes an error carrying the server's {"error"} message.
 func (c *opsClient) do(method, path, contentType string, body io.Reader) ([]byte, error) {
@@ -190,8 +216,16 @@ func (c *opsClient) do(method, path, contentType string, body io.Reader) ([]byte
 	if user, pw, ok := strings.Cut(c.credentials, ":"); ok && req.URL.User == nil {
 		req.SetBasicAuth(user, pw)
 	}
-	if c.secret != "" && method == http.MethodPost && path == "/v1/members" {
-		req.Header.Set(nodeapi.SecretHeader, c.secret)
+	if opsControl(method) {
+		// Read only for a change: a status check does not depend on the
+		// secret file being readable.
+		secret, err := readClusterSecret(c.secret, c.secretFile)
+		if err != nil {
+			return nil, err
+		}
+		if secret != "" {
+			req.Header.Set(nodeapi.SecretHeader, secret)
+		}
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

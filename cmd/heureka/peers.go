@@ -13,11 +13,17 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/limits"
 	"github.com/heureka-registry/heureka/peering"
 )
 
-// nodePeering adapts a node to peering.Cluster.
-type nodePeering struct{ n *cluster.Node }
+// nodePeering adapts a node to peering.Cluster; with strict, it applies
+// the input limits (--strict-input) to what it copies from a peer, as the
+// Eureka API does to a peer's batch and the leader to what followers send.
+type nodePeering struct {
+	n      *cluster.Node
+	strict bool
+}
 
 func (a nodePeering) Get(app, id string) *fsm.Entry {
 	var e *fsm.Entry
@@ -32,6 +38,11 @@ func (a nodePeering) Recent() []fsm.DeltaView {
 }
 
 func (a nodePeering) RegisterReplicated(ctx context.Context, in *fsm.Instance) error {
+	if a.strict {
+		if err := limits.CheckInstance(in); err != nil {
+			return err
+		}
+	}
 	entry, err := fsm.Encode(fsm.CmdRegister, &fsm.RegisterBody{Instance: in, Replicated: true})
 	if err != nil {
 		return err
@@ -43,10 +54,10 @@ func (a nodePeering) RegisterReplicated(ctx context.Context, in *fsm.Instance) e
 // startPeering joins the node to an eureka-server ring: it copies the
 // ring's registry (closing synced when done, which opens the read gate)
 // and replicates the cluster's own changes while this node leads.
-func startPeering(node *cluster.Node, peers []string, syncTimeout time.Duration, synced chan struct{}, log hclog.Logger) *peering.Replicator {
+func startPeering(node *cluster.Node, strict bool, peers []string, syncTimeout time.Duration, synced chan struct{}, log hclog.Logger) *peering.Replicator {
 	cfg := peering.DefaultConfig()
 	cfg.Peers = peers
-	c := nodePeering{node}
+	c := nodePeering{n: node, strict: strict}
 	r := peering.New(cfg, c, log)
 	node.Observe(r.Changed)
 	node.OnLocalRenew(r.Renewed)

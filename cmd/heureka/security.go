@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 
@@ -38,28 +39,22 @@ func (c *serveConfig) checkSecurity() error {
 		}
 		c.users = u
 	}
-	switch {
-	case c.clusterSecret != "" && c.clusterSecretFile != "":
-		return errors.New("--cluster-secret and --cluster-secret-file exclude each other")
-	case c.clusterSecretFile != "":
-		b, err := os.ReadFile(c.clusterSecretFile)
-		if err != nil {
-			return fmt.Errorf("--cluster-secret-file: %v", err)
-		}
-		c.secret = strings.TrimSpace(string(b))
-		if c.secret == "" {
-			return fmt.Errorf("--cluster-secret-file %s is empty", c.clusterSecretFile)
-		}
-	default:
-		c.secret = c.clusterSecret
+	secret, err := readClusterSecret(c.clusterSecret, c.clusterSecretFile)
+	if err != nil {
+		return err
 	}
-	if c.secret != "" && len(c.secret) < minSecretLen {
-		return fmt.Errorf("the cluster secret must be at least %d characters", minSecretLen)
+	c.secret = secret
+	members, _ := cluster.ParseInitialCluster(c.initialCluster)
+	multiNode := c.join != "" || len(members) > 1
+	if c.users != nil && c.secret == "" && multiNode {
+		return errors.New("--auth-file on a multi-node cluster needs --cluster-secret (or --cluster-secret-file) for node-to-node calls")
 	}
-	if c.users != nil && c.secret == "" {
-		members, _ := cluster.ParseInitialCluster(c.initialCluster)
-		if c.join != "" || len(members) > 1 {
-			return errors.New("--auth-file on a multi-node cluster needs --cluster-secret (or --cluster-secret-file) for node-to-node calls")
+	// Without a secret, the Raft port and the internal endpoints take
+	// anyone who can reach them: a cluster spread over hosts must not run
+	// like that by accident.
+	if multiNode {
+		if err := c.checkOpenCluster("a multi-node cluster"); err != nil {
+			return err
 		}
 	}
 	t, err := loadTLS(c.tlsCert, c.tlsKey, c.tlsClientCA, c.tlsCA)
@@ -78,6 +73,61 @@ func (c *serveConfig) checkSecurity() error {
 	}
 	c.tls = t
 	return nil
+}
+
+// checkOpenCluster refuses what, a cluster of more than one node, when it
+// would listen beyond loopback without a cluster secret and without
+// --insecure-cluster: its Raft port and internal endpoints would take
+// anyone who reaches them.
+func (c *serveConfig) checkOpenCluster(what string) error {
+	if c.secret != "" || c.api.InsecureCluster {
+		return nil
+	}
+	for _, f := range []struct{ flag, addr string }{{"--http-addr", c.httpAddr}, {"--raft-addr", c.raftAddr}} {
+		if beyondLoopback(f.addr) {
+			return fmt.Errorf("%s, listening beyond loopback (%s %s), needs a cluster secret: "+
+				"give every node the same --cluster-secret-file (heureka secret init FILE makes one), or pass --insecure-cluster", what, f.flag, f.addr)
+		}
+	}
+	return nil
+}
+
+// beyondLoopback reports whether a listen address may take connections
+// from other hosts: anything but a loopback IP or "localhost" (all
+// interfaces and host names included).
+func beyondLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return true
+	}
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
+
+// readClusterSecret returns the cluster secret given directly or in a file
+// (--cluster-secret, --cluster-secret-file, or their HEUREKA_ variables):
+// serve and the operator CLI read it alike. Empty: none given.
+func readClusterSecret(secret, file string) (string, error) {
+	switch {
+	case secret != "" && file != "":
+		return "", errors.New("--cluster-secret and --cluster-secret-file exclude each other")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--cluster-secret-file: %v", err)
+		}
+		secret = strings.TrimSpace(string(b))
+		if secret == "" {
+			return "", fmt.Errorf("--cluster-secret-file %s is empty", file)
+		}
+	}
+	if secret != "" && len(secret) < minSecretLen {
+		return "", fmt.Errorf("the cluster secret must be at least %d characters", minSecretLen)
+	}
+	return secret, nil
 }
 
 // loadTLS builds the server and client TLS configs, or nil when no

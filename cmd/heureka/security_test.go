@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -84,5 +86,91 @@ func TestParseServe_Security(t *testing.T) {
 	// A single node may use auth without a secret.
 	if _, _, err := parseServe([]string{"--auth-file", users}, noEnv); err != nil {
 		t.Fatalf("single node with auth: %v", err)
+	}
+}
+
+// TestParseServe_ClusterBeyondLoopback: a multi-node cluster that listens
+// beyond loopback needs a secret, or --insecure-cluster said out loud; on
+// loopback, or as a single node, it starts as before.
+func TestParseServe_ClusterBeyondLoopback(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if code := secretCmd([]string{"init", secretFile}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("secret init: exit %d", code)
+	}
+	wide := "a=10.0.0.1:8762@10.0.0.1:8761,b=10.0.0.2:8762@10.0.0.2:8761"
+	refused := map[string][]string{
+		"http on all interfaces": {"--node-id", "a", "--initial-cluster", wide, "--http-addr", "0.0.0.0:8761", "--raft-addr", "127.0.0.1:8762", "--raft-advertise", "10.0.0.1:8762"},
+		"raft on an address":     {"--node-id", "a", "--initial-cluster", wide, "--raft-addr", "10.0.0.1:8762"},
+		"joiner on a host name":  {"--join", "10.0.0.1:8761", "--http-addr", "node-a:8761", "--raft-addr", "0.0.0.0:8762", "--raft-advertise", "10.0.0.3:8762"},
+	}
+	for name, args := range refused {
+		_, _, err := parseServe(args, noEnv)
+		if err == nil || !strings.Contains(err.Error(), "--cluster-secret-file") || !strings.Contains(err.Error(), "--insecure-cluster") {
+			t.Errorf("%s: %v, want a refusal naming the fix", name, err)
+		}
+		if _, _, err := parseServe(append(args, "--cluster-secret-file", secretFile), noEnv); err != nil {
+			t.Errorf("%s with a secret: %v", name, err)
+		}
+		if _, _, err := parseServe(append(args, "--insecure-cluster"), noEnv); err != nil {
+			t.Errorf("%s with --insecure-cluster: %v", name, err)
+		}
+	}
+	for name, args := range map[string][]string{
+		"loopback cluster":   {"--node-id", "a", "--initial-cluster", "a=127.0.0.1:1@127.0.0.1:2,b=127.0.0.1:3@127.0.0.1:4", "--http-addr", "127.0.0.1:2", "--raft-addr", "127.0.0.1:1"},
+		"single node, wide":  {"--http-addr", "0.0.0.0:8761"},
+		"localhost joiner":   {"--join", "127.0.0.1:8761", "--http-addr", "localhost:8771", "--raft-addr", "127.0.0.1:8772"},
+		"the image defaults": nil,
+	} {
+		if _, _, err := parseServe(args, noEnv); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestSecretInit(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s")
+	var out bytes.Buffer
+	if code := secretCmd([]string{"init", file}, &out, io.Discard); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	first, _ := os.ReadFile(file)
+	secret, err := readClusterSecret("", file)
+	if err != nil || len(secret) < 40 {
+		t.Fatalf("secret %q: %v", secret, err)
+	}
+	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+	if code := secretCmd([]string{"init", file}, &out, io.Discard); code != 0 {
+		t.Fatalf("second run: exit %d", code)
+	}
+	if again, _ := os.ReadFile(file); string(again) != string(first) {
+		t.Fatal("a second init replaced the secret")
+	}
+	other := filepath.Join(dir, "other")
+	_ = secretCmd([]string{"init", other}, io.Discard, io.Discard)
+	if b, _ := os.ReadFile(other); string(b) == string(first) {
+		t.Fatal("two inits made the same secret")
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o600)
+	if code := secretCmd([]string{"init", empty}, io.Discard, io.Discard); code != 1 {
+		t.Errorf("an empty existing file: exit %d, want 1", code)
+	}
+	for _, args := range [][]string{{"make", file}, {"init"}, {"init", "--owner", "x", filepath.Join(dir, "o")}, {"init", file, "extra"}} {
+		if code := secretCmd(args, io.Discard, io.Discard); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if os.Geteuid() == 0 {
+		owned := filepath.Join(dir, "owned")
+		if code := secretCmd([]string{"init", "--owner", "10001:10002", owned}, io.Discard, io.Discard); code != 0 {
+			t.Fatalf("--owner: exit %d", code)
+		}
+		st, _ := os.Stat(owned)
+		if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != 10001 || sys.Gid != 10002 {
+			t.Errorf("--owner 10001:10002: owner %+v", st.Sys())
+		}
 	}
 }

@@ -113,8 +113,9 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&node.SnapshotInterval, "snapshot-interval", node.SnapshotInterval, "how often to check whether to snapshot")
 	fs.Uint64Var(&node.TrailingLogs, "trailing-logs", node.TrailingLogs, "log entries kept after a snapshot")
 	fs.StringVar(&c.authFile, "auth-file", "", "file of user:role:bcrypt-hash lines; turns on HTTP basic auth (roles read, write, admin)")
-	fs.StringVar(&c.clusterSecret, "cluster-secret", "", "credential every node-to-node call carries; internal endpoints and joins require it")
+	fs.StringVar(&c.clusterSecret, "cluster-secret", "", "credential every node-to-node call and Raft connection proves; internal endpoints, the Raft port and control calls (join, remove, mode, restore) require it")
 	fs.StringVar(&c.clusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (instead of --cluster-secret)")
+	fs.BoolVar(&c.api.InsecureCluster, "insecure-cluster", false, "without a cluster secret, let any host call the internal endpoints and control calls (otherwise only this host may), and start a multi-node cluster listening beyond loopback")
 	fs.BoolVar(&c.api.StrictInput, "strict-input", true, "refuse bad app names, instance ids and oversized metadata with 400 (--strict-input=false accepts anything Eureka would)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve HTTPS (and talk HTTPS to peers)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
@@ -279,6 +280,7 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	cc.InitialCluster = members
 	cc.Join = c.join
 	cc.ClusterSecret = c.secret
+	cc.StrictInput = c.api.StrictInput
 	if c.tls != nil {
 		cc.HTTPClientTLS = c.tls.client
 		cc.RaftTLS = c.tls.raft
@@ -327,6 +329,14 @@ func serve(args []string) int {
 		return 1
 	}
 	defer st.Close()
+	// A node restarted from its data directory has no cluster flags: its
+	// stored configuration says whether it is one of several.
+	if n, err := st.ConfiguredServers(); err == nil && n > 1 {
+		if err := c.checkOpenCluster(fmt.Sprintf("a node of the %d-member cluster in %s", n, c.dataDir)); err != nil {
+			fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
+			return 2
+		}
+	}
 
 	cc, _ := c.clusterConfig()
 	peers := splitList(c.eurekaPeers)
@@ -348,7 +358,7 @@ func serve(args []string) int {
 		return 1
 	}
 	if len(peers) > 0 {
-		startPeering(node, peers, c.eurekaSyncTimeout, synced, log)
+		startPeering(node, c.api.StrictInput, peers, c.eurekaSyncTimeout, synced, log)
 	}
 	hcfg := c.api
 	hcfg.Users = c.users

@@ -1,0 +1,120 @@
+package e2e
+
+// The Raft port under a cluster secret (docs/security.md, "Node-to-node
+// traffic"): with --cluster-secret, a process that does not hold the secret
+// cannot append to a follower's Raft log, and a node started with a wrong
+// secret never takes part. TestRaftPlainAnswersRawClient is the control: the
+// same client against a cluster without a secret is answered.
+
+import (
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+const e2eSecret = "an-e2e-cluster-secret-0123"
+
+func TestRaftSecretRefusesOutsiders(t *testing.T) {
+	c := StartCluster(t, 3, Options{ExtraArgs: []string{"--cluster-secret", e2eSecret}})
+	leader := c.WaitLeader(t, 15*time.Second)
+	f := c.Followers(leader)[0]
+	before := f.Status(t)
+
+	// hashicorp/raft's own NetworkTransport: the preamble, then the
+	// rpcAppendEntries type byte and the msgpack-encoded request.
+	tr := raftClient(t, func(addr string, timeout time.Duration) (net.Conn, error) {
+		return net.DialTimeout("tcp", addr, timeout)
+	})
+	var resp raft.AppendEntriesResponse
+	err := tr.AppendEntries("n-target", raft.ServerAddress(f.RaftAddr), hostileAppend(t, before, string(tr.LocalAddr())), &resp)
+	if err == nil {
+		t.Fatalf("AppendEntries without the secret answered %+v", resp)
+	}
+	t.Logf("refused: %v", err)
+
+	if l := c.WaitLeader(t, 5*time.Second); l.ID != leader.ID {
+		t.Fatalf("leader changed from %s to %s", leader.ID, l.ID)
+	}
+	if st := f.Status(t); st.Term != before.Term {
+		t.Fatalf("follower term moved from %d to %d", before.Term, st.Term)
+	}
+	for _, nd := range c.Nodes {
+		if code, _, _ := Do(t, "GET", nd.URL("/eureka/apps/EVIL/evil-1?consistency=stale"), nil); code != 404 {
+			t.Fatalf("%s: EVIL/evil-1 answered %d", nd.ID, code)
+		}
+	}
+	WaitFor(t, 5*time.Second, func() bool {
+		return strings.Contains(readLog(t, f.LogPath), "raft connection refused") &&
+			strings.Contains(readLog(t, f.LogPath), "claimed_node=intruder")
+	}, "the follower to log the refused connection")
+	// The cluster still replicates under the secret.
+	if code, b, _ := Do(t, "POST", leader.URL("/eureka/apps/GOOD"), RegisterBody("GOOD", "good-1", nil)); code != 204 {
+		t.Fatalf("register: %d %s", code, b)
+	}
+	for _, nd := range c.Nodes {
+		WaitFor(t, 10*time.Second, func() bool {
+			code, _, _ := Do(t, "GET", nd.URL("/eureka/apps/GOOD/good-1?consistency=stale"), nil)
+			return code == 200
+		}, "GOOD/good-1 replicated to "+nd.ID)
+	}
+}
+
+// TestRaftSecretWrongSecretNode: n3 is in the initial cluster but was given
+// another secret. n1 and n2 elect a leader without it; n3 never learns of a
+// leader nor gets an entry, and the leader's log names n3.
+func TestRaftSecretWrongSecretNode(t *testing.T) {
+	c := StartCluster(t, 3, Options{
+		ExtraArgs: []string{"--cluster-secret", e2eSecret},
+		NodeArgs: func(id string) []string {
+			if id == "n3" {
+				return []string{"--cluster-secret", "a-different-secret-0123"}
+			}
+			return nil
+		},
+	})
+	n1, n2, n3 := c.Node("n1"), c.Node("n2"), c.Node("n3")
+	var leader *Node
+	WaitFor(t, 20*time.Second, func() bool {
+		for _, nd := range []*Node{n1, n2} {
+			st := nd.Status(t)
+			if st.State == "Leader" {
+				leader = nd
+				return true
+			}
+		}
+		return false
+	}, "n1 or n2 to lead")
+	if code, b, _ := Do(t, "POST", leader.URL("/eureka/apps/GOOD"), RegisterBody("GOOD", "good-1", nil)); code != 204 {
+		t.Fatalf("register: %d %s", code, b)
+	}
+	WaitFor(t, 10*time.Second, func() bool {
+		return strings.Contains(readLog(t, leader.LogPath), `peer_node=n3`)
+	}, "the leader's log to name n3")
+	time.Sleep(2 * time.Second)
+	st := n3.Status(t)
+	if st.State == "Leader" || st.Leader != "" || st.CommitIndex != 0 {
+		t.Fatalf("n3 with a wrong secret took part: state %s, leader %q, commit %d", st.State, st.Leader, st.CommitIndex)
+	}
+	if code, _, _ := Do(t, "GET", n3.URL("/eureka/apps/GOOD/good-1?consistency=stale"), nil); code == 200 {
+		t.Fatal("n3 with a wrong secret has the registration")
+	}
+	for _, line := range strings.Split(readLog(t, leader.LogPath), "\n") {
+		if strings.Contains(line, "peer_node=n3") {
+			t.Logf("leader's log: %s", line)
+			break
+		}
+	}
+}
+
+func readLog(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
