@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/nodeapi"
 )
 
@@ -79,8 +80,8 @@ func (n *Node) askPeers(ctx context.Context) {
 		if string(s.ID) == n.cfg.NodeID {
 			continue
 		}
-		m, ok := n.memberRecord(string(s.ID))
-		if !ok || m.HTTPAddr == "" {
+		addr := n.peerHTTP(string(s.ID))
+		if addr == "" {
 			continue
 		}
 		asked++
@@ -90,7 +91,7 @@ func (n *Node) askPeers(ctx context.Context) {
 				v = nodeapi.MemberView{}
 			}
 			views <- v
-		}(m.HTTPAddr)
+		}(addr)
 	}
 	for range asked {
 		select {
@@ -105,6 +106,26 @@ func (n *Node) askPeers(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// peerHTTP is member id's HTTP address: from its record in the FSM, else in
+// the durable state (a node restarted without a leader holds only its
+// snapshot in the FSM, and a removed node never hears from a leader again),
+// else from the initial cluster list.
+func (n *Node) peerHTTP(id string) string {
+	if m, ok := n.memberRecord(id); ok && m.HTTPAddr != "" {
+		return m.HTTPAddr
+	}
+	var addr string
+	n.ReadDurable(func(r *fsm.Registry) {
+		if m, ok := r.Member(id); ok {
+			addr = m.HTTPAddr
+		}
+	})
+	if addr != "" {
+		return addr
+	}
+	return n.initialMember(id).HTTPAddr
 }
 
 // removedLeader is the HTTP address of the leader of the cluster a peer
