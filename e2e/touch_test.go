@@ -545,8 +545,13 @@ func proxyFront(t *testing.T, proxy *faultproxy.Proxy) func(id, real string) str
 // longer sends it anything, counts its quorum as lost and would
 // acknowledge writes into an AP journal that no cluster replays. A pause
 // alone does not get there: the leader's call waits in the paused
-// process's socket and is answered on resume. A partition does:
+// process's socket and is answered on resume. Two real ways do:
 //
+//   - restarted: F is down (SIGKILL) while it is removed, and comes back on
+//     its data directory with its arguments, as a supervisor restarts it.
+//     Its log never got the removal; its peers' HTTP is reachable. It must
+//     refuse writes with 503, acknowledging none, or only ones that reach
+//     the cluster.
 //   - partitioned: F is partitioned from the other nodes on every link, the
 //     Raft links (faultproxy) and the node-to-node HTTP calls (a front for
 //     each node's HTTP address that drops calls by the X-Heureka-Forwarded-By
@@ -560,6 +565,32 @@ func proxyFront(t *testing.T, proxy *faultproxy.Proxy) func(id, real string) str
 //     its journal must empty, and it must refuse writes with 503, also
 //     after the Raft links heal.
 func TestRemovedWhileUnreachable(t *testing.T) {
+	t.Run("restarted", func(t *testing.T) {
+		c := StartCluster(t, 3, Options{ExtraArgs: []string{"--mode", "ap"}})
+		leader := c.WaitLeader(t, 15*time.Second)
+		registerAll(t, leader.BaseURL(), appRegs("REMOVED", "base", 5), 2)
+		// An established cluster: every member's record holds its HTTP
+		// address (each records its own shortly after it starts).
+		waitCommitStable(t, c, time.Second, 15*time.Second)
+		f := c.Followers(leader)[0]
+		rest := c.Followers(f)
+
+		f.Kill()
+		removeMember(t, leader, f.ID)
+		f.Restart(t)
+		WaitFor(t, 15*time.Second, func() bool {
+			st, err := f.TryStatus()
+			return err == nil && st.QuorumLost
+		}, f.ID+" counting its quorum as lost after its restart")
+
+		acked, _ := writeUntilRefused(t, f, "restarted", 10*time.Second)
+		if len(acked) > 0 {
+			t.Logf("%s acknowledged %d writes before it refused: %v", f.ID, len(acked), keySet(acked))
+		}
+		checkRefuses(t, f, "refused", time.Second)
+		checkOnAll(t, rest, acked, 20*time.Second)
+	})
+
 	t.Run("partitioned", func(t *testing.T) {
 		fronts := newHTTPFronts(t)
 		proxy := faultproxy.New()
