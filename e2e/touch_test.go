@@ -300,6 +300,8 @@ type touchRead struct {
 	missing    int      // acknowledged > 1 s before start, not listed
 	example    []string // a few of those, with how long before start they were acknowledged
 	leader     string   // X-Heureka-Leader
+	index      string   // X-Heureka-Index: the version of the document served
+	diag       string   // for an unmarked read from behind: the nodes' indexes right after it
 }
 
 // unmarked200 reports whether the read is an answer a client takes as current.
@@ -327,6 +329,7 @@ func readTouch(client *http.Client, nd *Node, acks *ackLog) touchRead {
 	}
 	r.stale = hdr.Get("X-Heureka-Stale") == "true"
 	r.leader = hdr.Get("X-Heureka-Leader")
+	r.index = hdr.Get("X-Heureka-Index")
 	if code != http.StatusOK {
 		return r
 	}
@@ -452,6 +455,9 @@ func runTouchProbe(t *testing.T, mode, fault string, p touchParams) touchResult 
 			default:
 			}
 			r := readTouch(client, target, acks)
+			if r.missing > 0 {
+				r.diag = indexes(target, leader)
+			}
 			mu.Lock()
 			reads = append(reads, r)
 			mu.Unlock()
@@ -492,7 +498,8 @@ func runTouchProbe(t *testing.T, mode, fault string, p touchParams) touchResult 
 			res.behind++
 			if len(behind) < 10 {
 				behind = append(behind, fmt.Sprintf("read begun %v after the resume/heal, answered %v after it: holds %d, lacks %d acknowledged >1s before it began, e.g. %v; leader %q",
-					r.start.Sub(healAt).Round(time.Millisecond), r.end.Sub(healAt).Round(time.Millisecond), r.holds, r.missing, r.example, r.leader))
+					r.start.Sub(healAt).Round(time.Millisecond), r.end.Sub(healAt).Round(time.Millisecond), r.holds, r.missing, r.example, r.leader)+
+					fmt.Sprintf("; document index %s; right after: %s", r.index, r.diag))
 			}
 		default:
 			res.unmarked++
@@ -522,6 +529,21 @@ func runTouchProbe(t *testing.T, mode, fault string, p touchParams) touchResult 
 			target.ID, len(all), last.code, last.stale, last.holds, last.err)
 	}
 	return res
+}
+
+// indexes describes where each node's log and state machine stand, for a
+// failure message.
+func indexes(nodes ...*Node) string {
+	var parts []string
+	for _, nd := range nodes {
+		st, err := nd.TryStatus()
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s: %v", nd.ID, err))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s commit=%d applied=%d read_gate=%s", nd.ID, st.State, st.CommitIndex, st.AppliedIndex, st.ReadGate))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // proxyFront makes each node advertise a front of proxy for its Raft address.
