@@ -86,6 +86,10 @@ type readiness struct {
 	gap      time.Duration
 	// closes counts the times the gate closed after having opened.
 	closes atomic.Uint64
+	// lagIndex is a commit index the node had not applied when the gate
+	// watcher last looked, noted at lagSince (the watcher's own).
+	lagIndex uint64
+	lagSince time.Time
 
 	// leaderTerm is the term in which this node, as leader, completed its
 	// post-election barrier: in that term its FSM holds every committed
@@ -230,6 +234,25 @@ func (n *Node) inTouch() (bool, string) {
 	return true, ""
 }
 
+// applyLag is how long the node has been behind a commit index it knew of
+// and has not applied (0 when it applied everything it knew committed at
+// the last look): a node in touch whose applying falls behind (a starved
+// process, a slow disk) is as far behind as one cut off. Called by the gate
+// watcher only.
+func (n *Node) applyLag(now time.Time) time.Duration {
+	applied := n.raft.AppliedIndex()
+	if n.rd.lagIndex != 0 && applied >= n.rd.lagIndex {
+		n.rd.lagIndex = 0
+	}
+	if n.rd.lagIndex == 0 {
+		if c := n.raft.CommitIndex(); applied < c {
+			n.rd.lagIndex, n.rd.lagSince = c, now
+		}
+		return 0
+	}
+	return now.Sub(n.rd.lagSince)
+}
+
 // watchReady runs the gate: it closes it on a loss of touch and opens it
 // once the node caught up.
 func (n *Node) watchReady() {
@@ -244,6 +267,8 @@ func (n *Node) watchReady() {
 		if n.rd.ready.Load() {
 			if ok, why := n.inTouch(); !ok {
 				n.loseTouch(why, time.Since(n.raft.LastContact()))
+			} else if lag := n.applyLag(now); lag > n.rd.gap {
+				n.loseTouch("apply lag", lag)
 			}
 			return
 		}
