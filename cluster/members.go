@@ -166,8 +166,7 @@ func (n *Node) removeLocal(_ context.Context, id string) error {
 		if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 			return fmt.Errorf("remove member %s: %w", id, mapRaftErr(err))
 		}
-		rec, _ := n.memberRecord(id)
-		n.tellMembership(nodeapi.Membership{ID: id}, rec.HTTPAddr)
+		n.tellMembership(nodeapi.Membership{ID: id}, n.peerHTTP(id))
 	} else if _, ok := n.memberRecord(id); !ok {
 		return fmt.Errorf("remove %q: %w", id, ErrUnknownMember)
 	}
