@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +21,9 @@ import (
 // and stores, and node-to-node HTTP calls (forwarded writes, renewal
 // batches, read indexes) go through memNet, which hands each request to the
 // target node's InternalHandler without a socket. Cutting a node off drops
-// both its Raft links and its HTTP calls, in both directions. Raft runs on
+// both its Raft links and its HTTP calls, in both directions. A node can be
+// stopped and started again on its stores and journal (a crash), and its
+// disk filled (its Raft log refuses writes). Raft runs on
 // timings of a tenth of a second, so a cluster elects a leader in one or two
 // tenths and a test takes well under a second.
 
@@ -58,11 +62,22 @@ func (rt *memRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, r)
-	resp := rec.Result()
-	resp.Request = r
-	return resp, nil
+	// The caller gives up at its deadline, as over a socket, while the
+	// target goes on with the call.
+	done := make(chan *http.Response, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		resp := rec.Result()
+		resp.Request = r
+		done <- resp
+	}()
+	select {
+	case resp := <-done:
+		return resp, nil
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
 }
 
 // callCount is how many calls from the node at HTTP address from to path
@@ -80,6 +95,37 @@ type memNode struct {
 	trans *raft.InmemTransport
 	logs  *raft.InmemStore
 	snaps raft.SnapshotStore
+	// cfg and journalDir are what startNode starts the node with again.
+	cfg        Config
+	journalDir string
+	// diskFull makes every write to the node's Raft log fail (fullDiskLogs).
+	diskFull atomic.Bool
+	// down is set while the node is stopped (stopNode).
+	down bool
+}
+
+// errDiskFull is what a node's Raft log store answers while its disk is full.
+var errDiskFull = fmt.Errorf("write raft log: %w", syscall.ENOSPC)
+
+// fullDiskLogs is a node's Raft log store: the in-memory store, failing
+// every write while the node's disk is full.
+type fullDiskLogs struct {
+	raft.LogStore
+	full *atomic.Bool
+}
+
+func (l fullDiskLogs) StoreLog(log *raft.Log) error {
+	if l.full.Load() {
+		return errDiskFull
+	}
+	return l.LogStore.StoreLog(log)
+}
+
+func (l fullDiskLogs) StoreLogs(logs []*raft.Log) error {
+	if l.full.Load() {
+		return errDiskFull
+	}
+	return l.LogStore.StoreLogs(logs)
 }
 
 // memCluster is an in-process cluster of memNodes.
@@ -113,14 +159,7 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 			RaftAddr: fmt.Sprintf("127.0.0.1:%d", 17001+i), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 18001+i)}
 	}
 	for _, m := range members {
-		// An RPC to a peer that stopped reading waits out this timeout
-		// (raft's default is half a second): keep it near the heartbeat.
-		_, trans := raft.NewInmemTransportWithTimeout(raft.ServerAddress(m.RaftAddr), 100*time.Millisecond)
-		for _, o := range c.nodes {
-			trans.Connect(o.trans.LocalAddr(), o.trans)
-			o.trans.Connect(trans.LocalAddr(), trans)
-		}
-		c.nodes = append(c.nodes, &memNode{self: m, trans: trans, logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()})
+		c.nodes = append(c.nodes, &memNode{self: m, logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()})
 	}
 	t.Cleanup(c.stop)
 	for i, mn := range c.nodes {
@@ -130,16 +169,10 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 		}
 		from := mn.self.HTTPAddr
 		cfg.hooks.transport = func(http.RoundTripper) http.RoundTripper { return &memRoundTripper{net: c.net, from: from} }
-		deps := Deps{Transport: mn.trans, LogStore: mn.logs, StableStore: mn.logs,
-			SnapshotStore: mn.snaps, JournalDir: t.TempDir()}
-		n, err := New(cfg, deps, fsm.New(time.Minute, nil), nil)
-		if err != nil {
+		mn.cfg, mn.journalDir = cfg, t.TempDir()
+		if err := c.startNode(mn); err != nil {
 			t.Fatalf("start %s: %v", mn.self.ID, err)
 		}
-		mn.Node = n
-		c.net.mu.Lock()
-		c.net.handlers[from] = n.InternalHandler(nil)
-		c.net.mu.Unlock()
 	}
 	leader := c.leader()
 	// Record every member's addresses at once (each node does so itself,
@@ -170,6 +203,52 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 	return c
 }
 
+// startNode starts mn on its Raft stores (behind fullDiskLogs), its
+// journal directory and its config: at the cluster's start, and again after
+// stopNode, as a node restarted after a crash. Its new transport is linked
+// to those of the nodes running, unless one of the two is cut off.
+func (c *memCluster) startNode(mn *memNode) error {
+	// An RPC to a peer that stopped reading waits out this timeout
+	// (raft's default is half a second): keep it near the heartbeat.
+	_, mn.trans = raft.NewInmemTransportWithTimeout(raft.ServerAddress(mn.self.RaftAddr), 100*time.Millisecond)
+	c.net.mu.Lock()
+	for _, o := range c.nodes {
+		if o != mn && o.trans != nil && !o.down && !c.net.cut[o.self.HTTPAddr] && !c.net.cut[mn.self.HTTPAddr] {
+			mn.trans.Connect(o.trans.LocalAddr(), o.trans)
+			o.trans.Connect(mn.trans.LocalAddr(), mn.trans)
+		}
+	}
+	c.net.mu.Unlock()
+	deps := Deps{Transport: mn.trans, LogStore: fullDiskLogs{LogStore: mn.logs, full: &mn.diskFull}, StableStore: mn.logs,
+		SnapshotStore: mn.snaps, JournalDir: mn.journalDir}
+	n, err := New(mn.cfg, deps, fsm.New(time.Minute, nil), nil)
+	if err != nil {
+		return err
+	}
+	mn.Node, mn.down = n, false
+	c.net.mu.Lock()
+	c.net.handlers[mn.self.HTTPAddr] = n.InternalHandler(nil)
+	c.net.mu.Unlock()
+	return nil
+}
+
+// stopNode stops mn as a crash would: its links go first (a peer still
+// linked would wait out the transport's timeout on every RPC to it), then
+// the node. Its Raft stores and journal stay, for startNode.
+func (c *memCluster) stopNode(mn *memNode) {
+	c.net.mu.Lock()
+	delete(c.net.handlers, mn.self.HTTPAddr)
+	c.net.mu.Unlock()
+	for _, o := range c.nodes {
+		if o != mn {
+			o.trans.Disconnect(mn.trans.LocalAddr())
+		}
+	}
+	mn.trans.DisconnectAll()
+	mn.down = true
+	_ = mn.Shutdown()
+}
+
 func (c *memCluster) stop() {
 	// Cut every link first: a node still connected would wait out the
 	// in-memory transport's timeout (half a second) on RPCs to a peer
@@ -178,7 +257,9 @@ func (c *memCluster) stop() {
 		c.net.mu.Lock()
 		c.net.cut[mn.self.HTTPAddr] = true
 		c.net.mu.Unlock()
-		mn.trans.DisconnectAll()
+		if mn.trans != nil {
+			mn.trans.DisconnectAll()
+		}
 	}
 	var wg sync.WaitGroup
 	for _, mn := range c.nodes {
@@ -186,7 +267,9 @@ func (c *memCluster) stop() {
 			if mn.Node != nil {
 				_ = mn.Shutdown()
 			}
-			_ = mn.trans.Close()
+			if mn.trans != nil {
+				_ = mn.trans.Close()
+			}
 		})
 	}
 	wg.Wait()
@@ -246,13 +329,18 @@ func (c *memCluster) cutOff(mn *memNode) {
 	}
 }
 
-// heal connects mn to every other node again.
+// heal connects mn to every other node running and not cut off itself
+// (a node stopped is linked when it starts, one cut off when it heals).
 func (c *memCluster) heal(mn *memNode) {
 	c.net.mu.Lock()
 	delete(c.net.cut, mn.self.HTTPAddr)
+	cut := maps.Clone(c.net.cut)
 	c.net.mu.Unlock()
+	if mn.down {
+		return
+	}
 	for _, o := range c.nodes {
-		if o != mn {
+		if o != mn && !o.down && !cut[o.self.HTTPAddr] {
 			mn.trans.Connect(o.trans.LocalAddr(), o.trans)
 			o.trans.Connect(mn.trans.LocalAddr(), mn.trans)
 		}
