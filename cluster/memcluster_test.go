@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/store"
 )
 
 // An in-process test cluster: every node runs on Raft's in-memory transport
@@ -219,8 +220,17 @@ func (c *memCluster) startNode(mn *memNode) error {
 		}
 	}
 	c.net.mu.Unlock()
-	deps := Deps{Transport: mn.trans, LogStore: fullDiskLogs{LogStore: mn.logs, full: &mn.diskFull}, StableStore: mn.logs,
-		SnapshotStore: mn.snaps, JournalDir: mn.journalDir}
+	// The disk watch sees the log's failures as a data directory's store
+	// does (store.WatchLog), and its probe finds room once the disk is.
+	full := &mn.diskFull
+	disk := store.NewDiskWatchProbe(func() error {
+		if full.Load() {
+			return errDiskFull
+		}
+		return nil
+	})
+	deps := Deps{Transport: mn.trans, LogStore: store.WatchLog(fullDiskLogs{LogStore: mn.logs, full: full}, disk),
+		StableStore: mn.logs, SnapshotStore: mn.snaps, JournalDir: mn.journalDir, Disk: disk}
 	n, err := New(mn.cfg, deps, fsm.New(time.Minute, nil), nil)
 	if err != nil {
 		return err

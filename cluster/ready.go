@@ -231,6 +231,11 @@ func (n *Node) inTouch() (bool, string) {
 	if time.Since(n.raft.LastContact()) > n.cfg.LeaderLeaseTimeout {
 		return false, "no leader contact"
 	}
+	// A follower that cannot store what the leader sends keeps hearing
+	// from it and falls behind all the same.
+	if n.deps.disk.Err() != nil {
+		return false, "disk full"
+	}
 	return true, ""
 }
 
