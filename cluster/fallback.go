@@ -453,12 +453,17 @@ func (n *Node) applyBatchLocal(entries [][]byte) ([]error, uint64, error) {
 		}
 		futures[i] = n.raft.Apply(buf, n.cfg.ApplyTimeout)
 	}
+	// One deadline for the batch: an entry not committed by then is
+	// answered as not committed (the replay keeps it, and what follows,
+	// for its next attempt).
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
 	var last uint64
 	for i, f := range futures {
 		if f == nil {
 			continue
 		}
-		idx, err := n.applyResult(entries[i], f)
+		idx, err := n.applyResult(entries[i], f, ctx.Done())
 		last = max(last, idx)
 		results[i] = err
 	}

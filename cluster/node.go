@@ -446,7 +446,9 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 	if err := fsm.Stamp(buf, time.Now().UnixMilli()); err != nil {
 		return 0, err
 	}
-	idx, err := n.applyResult(entry, n.raft.Apply(buf, n.cfg.ApplyTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	idx, err := n.applyResult(entry, n.raft.Apply(buf, n.cfg.ApplyTimeout), ctx.Done())
 	if err == nil && fsm.TypeOf(entry) != fsm.CmdRenewBatch {
 		n.nudger.nudge()
 	}
@@ -457,6 +459,19 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 // leaves a future unanswered when it shuts down right after the future was
 // queued, and Shutdown would then wait forever for its caller.
 func waitFuture(f raft.Future, stop <-chan struct{}) error {
+	return waitFutureUntil(f, stop, nil)
+}
+
+// errNotCommitted is a write raft took but did not commit in time: a
+// leader whose followers cannot store entries (full disks, the only
+// reachable follower among them) keeps it queued with no answer. Its fate
+// is unknown: it may still commit, so it is answered as a retryable 503,
+// never as done.
+var errNotCommitted = fmt.Errorf("not committed in time (it may still commit): %w", ErrNoLeader)
+
+// waitFutureUntil is waitFuture that gives up with errNotCommitted once
+// deadline is closed (nil: never).
+func waitFutureUntil(f raft.Future, stop, deadline <-chan struct{}) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -464,6 +479,8 @@ func waitFuture(f raft.Future, stop <-chan struct{}) error {
 		return err
 	case <-stop:
 		return raft.ErrRaftShutdown
+	case <-deadline:
+		return errNotCommitted
 	}
 }
 
@@ -473,8 +490,11 @@ func waitFuture(f raft.Future, stop <-chan struct{}) error {
 // reaches the future only as text (raft's LogCache flattens it), and the
 // writes queued behind it fail as leadership lost, because raft steps the
 // leader down when its log write fails.
-func (n *Node) applyResult(entry []byte, f raft.ApplyFuture) (uint64, error) {
-	if err := waitFuture(f, n.stopCh); err != nil {
+func (n *Node) applyResult(entry []byte, f raft.ApplyFuture, deadline <-chan struct{}) (uint64, error) {
+	if err := waitFutureUntil(f, n.stopCh, deadline); err != nil {
+		if errors.Is(err, errNotCommitted) {
+			return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), err)
+		}
 		if derr := n.deps.disk.Err(); derr != nil {
 			if store.IsDiskFull(err) { // the cause, again, as text
 				return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), derr)
