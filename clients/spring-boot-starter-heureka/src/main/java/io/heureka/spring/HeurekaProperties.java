@@ -27,11 +27,12 @@ public class HeurekaProperties {
     private Duration connectTimeout = Duration.ofSeconds(2);
 
     /**
-     * A second refresh this long after each change, for a Eureka client
-     * fetching from a node that had not applied the change yet when the first
-     * one asked (0: none).
+     * Further refreshes this long after each change (empty: none), for a
+     * Eureka client fetching from a node that had not applied the change yet
+     * when the first refresh asked, and for a LoadBalancer lookup that wrote
+     * the old list back into its cache just after it was emptied.
      */
-    private Duration followUp = Duration.ofMillis(300);
+    private List<Duration> followUp = new ArrayList<>(List.of(Duration.ofMillis(50), Duration.ofMillis(300)));
 
     public boolean isEnabled() {
         return enabled;
@@ -65,11 +66,11 @@ public class HeurekaProperties {
         this.connectTimeout = connectTimeout;
     }
 
-    public Duration getFollowUp() {
+    public List<Duration> getFollowUp() {
         return followUp;
     }
 
-    public void setFollowUp(Duration followUp) {
+    public void setFollowUp(List<Duration> followUp) {
         this.followUp = followUp;
     }
 }

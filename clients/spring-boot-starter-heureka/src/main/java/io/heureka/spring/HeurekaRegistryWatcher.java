@@ -37,9 +37,9 @@ import org.springframework.context.SmartLifecycle;
  * Follows heureka by blocking queries and refreshes the Eureka client's own
  * registry copy the moment heureka reports a change.
  *
- * <p>One thread per watched document (the whole registry, {@code apps}, or
- * each subscribed application, {@code apps/NAME}) sends
- * {@code HEAD apps?index=N&wait=20s} to one of the client's own service URLs:
+ * <p>One thread per watched document (the whole registry's delta,
+ * {@code apps/delta}, or each subscribed application, {@code apps/NAME})
+ * sends {@code HEAD apps/delta?index=N&wait=20s} to one of the client's own service URLs:
  * heureka answers when the document's version ({@code X-Heureka-Index}) is
  * above N, with headers only. A changed version wakes the refresh thread,
  * which runs the Netflix DiscoveryClient's own registry refresh (the one its
@@ -134,7 +134,9 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
             }
         }
         if (docs.isEmpty()) {
-            docs.add("apps");
+            // The delta document: the one the Eureka client's refresh reads,
+            // so a change is waited for until it is in the delta.
+            docs.add("apps/delta");
         }
         watched = List.copyOf(docs);
         for (String doc : docs) {
@@ -212,7 +214,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
                 int code = r.statusCode();
                 Optional<String> header = r.headers().firstValue(INDEX_HEADER);
                 if (header.isEmpty()) {
-                    if (code == 200 || (code == 404 && !doc.equals("apps") && isPlainEureka(base))) {
+                    if (code == 200 || (code == 404 && doc.startsWith("apps/") && !doc.equals("apps/delta") && isPlainEureka(base))) {
                         fallBack(redact(base) + " answered without " + INDEX_HEADER + ", so it is a Eureka server"
                                 + " without blocking queries, not heureka");
                         return;
@@ -224,7 +226,11 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
                         continue;
                     }
                     if (code == 404) {
-                        continue; // still absent after the wait
+                        // Still absent after the wait (or a server that does not wait: not too often).
+                        if (Duration.ofNanos(System.nanoTime() - start).toMillis() < 1000) {
+                            sleep(Duration.ofSeconds(1));
+                        }
+                        continue;
                     }
                     throw new IOException("HTTP " + code);
                 }
@@ -336,10 +342,12 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
     private void changed() {
         changes.incrementAndGet();
         markDirty();
-        long followUp = properties.getFollowUp().toMillis();
-        if (followUp > 0 && followUps != null && !followUps.isShutdown()) {
+        for (Duration d : properties.getFollowUp()) {
+            if (d == null || d.isNegative() || d.isZero() || followUps == null || followUps.isShutdown()) {
+                continue;
+            }
             try {
-                followUps.schedule(this::markDirty, followUp, TimeUnit.MILLISECONDS);
+                followUps.schedule(this::markDirty, d.toMillis(), TimeUnit.MILLISECONDS);
             } catch (RuntimeException ignored) {
                 // shutting down
             }
