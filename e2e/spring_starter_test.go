@@ -54,7 +54,7 @@ const (
 // every second). Self-preservation would hold back evictions of one
 // instance in three, which this test makes over and over, and so would the
 // eviction cap (one of three per renewal-rate window, by default a minute:
-// docs/leases.md), so the window is 2 s.
+// docs/leases.md, "The eviction cap"), so the window is 2 s.
 var ssArgs = []string{"--eviction-interval", "1s", "--enable-self-preservation=false", "--renewal-rate-window", "2s"}
 
 func callerTools() (java, jar string, err error) {
@@ -71,10 +71,11 @@ func callerTools() (java, jar string, err error) {
 // ssTarget is one instance of the called service: an HTTP server on a
 // fixed port that can be killed (its listener closed) and started again.
 type ssTarget struct {
-	id   string
-	addr string // 127.0.0.1:port
-	mu   sync.Mutex
-	srv  *http.Server
+	id    string
+	addr  string // 127.0.0.1:port
+	lease int    // seconds; 0: ssLease
+	mu    sync.Mutex
+	srv   *http.Server
 }
 
 func (s *ssTarget) start(t *testing.T) {
@@ -119,10 +120,14 @@ func (s *ssTarget) key() string { return ssApp + "/" + s.id }
 func (s *ssTarget) register(nodeURL string) error {
 	_, port, _ := strings.Cut(s.addr, ":")
 	p, _ := strconv.Atoi(port)
+	lease := s.lease
+	if lease == 0 {
+		lease = ssLease
+	}
 	return TryRegisterJSON(nodeURL, ssApp, s.id, map[string]any{
 		"hostName": "127.0.0.1", "ipAddr": "127.0.0.1", "vipAddress": ssVIP,
 		"port":      map[string]any{"$": p, "@enabled": "true"},
-		"leaseInfo": map[string]any{"renewalIntervalInSecs": 1, "durationInSecs": ssLease},
+		"leaseInfo": map[string]any{"renewalIntervalInSecs": 1, "durationInSecs": lease},
 	})
 }
 
@@ -482,6 +487,57 @@ func TestSpringStarterSubscribed(t *testing.T) {
 		return strings.Contains(l, "blocking queries on apps/SS-TARGET, apps/NOT-REGISTERED")
 	}) {
 		t.Errorf("no start-up line naming the subscribed documents")
+	}
+}
+
+// TestSpringStarterKeepsViewAcrossClusterKill: kill -9 of every heureka
+// node leaves the caller's view as it was (the Eureka client keeps its copy
+// through failed fetches, and the starter's failed blocking queries change
+// nothing); once the cluster is back, the starter follows it again: a
+// cancel reaches the caller within a second.
+func TestSpringStarterKeepsViewAcrossClusterKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and a JVM")
+	}
+	r := startSSRig(t, 3, true)
+	// Leases that outlast the outage: this test is about the client's view.
+	for _, tg := range r.targets {
+		r.mu.Lock()
+		tg.lease = 90
+		err := tg.register(r.c.Nodes[0].BaseURL())
+		r.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, nd := range r.c.Nodes {
+		nd.Kill()
+	}
+	down := time.Now()
+	for time.Since(down) < 10*time.Second {
+		ch, err := chosenOf(r.base)
+		if err != nil {
+			t.Fatalf("caller during the outage: %v", err)
+		}
+		for _, tg := range r.targets {
+			if !slices.Contains(ch.Listed, tg.addr) || ch.Now-ch.Last[tg.addr] > 1000 {
+				t.Fatalf("%.1fs into the outage the caller lists %v and last chose %s at -%dms, want all three, chosen throughout",
+					time.Since(down).Seconds(), ch.Listed, tg.id, ch.Now-ch.Last[tg.addr])
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("10 s with every node killed: the caller kept listing and choosing all three instances")
+	for _, nd := range r.c.Nodes {
+		rsStart(t, nd)
+	}
+	for _, nd := range r.c.Nodes {
+		rsWaitServingN(t, nd, len(r.targets))
+	}
+	time.Sleep(6 * time.Second) // the starter's back-off after every node failed: at most 5 s
+	gone, back := r.ssRound("cancel", r.targets[:1], true, 70*time.Second)
+	if gone[0] > time.Second || back[0] > time.Second {
+		t.Errorf("after the cluster came back: stopped choosing after %v, chosen again after %v, want at most 1s each", gone[0], back[0])
 	}
 }
 
