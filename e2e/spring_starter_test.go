@@ -165,6 +165,7 @@ type ssRig struct {
 	targets []*ssTarget
 	mu      sync.Mutex
 	paused  map[*ssTarget]bool // no heartbeats
+	writeTo int                // the node cancels go to
 	caller  *Proc
 	base    string
 }
@@ -258,6 +259,9 @@ func (r *ssRig) startHeartbeats() {
 				r.mu.Lock()
 				if !r.paused[tg] {
 					nd := r.c.Nodes[(round+i)%len(r.c.Nodes)]
+					if nd.Paused() { // a hung node: the next one
+						nd = r.c.Nodes[(round+i+1)%len(r.c.Nodes)]
+					}
 					code, _, _, err := TryDo("PUT", nd.URL("/eureka/apps/"+tg.key()), nil)
 					if err == nil && code == http.StatusNotFound {
 						_ = tg.register(nd.BaseURL())
@@ -315,7 +319,7 @@ func (r *ssRig) choosingAgain(addr string, since int64, limit time.Duration) (ti
 // the epoch ms at which the DELETE that succeeded was sent.
 func (r *ssRig) cancel(tg *ssTarget) int64 {
 	r.pause(tg, true)
-	nd := r.c.Nodes[0]
+	nd := r.c.Nodes[r.writeTo]
 	for {
 		sent := time.Now().UnixMilli()
 		code, body, _, err := TryDo("DELETE", nd.URL("/eureka/apps/"+tg.key()), nil)
@@ -538,6 +542,37 @@ func TestSpringStarterKeepsViewAcrossClusterKill(t *testing.T) {
 	gone, back := r.ssRound("cancel", r.targets[:1], true, 70*time.Second)
 	if gone[0] > time.Second || back[0] > time.Second {
 		t.Errorf("after the cluster came back: stopped choosing after %v, chosen again after %v, want at most 1s each", gone[0], back[0])
+	}
+}
+
+// TestSpringStarterFailsOverHungNode: the node the starter's blocking
+// queries go to (the first service URL) stops (SIGSTOP) with its
+// connections open. The starter gives up on it after heureka.wait plus 5 s
+// (5 s + 5 s here) and asks the next node. The refresh it then runs is the
+// Eureka client's own fetch, which, if the client's transport was on that
+// node too, waits out its socket timeout before it fails over: 3 min by
+// default in Spring Cloud Netflix 4.3
+// (eureka.client.rest-template-timeout.socket-timeout), 3 s here. A cancel
+// made through another node meanwhile reaches the caller within 20 s.
+func TestSpringStarterFailsOverHungNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and a JVM")
+	}
+	r := startSSRig(t, 3, true, "--heureka.wait=5s",
+		"--eureka.client.rest-template-timeout.socket-timeout=3000", "--eureka.client.restclient.timeout.socket-timeout=3000")
+	hung := r.c.Nodes[0]
+	if !slices.ContainsFunc(r.caller.Lines(), func(l string) bool {
+		return strings.Contains(l, "heureka: following "+hung.BaseURL()+"/eureka/ ")
+	}) {
+		t.Fatalf("the starter does not follow the first service URL %s", hung.BaseURL())
+	}
+	r.writeTo = 1
+	hung.Pause()
+	t.Cleanup(hung.Resume)
+	gone, _ := r.ssRound("cancel", r.targets[:1], false, 70*time.Second)
+	t.Logf("first node hung: the cancel reached the caller after %v", gone[0])
+	if gone[0] > 20*time.Second {
+		t.Errorf("with the first node hung, the caller stopped choosing the cancelled instance after %v, want at most 20s", gone[0])
 	}
 }
 
