@@ -165,7 +165,8 @@ type ssRig struct {
 	targets []*ssTarget
 	mu      sync.Mutex
 	paused  map[*ssTarget]bool // no heartbeats
-	writeTo int                // the node cancels go to
+	writeTo *Node              // the node cancels go to
+	zone    []*Node            // the caller's service URLs, in order
 	caller  *Proc
 	base    string
 }
@@ -175,7 +176,11 @@ func startSSRig(t *testing.T, n int, starter bool, extraCallerArgs ...string) *s
 	ToolOrSkip(t, "Spring Boot starter", err)
 	r := &ssRig{t: t, paused: map[*ssTarget]bool{}}
 	r.c = StartCluster(t, 3, Options{ExtraArgs: ssArgs})
-	r.c.WaitLeader(t, 15*time.Second)
+	leader := r.c.WaitLeader(t, 15*time.Second)
+	r.writeTo = leader
+	// The followers' URLs first: the starter asks the first one, which a
+	// test can then stop without an election.
+	r.zone = append(r.c.Followers(leader), leader)
 	for i := range n {
 		tg := &ssTarget{id: fmt.Sprintf("ss-%02d", i+1), addr: FreeAddr(t)}
 		tg.start(t)
@@ -188,7 +193,7 @@ func startSSRig(t *testing.T, n int, starter bool, extraCallerArgs ...string) *s
 	r.startHeartbeats()
 
 	var zone []string
-	for _, nd := range r.c.Nodes {
+	for _, nd := range r.zone {
 		zone = append(zone, nd.BaseURL()+"/eureka/")
 	}
 	addr := FreeAddr(t)
@@ -285,6 +290,20 @@ func (r *ssRig) pause(tg *ssTarget, paused bool) {
 	r.mu.Unlock()
 }
 
+// longLeases registers every instance again with a 90 s lease, for tests
+// where an outage or an election must not make heureka evict them.
+func (r *ssRig) longLeases() {
+	for _, tg := range r.targets {
+		r.mu.Lock()
+		tg.lease = 90
+		err := tg.register(r.c.Nodes[0].BaseURL())
+		r.mu.Unlock()
+		if err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
 // stoppedChoosing waits until the caller has not chosen addr for ssQuiet
 // after since (epoch ms), and returns how long after since it last chose it
 // (0 if never).
@@ -319,7 +338,7 @@ func (r *ssRig) choosingAgain(addr string, since int64, limit time.Duration) (ti
 // the epoch ms at which the DELETE that succeeded was sent.
 func (r *ssRig) cancel(tg *ssTarget) int64 {
 	r.pause(tg, true)
-	nd := r.c.Nodes[r.writeTo]
+	nd := r.writeTo
 	for {
 		sent := time.Now().UnixMilli()
 		code, body, _, err := TryDo("DELETE", nd.URL("/eureka/apps/"+tg.key()), nil)
@@ -504,16 +523,7 @@ func TestSpringStarterKeepsViewAcrossClusterKill(t *testing.T) {
 		t.Skip("starts a cluster and a JVM")
 	}
 	r := startSSRig(t, 3, true)
-	// Leases that outlast the outage: this test is about the client's view.
-	for _, tg := range r.targets {
-		r.mu.Lock()
-		tg.lease = 90
-		err := tg.register(r.c.Nodes[0].BaseURL())
-		r.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.longLeases() // this test is about the client's view
 	for _, nd := range r.c.Nodes {
 		nd.Kill()
 	}
@@ -560,17 +570,33 @@ func TestSpringStarterFailsOverHungNode(t *testing.T) {
 	}
 	r := startSSRig(t, 3, true, "--heureka.wait=5s",
 		"--eureka.client.rest-template-timeout.socket-timeout=3000", "--eureka.client.restclient.timeout.socket-timeout=3000")
-	hung := r.c.Nodes[0]
+	// The hung node may be the leader: the election that follows must not
+	// evict instances. With 90 s leases the test's heartbeats are not
+	// needed, and stopping them keeps one to the hung node from holding up
+	// the cancel.
+	r.longLeases()
+	for _, tg := range r.targets {
+		r.pause(tg, true)
+	}
+	time.Sleep(time.Second) // the follow-up refreshes of those registrations are over
+	hung := r.zone[0] // a follower
 	if !slices.ContainsFunc(r.caller.Lines(), func(l string) bool {
 		return strings.Contains(l, "heureka: following "+hung.BaseURL()+"/eureka/ ")
 	}) {
 		t.Fatalf("the starter does not follow the first service URL %s", hung.BaseURL())
 	}
-	r.writeTo = 1
 	hung.Pause()
+	paused := time.Now()
+	time.Sleep(2 * time.Second) // the starter's query is parked on the stopped node
 	t.Cleanup(hung.Resume)
 	gone, _ := r.ssRound("cancel", r.targets[:1], false, 70*time.Second)
 	t.Logf("first node hung: the cancel reached the caller after %v", gone[0])
+	for _, l := range r.caller.Lines() {
+		if strings.Contains(l, "heureka: following") || strings.Contains(l, "heureka: blocking query") {
+			t.Logf("caller: %s", l)
+		}
+	}
+	t.Logf("hung %s (paused=%v) at %s", hung.BaseURL(), hung.Paused(), paused.Format("15:04:05.000"))
 	if gone[0] > 20*time.Second {
 		t.Errorf("with the first node hung, the caller stopped choosing the cancelled instance after %v, want at most 20s", gone[0])
 	}
