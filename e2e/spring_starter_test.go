@@ -579,7 +579,7 @@ func TestSpringStarterFailsOverHungNode(t *testing.T) {
 		r.pause(tg, true)
 	}
 	time.Sleep(time.Second) // the follow-up refreshes of those registrations are over
-	hung := r.zone[0] // a follower
+	hung := r.zone[0]       // a follower
 	if !slices.ContainsFunc(r.caller.Lines(), func(l string) bool {
 		return strings.Contains(l, "heureka: following "+hung.BaseURL()+"/eureka/ ")
 	}) {
