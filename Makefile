@@ -29,8 +29,10 @@ deps:
 # container tests (e2e/compose; they build the image themselves, as make image).
 	@sh scripts/docker-deps.sh || echo "make deps: no Docker engine; container tests will skip (and fail under make test)"
 # Spring Cloud's Eureka client and eureka-server apps (e2e/springclient,
-# e2e/eurekaserver), built by Maven: fetched once into Maven's local
-# repository, then offline. Rebuilt only when their sources change.
+# e2e/eurekaserver), spring-boot-starter-heureka (clients/, installed into
+# Maven's local repository) and the app that uses it (e2e/springcaller),
+# built by Maven: fetched once into Maven's local repository, then offline.
+# Rebuilt only when their sources change.
 	@$(MAKE) --no-print-directory java-apps
 # py-eureka-client, pinned in e2e/pyclient/requirements.txt, in a venv.
 	@if ! command -v python3 >/dev/null; then \
@@ -49,7 +51,10 @@ deps:
 image:
 	@sh scripts/image.sh
 
-JAVA_APPS = e2e/springclient/target/springclient.jar e2e/eurekaserver/target/eurekaserver.jar
+STARTER = clients/spring-boot-starter-heureka
+STARTER_JAR = $(STARTER)/target/spring-boot-starter-heureka-0.1.0.jar
+JAVA_APPS = e2e/springclient/target/springclient.jar e2e/eurekaserver/target/eurekaserver.jar \
+	$(STARTER_JAR) e2e/springcaller/target/springcaller.jar
 # Maven's output is shown only when a build fails.
 MVN = mvn -q -B -DskipTests
 
@@ -67,6 +72,17 @@ java-apps:
 e2e/springclient/target/springclient.jar: e2e/springclient/pom.xml $(shell find e2e/springclient/src -type f)
 	@echo "make deps: building e2e/springclient"
 	@log=$$(mktemp); cd e2e/springclient && $(MVN) package >$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; rm -f $$log
+
+# The starter is installed into the local repository, where springcaller's
+# build finds it; springcaller is built clean, since Maven's jar and repackage
+# steps keep a jar whose own classes did not change even when a dependency did.
+$(STARTER_JAR): $(STARTER)/pom.xml $(shell find $(STARTER)/src -type f)
+	@echo "make deps: building and installing $(STARTER)"
+	@log=$$(mktemp); cd $(STARTER) && $(MVN) install >$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; rm -f $$log
+
+e2e/springcaller/target/springcaller.jar: e2e/springcaller/pom.xml $(shell find e2e/springcaller/src -type f) $(STARTER_JAR)
+	@echo "make deps: building e2e/springcaller"
+	@log=$$(mktemp); cd e2e/springcaller && $(MVN) clean package >$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; rm -f $$log
 
 e2e/eurekaserver/target/eurekaserver.jar: e2e/eurekaserver/pom.xml $(shell find e2e/eurekaserver/src -type f)
 	@echo "make deps: building e2e/eurekaserver"
