@@ -358,19 +358,9 @@ func TestQueue_Overflow(t *testing.T) {
 	}
 }
 
-// TestSyncOnceAndImport: the initial sync copies a peer's registry as
-// replicated registrations with their lastDirtyTimestamp and status, and
-// skips instances held with a newer record; Import registers the copy
-// instance by instance (testImport).
-func TestSyncOnceAndImport(t *testing.T) {
-	src := newFake()
-	down := inst("APP", "i-2", 3000)
-	down.Status = fsm.StatusOutOfService
-	down.OverriddenStatus = fsm.StatusOutOfService
-	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: inst("APP", "i-1", 2000)}))
-	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: down}))
-	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: inst("OTHER", "o-1", 2000)}))
-	apps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// serveApps serves src's registry as an Eureka peer's GET /eureka/apps.
+func serveApps(src *fakeCluster) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/eureka/apps" {
 			http.NotFound(w, r)
 			return
@@ -384,6 +374,21 @@ func TestSyncOnceAndImport(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(eureka.AppendApplications(nil, eureka.JSON, "1", "", frags))
 	}))
+}
+
+// TestSyncOnceAndImport: the initial sync copies a peer's registry as
+// replicated registrations with their lastDirtyTimestamp and status, and
+// skips instances held with a newer record; Import registers the copy
+// instance by instance (testImport).
+func TestSyncOnceAndImport(t *testing.T) {
+	src := newFake()
+	down := inst("APP", "i-2", 3000)
+	down.Status = fsm.StatusOutOfService
+	down.OverriddenStatus = fsm.StatusOutOfService
+	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: inst("APP", "i-1", 2000)}))
+	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: down}))
+	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: inst("OTHER", "o-1", 2000)}))
+	apps := serveApps(src)
 	defer apps.Close()
 	dst := newFake()
 	must(t, dst.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: inst("OTHER", "o-1", 9000)}))
@@ -482,16 +487,7 @@ func TestSyncOnceSkipsRefused(t *testing.T) {
 	src := newFake()
 	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: inst("BAD", "b-1", 2000)}))
 	must(t, src.apply(fsm.CmdRegister, &fsm.RegisterBody{Instance: inst("GOOD", "g-1", 2000)}))
-	apps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var frags [][]byte
-		src.f.Read(func(reg *fsm.Registry) {
-			for _, name := range reg.AppNames() {
-				frags = append(frags, eureka.AppendApplication(nil, eureka.JSON, name, reg.AppEntries(name)))
-			}
-		})
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(eureka.AppendApplications(nil, eureka.JSON, "1", "", frags))
-	}))
+	apps := serveApps(src)
 	defer apps.Close()
 	dst := refusingCluster{newFake()}
 	n, err := SyncOnce(context.Background(), dst, http.DefaultClient, []string{apps.URL + "/eureka/"})
