@@ -205,10 +205,13 @@ func (n *Node) GateCloses() uint64 { return n.rd.closes.Load() }
 
 // loseTouch closes the gate (if open) for the reason given.
 func (n *Node) loseTouch(reason string, after time.Duration) {
+	// Under rd.mu, as openGate: a close and an open never interleave, so
+	// readyCh is closed once per opening.
+	n.rd.mu.Lock()
 	if !n.rd.ready.CompareAndSwap(true, false) {
+		n.rd.mu.Unlock()
 		return
 	}
-	n.rd.mu.Lock()
 	n.rd.readyCh = make(chan struct{})
 	n.rd.mu.Unlock()
 	n.rd.closes.Add(1)
