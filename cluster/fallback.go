@@ -46,7 +46,10 @@ type fallback struct {
 	onDurable bool
 	seq       uint64 // local index for overlay changes
 
-	replayMu sync.Mutex
+	// replaying is held by the one replay running: a channel rather than a
+	// mutex, so that a write waiting behind a replay gives up at its own
+	// deadline.
+	replaying chan struct{}
 	// refused counts writes refused because the journal was full.
 	refused atomic.Uint64
 	// lastQuorum is when this node last had quorum (unix ns).
@@ -54,7 +57,7 @@ type fallback struct {
 }
 
 func newFallback(n *Node, j *store.Journal) *fallback {
-	fb := &fallback{n: n, journal: j}
+	fb := &fallback{n: n, journal: j, replaying: make(chan struct{}, 1)}
 	fb.lastQuorum.Store(time.Now().UnixNano())
 	return fb
 }
@@ -300,8 +303,12 @@ func (fb *fallback) deliver(ctx context.Context) error {
 // replayWith replays the journal through apply, which applies a batch on
 // the leader and returns the FSM's answer for each entry.
 func (fb *fallback) replayWith(ctx context.Context, apply func(context.Context, [][]byte) ([]error, error)) error {
-	fb.replayMu.Lock()
-	defer fb.replayMu.Unlock()
+	select {
+	case fb.replaying <- struct{}{}:
+		defer func() { <-fb.replaying }()
+	case <-ctx.Done():
+		return fmt.Errorf("replay journal: waiting for the replay under way: %v: %w", ctx.Err(), ErrNoLeader)
+	}
 	recs := fb.journal.Records()
 	if len(recs) == 0 {
 		return nil
@@ -416,7 +423,7 @@ func (fb *fallback) applyBatch(ctx context.Context, entries [][]byte) ([]error, 
 		func() (uint64, error) {
 			var idx uint64
 			var err error
-			results, idx, err = n.applyBatchLocal(entries)
+			results, idx, err = n.applyBatchLocal(ctx, entries)
 			return idx, err
 		},
 		func(ctx context.Context, addr string) (uint64, error) {
@@ -435,7 +442,7 @@ func (fb *fallback) applyBatch(ctx context.Context, entries [][]byte) ([]error, 
 // all at once (raft pipelines them into few log writes and replication
 // rounds), and waits for each. It returns each entry's answer and the last
 // index applied.
-func (n *Node) applyBatchLocal(entries [][]byte) ([]error, uint64, error) {
+func (n *Node) applyBatchLocal(ctx context.Context, entries [][]byte) ([]error, uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, 0, ErrNotLeader
 	}
@@ -456,7 +463,7 @@ func (n *Node) applyBatchLocal(entries [][]byte) ([]error, uint64, error) {
 	// One deadline for the batch: an entry not committed by then is
 	// answered as not committed (the replay keeps it, and what follows,
 	// for its next attempt).
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	var last uint64
 	for i, f := range futures {

@@ -115,7 +115,7 @@ func (b backend) ApplyBatch(entries [][]byte) ([]error, uint64, error) {
 		}
 		return results, 0, nil
 	}
-	res, idx, err := b.n.applyBatchLocal(ok)
+	res, idx, err := b.n.applyBatchLocal(context.Background(), ok)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -64,14 +64,14 @@ func TestMem_OverlayFollowsTheFSM(t *testing.T) {
 		t.Fatal("the journaled write is not in the node's reads")
 	}
 	// Hold the replay back, so the FSM catches up first.
-	f.fb.replayMu.Lock()
+	f.fb.replaying <- struct{}{}
 	c.heal(f)
 	c.waitFor(3*time.Second, "the healed node applying the majority's write", func() bool { return inFSM(f.Node, "MAJORITY", "m-1") })
 	if !visible(f.Node, "MAJORITY", "m-1") || !visible(f.Node, "JOURNALED", "j-1") {
 		t.Errorf("reads during the catch-up: the overlay drifted from the FSM plus the journal (majority %v, journaled %v, journal %d)",
 			visible(f.Node, "MAJORITY", "m-1"), visible(f.Node, "JOURNALED", "j-1"), f.fb.journal.Len())
 	}
-	f.fb.replayMu.Unlock()
+	<-f.fb.replaying
 	c.waitFor(3*time.Second, "the journal replayed", func() bool { return f.fb.journal.Len() == 0 })
 	if err := f.checkOverlay(); err != nil {
 		t.Fatal(err)

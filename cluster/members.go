@@ -118,7 +118,7 @@ func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
 	}
 	for _, s := range stale {
 		n.log.Info("removing stale member before join", "id", s.ID, "addr", s.Address)
-		if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		if err := n.committed(n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout)); err != nil {
 			return fmt.Errorf("remove stale member %s: %w", s.ID, mapRaftErr(err))
 		}
 		if string(s.ID) != m.ID {
@@ -128,7 +128,7 @@ func (n *Node) joinLocal(_ context.Context, m fsm.Member) error {
 		}
 	}
 	if !present {
-		if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		if err := n.committed(n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, n.cfg.ApplyTimeout)); err != nil {
 			return fmt.Errorf("add voter %s: %w", m.ID, mapRaftErr(err))
 		}
 		n.log.Info("member joined", "id", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr)
@@ -163,7 +163,7 @@ func (n *Node) removeLocal(_ context.Context, id string) error {
 		return ErrNotLeader
 	}
 	if hasServer(servers, id) {
-		if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		if err := n.committed(n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)); err != nil {
 			return fmt.Errorf("remove member %s: %w", id, mapRaftErr(err))
 		}
 		n.tellMembership(nodeapi.Membership{ID: id}, n.peerHTTP(id))

@@ -484,6 +484,14 @@ func waitFutureUntil(f raft.Future, stop, deadline <-chan struct{}) error {
 	}
 }
 
+// committed waits for a membership change to commit, at most the apply
+// timeout (raft's own timeout bounds only its queueing).
+func (n *Node) committed(f raft.Future) error {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	return waitFutureUntil(f, n.stopCh, ctx.Done())
+}
+
 // applyResult waits for an apply future and maps raft's errors to ours: the
 // FSM's own answer (such as ErrInstanceNotFound) comes back as is. While
 // the disk is full every failure is put down to it: the log write's error
