@@ -233,6 +233,16 @@ func fault(what string, n int) error {
 // WatchLog returns logs with the outcome of every write reported to w. It
 // must sit below raft's LogCache, which flattens its store's errors into
 // text.
+//
+// It also makes a follower's truncation and the append that follows it one
+// step. hashicorp/raft, on a follower whose log conflicts with the
+// leader's, deletes its log's suffix and then stores the leader's entries;
+// when that store fails (a full disk) it returns with its idea of the last
+// entry left at the deleted suffix's end (a TODO in its appendEntries), and
+// later appends can leave a gap that stops the node applying for good. So
+// a suffix deletion is held until the next StoreLogs, which writes the new
+// entries over it first and deletes what is left of it after: a failed
+// append leaves the log as raft believes it is.
 func WatchLog(logs raft.LogStore, w *DiskWatch) raft.LogStore {
 	return &watchedLog{LogStore: logs, w: w}
 }
@@ -240,6 +250,11 @@ func WatchLog(logs raft.LogStore, w *DiskWatch) raft.LogStore {
 type watchedLog struct {
 	raft.LogStore
 	w *DiskWatch
+
+	mu sync.Mutex
+	// cutFrom..cutTo is a suffix raft asked to delete, held for the next
+	// StoreLogs (0, 0: none).
+	cutFrom, cutTo uint64
 }
 
 // StoreLog implements raft.LogStore.
@@ -253,15 +268,48 @@ func (l *watchedLog) StoreLogs(logs []*raft.Log) error {
 			n += len(log.Data)
 		}
 		if err := fault("store logs", n); err != nil {
+			l.takeCut()
 			return l.w.Check(err)
 		}
 	}
-	return l.w.Check(l.LogStore.StoreLogs(logs))
+	from, to := l.takeCut()
+	if to != 0 && (len(logs) == 0 || logs[0].Index > from) {
+		// Not the append that replaces the suffix: delete it as asked.
+		if err := l.w.Check(l.LogStore.DeleteRange(from, to)); err != nil {
+			return err
+		}
+		to = 0
+	}
+	if err := l.w.Check(l.LogStore.StoreLogs(logs)); err != nil {
+		return err // the held suffix stays: raft still counts it as its log
+	}
+	if last := logs[len(logs)-1].Index; to != 0 && last < to {
+		return l.w.Check(l.LogStore.DeleteRange(last+1, to))
+	}
+	return nil
+}
+
+// takeCut returns and forgets the held suffix deletion.
+func (l *watchedLog) takeCut() (from, to uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	from, to = l.cutFrom, l.cutTo
+	l.cutFrom, l.cutTo = 0, 0
+	return from, to
 }
 
 // DeleteRange implements raft.LogStore: bolt needs new pages to record
-// what it frees.
+// what it frees. A deletion of the log's suffix (not its start) is held for
+// the append that replaces it (see WatchLog).
 func (l *watchedLog) DeleteRange(lo, hi uint64) error {
+	first, ferr := l.LogStore.FirstIndex()
+	last, lerr := l.LogStore.LastIndex()
+	if ferr == nil && lerr == nil && lo > first && hi >= last {
+		l.mu.Lock()
+		l.cutFrom, l.cutTo = lo, hi
+		l.mu.Unlock()
+		return nil
+	}
 	return l.w.Check(l.LogStore.DeleteRange(lo, hi))
 }
 

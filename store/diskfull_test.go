@@ -239,3 +239,70 @@ func TestStore_DiskWatchWired(t *testing.T) {
 		t.Fatalf("probe with room: %v, still full %v", err, s.Disk.State().Full)
 	}
 }
+
+// failingStores is an in-memory log that fails StoreLogs while full is set.
+type failingStores struct {
+	*raft.InmemStore
+	full bool
+}
+
+func (f *failingStores) StoreLogs(logs []*raft.Log) error {
+	if f.full {
+		return fmt.Errorf("write raft log: %w", syscall.ENOSPC)
+	}
+	return f.InmemStore.StoreLogs(logs)
+}
+
+// A follower's truncation and the append that replaces it are one step: a
+// failed append leaves the suffix raft still counts as its log, and a
+// successful one leaves exactly the new entries. A deletion of the log's
+// start (compaction) happens at once.
+func TestWatchLog_TruncationWaitsForTheAppend(t *testing.T) {
+	under := &failingStores{InmemStore: raft.NewInmemStore()}
+	logs := WatchLog(under, NewDiskWatchProbe(func() error { return nil }))
+	entries := func(from, to, term uint64) []*raft.Log {
+		var out []*raft.Log
+		for i := from; i <= to; i++ {
+			out = append(out, &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: []byte{byte(i)}})
+		}
+		return out
+	}
+	lastTerm := func(idx uint64) uint64 {
+		var l raft.Log
+		if err := logs.GetLog(idx, &l); err != nil {
+			return 0
+		}
+		return l.Term
+	}
+	if err := logs.StoreLogs(entries(1, 10, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// raft's conflict handling: delete 6..10, store the leader's 6..7.
+	if err := logs.DeleteRange(6, 10); err != nil {
+		t.Fatal(err)
+	}
+	under.full = true
+	if err := logs.StoreLogs(entries(6, 7, 2)); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("append on a full disk: %v", err)
+	}
+	if last, _ := logs.LastIndex(); last != 10 || lastTerm(8) != 1 {
+		t.Fatalf("after a failed append: last index %d, entry 8 of term %d; want the old suffix (10, term 1)", last, lastTerm(8))
+	}
+	under.full = false
+	if err := logs.DeleteRange(6, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := logs.StoreLogs(entries(6, 7, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := logs.LastIndex(); last != 7 || lastTerm(7) != 2 || lastTerm(8) != 0 {
+		t.Fatalf("after the append: last index %d, entry 7 of term %d, entry 8 of term %d; want 7, 2, none", last, lastTerm(7), lastTerm(8))
+	}
+	// Compaction deletes the start at once.
+	if err := logs.DeleteRange(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := logs.FirstIndex(); first != 4 {
+		t.Fatalf("first index after compaction: %d, want 4", first)
+	}
+}
