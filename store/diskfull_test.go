@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync/atomic"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -304,5 +305,66 @@ func TestWatchLog_TruncationWaitsForTheAppend(t *testing.T) {
 	}
 	if first, _ := logs.FirstIndex(); first != 4 {
 		t.Fatalf("first index after compaction: %d, want 4", first)
+	}
+}
+
+// A journal trim that the disk refuses (here the file size limit, as a
+// full disk) changes nothing: every record is still in the file and in
+// memory. Cut in place, it truncated the file first and lost the records
+// not replayed yet when the rewrite failed.
+func TestJournal_FailedTrimKeepsEveryRecord(t *testing.T) {
+	dir := t.TempDir()
+	j, err := OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"one", "two", "three"} {
+		if err := j.Append([]byte(r + strings.Repeat(".", 100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signal.Ignore(syscall.SIGXFSZ)
+	defer signal.Reset(syscall.SIGXFSZ)
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Skipf("file size limit: %v", err)
+	}
+	limit := old
+	limit.Cur = 50
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Skipf("file size limit: %v", err)
+	}
+	err = j.DropFirst(1)
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
+		t.Fatal("a trim past the file size limit succeeded")
+	}
+	if j.Len() != 3 {
+		t.Fatalf("after the failed trim: %d records in memory, want 3", j.Len())
+	}
+	j.Close() // as if the node stopped now
+	if j, err = OpenJournal(dir); err != nil {
+		t.Fatal(err)
+	}
+	if j.Len() != 3 {
+		t.Fatalf("after the failed trim: %d records in the file, want 3", j.Len())
+	}
+	if err := j.DropFirst(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append([]byte("four")); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	j, err = OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	got := j.Records()
+	if len(got) != 3 || !strings.HasPrefix(string(got[0]), "two") || string(got[2]) != "four" {
+		t.Fatalf("records after reopen: %d, want two, three, four", len(got))
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -239,31 +240,37 @@ func (j *Journal) DropFirst(n int) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	n = min(n, len(j.records))
+	if n == 0 {
+		return nil
+	}
 	rest := j.records[n:]
-	if err := j.f.Truncate(0); err != nil {
-		return fmt.Errorf("truncate journal: %w", err)
-	}
-	if _, err := j.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("seek journal: %w", err)
-	}
-	var size int64
-	w := bufio.NewWriter(j.f)
+	var buf bytes.Buffer
 	for _, rec := range rest {
 		var head [8]byte
 		binary.BigEndian.PutUint32(head[:4], uint32(len(rec)))
 		binary.BigEndian.PutUint32(head[4:], crc32.Checksum(rec, crcTable))
-		_, _ = w.Write(head[:])
-		_, _ = w.Write(rec)
-		size += 8 + int64(len(rec))
+		buf.Write(head[:])
+		buf.Write(rec)
 	}
-	if err := w.Flush(); err != nil {
+	// A new file renamed over the old one: cut in place, a failed rewrite
+	// (a full disk) left the records not replayed yet neither in the file
+	// nor anywhere else once the node stopped.
+	path := j.f.Name()
+	if err := WriteFileAtomic(path, buf.Bytes()); err != nil {
 		return j.disk.Check(fmt.Errorf("rewrite journal: %w", err))
 	}
-	if err := j.f.Sync(); err != nil {
-		return j.disk.Check(fmt.Errorf("sync journal: %w", err))
+	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("reopen journal: %w", err)
 	}
+	if _, err := f.Seek(int64(buf.Len()), io.SeekStart); err != nil {
+		f.Close()
+		return fmt.Errorf("seek journal: %w", err)
+	}
+	_ = j.f.Close()
+	j.f = f
 	j.records = append([][]byte(nil), rest...)
-	j.size = size
+	j.size = int64(buf.Len())
 	return nil
 }
 
