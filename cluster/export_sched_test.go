@@ -88,5 +88,5 @@ func (m *MemCluster) SetDiskFull(i int, full bool) {
 func OverlayState(n *Node) (overlay bool, entries int) {
 	n.fb.mu.RLock()
 	defer n.fb.mu.RUnlock()
-	return n.fb.overlay != nil, n.fb.journal.Len()
+	return n.fb.overlay != nil, n.fb.pending()
 }

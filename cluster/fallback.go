@@ -44,6 +44,10 @@ type fallback struct {
 	// first opened).
 	baseIndex uint64
 	onDurable bool
+	// replayed counts the journal's first records the cluster applied but
+	// the journal could not trim yet (a full disk): they are neither shown
+	// again nor sent again, and the next replay trims them first.
+	replayed int
 	seq       uint64 // local index for overlay changes
 
 	// replaying is held by the one replay running: a channel rather than a
@@ -151,7 +155,7 @@ func (fb *fallback) buildOverlay() *fsm.Registry {
 	ov, base, durable := fb.n.readBase()
 	fb.baseIndex, fb.onDurable = base, durable
 	fb.seq = max(fb.seq, ov.Version())
-	for _, rec := range fb.journal.Records() {
+	for _, rec := range fb.journal.Records()[fb.replayed:] {
 		if cmd, err := fsm.Decode(rec); err == nil {
 			fb.seq++
 			_ = ov.Apply(fb.seq, cmd, &fsm.Change{})
@@ -160,11 +164,16 @@ func (fb *fallback) buildOverlay() *fsm.Registry {
 	return ov
 }
 
+// pending is how many journal records wait for their replay. fb.mu must be
+// held.
+func (fb *fallback) pending() int { return fb.journal.Len() - fb.replayed }
+
 // checkOverlay reports a broken overlay invariant: an overlay without
-// journal entries (reads frozen on an old copy), or journal entries without
-// an overlay (reads missing acknowledged writes). fb.mu must be held.
+// journal entries to replay (reads frozen on an old copy), or such entries
+// without an overlay (reads missing acknowledged writes). fb.mu must be
+// held.
 func (fb *fallback) checkOverlay() error {
-	switch n := fb.journal.Len(); {
+	switch n := fb.pending(); {
 	case fb.overlay != nil && n == 0:
 		return errors.New("AP overlay present with an empty journal")
 	case fb.overlay == nil && n > 0:
@@ -181,7 +190,7 @@ func (fb *fallback) repairOverlay() {
 	err := fb.checkOverlay()
 	if err != nil {
 		fb.overlay = nil
-		if fb.journal.Len() > 0 {
+		if fb.pending() > 0 {
 			fb.overlay = fb.buildOverlay()
 		}
 	}
@@ -215,7 +224,7 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 	ov := fb.overlay
 	if ov == nil || fb.overlayBehind() {
 		ov = fb.buildOverlay()
-		if fb.journal.Len() > 0 {
+		if fb.pending() > 0 {
 			fb.overlay = ov // rebuilt on the FSM as it is now: it stands whatever the write's fate
 		}
 	}
@@ -309,6 +318,9 @@ func (fb *fallback) replayWith(ctx context.Context, apply func(context.Context, 
 	case <-ctx.Done():
 		return fmt.Errorf("replay journal: waiting for the replay under way: %v: %w", ctx.Err(), ErrNoLeader)
 	}
+	if err := fb.trimReplayed(); err != nil {
+		return err
+	}
 	recs := fb.journal.Records()
 	if len(recs) == 0 {
 		return nil
@@ -349,28 +361,47 @@ func (fb *fallback) replayWith(ctx context.Context, apply func(context.Context, 
 		}
 		done = end
 	}
-	var dropErr error
 	if done > 0 {
 		fb.mu.Lock()
-		dropErr = fb.journal.DropFirst(done)
-		// The FSM now holds what was replayed; writes journaled meanwhile
-		// (or not replayed yet) must stay visible, so the overlay is
-		// rebuilt from them rather than dropped.
-		fb.overlay = nil
-		if fb.journal.Len() > 0 {
-			fb.overlay = fb.buildOverlay()
-		}
+		fb.replayed = done
 		fb.mu.Unlock()
-		fb.n.publish(fsm.Change{All: true})
-	}
-	if dropErr != nil {
-		return fmt.Errorf("replay journal: trim %d replayed entries: %w", done, dropErr)
+		if err := fb.trimReplayed(); err != nil {
+			return err
+		}
 	}
 	if failed != nil {
 		fb.n.log.Info("replayed part of the AP fallback journal", "entries", done, "skipped", skipped, "left", len(recs)-done)
 		return fmt.Errorf("replay journal: %w", failed)
 	}
 	fb.n.log.Info("replayed AP fallback journal", "entries", done, "skipped", skipped)
+	return nil
+}
+
+// trimReplayed drops the journal records the cluster applied. The FSM now
+// holds them; writes journaled meanwhile (or not replayed yet) must stay
+// visible, so the overlay is rebuilt from them rather than dropped, also
+// when the trim fails (then the records stay in the file, counted in
+// replayed, and the next replay trims them before it sends anything).
+func (fb *fallback) trimReplayed() error {
+	fb.mu.Lock()
+	n := fb.replayed
+	if n == 0 {
+		fb.mu.Unlock()
+		return nil
+	}
+	err := fb.journal.DropFirst(n)
+	if err == nil {
+		fb.replayed = 0
+	}
+	fb.overlay = nil
+	if fb.pending() > 0 {
+		fb.overlay = fb.buildOverlay()
+	}
+	fb.mu.Unlock()
+	fb.n.publish(fsm.Change{All: true})
+	if err != nil {
+		return fmt.Errorf("replay journal: trim %d replayed entries: %w", n, err)
+	}
 	return nil
 }
 

@@ -3,6 +3,10 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,5 +171,71 @@ func TestMem_RemovedWhileCutOff(t *testing.T) {
 	}
 	if gone.fb.journal.Len() != 0 {
 		t.Fatalf("the removed node journaled a write after learning it was out")
+	}
+}
+
+// A replay whose journal trim the disk refuses sends nothing twice: the
+// records the cluster applied are counted as replayed, no longer shown
+// through the overlay, and trimmed by the next replay before it sends
+// anything. Without that, each retry applied them again, after whatever the
+// cluster committed meanwhile.
+func TestMem_ReplayedButNotTrimmedIsNotSentAgain(t *testing.T) {
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Skipf("file size limit: %v", err)
+	}
+	signal.Ignore(syscall.SIGXFSZ)
+	defer signal.Reset(syscall.SIGXFSZ)
+	var restoreOnce sync.Once
+	restore := func() {
+		restoreOnce.Do(func() {
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	defer restore()
+	var cutOff atomic.Pointer[memNode]
+	var limited atomic.Bool
+	c, f := startCutOff(t, ModeAP, func(_ int, cfg *Config) {
+		cfg.hooks.beforeReplayBatch = func([][]byte) error {
+			mn := cutOff.Load()
+			if mn == nil || !limited.CompareAndSwap(false, true) {
+				return nil
+			}
+			// A write journaled while the replay is under way stays for
+			// the next one; then the file size limit fails the trim's
+			// rewrite, as a full disk would.
+			if err := mn.fb.journal.Append(registerEntry(t, "TRIM", "t-3")); err != nil {
+				t.Error(err)
+			}
+			limit := old
+			limit.Cur = 16
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+				t.Error(err)
+			}
+			return nil
+		}
+	})
+	leader := c.leader()
+	mustApply(t, f, registerEntry(t, "TRIM", "t-1"), registerEntry(t, "TRIM", "t-2"))
+	cutOff.Store(f)
+	c.heal(f)
+	c.waitFor(5*time.Second, "the journal replayed but not trimmed", func() bool {
+		f.fb.mu.RLock()
+		defer f.fb.mu.RUnlock()
+		return f.fb.replayed == 2 && f.fb.journal.Len() == 3
+	})
+	time.Sleep(300 * time.Millisecond) // a few monitor ticks: each must trim, not send
+	if err := f.checkOverlay(); err != nil {
+		t.Fatal(err)
+	}
+	if !visible(f.Node, "TRIM", "t-3") {
+		t.Fatal("the write journaled during the replay is not in the node's reads")
+	}
+	restore()
+	c.waitFor(5*time.Second, "the journal trimmed and replayed", func() bool { return f.fb.journal.Len() == 0 })
+	if got := leader.committed(t, "TRIM"); len(got) != 3 {
+		t.Fatalf("the leader's log holds %v: want each journaled write once", got)
 	}
 }
