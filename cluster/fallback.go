@@ -48,7 +48,7 @@ type fallback struct {
 	// the journal could not trim yet (a full disk): they are neither shown
 	// again nor sent again, and the next replay trims them first.
 	replayed int
-	seq       uint64 // local index for overlay changes
+	seq      uint64 // local index for overlay changes
 
 	// replaying is held by the one replay running: a channel rather than a
 	// mutex, so that a write waiting behind a replay gives up at its own

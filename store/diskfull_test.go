@@ -6,8 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
