@@ -1,4 +1,4 @@
-// Randomized fault schedules against the read and write guarantees (issue 26).
+// Randomized fault schedules against the read and write guarantees.
 //
 //	go test ./cluster -run 'TestSchedule$'                  # the short run (part of make test)
 //	go test ./cluster -run 'TestSchedule$' -seed 7 -v       # replay one schedule, with its step log
