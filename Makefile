@@ -89,7 +89,7 @@ e2e/eurekaserver/target/eurekaserver.jar: e2e/eurekaserver/pom.xml $(shell find 
 	@log=$$(mktemp); cd e2e/eurekaserver && $(MVN) package >$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; rm -f $$log
 
 test: deps
-	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./...
+	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 30m ./...
 
 # unit is the quick loop: every test that starts no heureka process (-short skips the rest).
 unit:
@@ -97,7 +97,7 @@ unit:
 
 # e2e runs the system tests, which start real heureka (and etcd, node, chromium) processes.
 e2e: deps
-	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m ./e2e ./bench ./cmd/heureka
+	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 30m ./e2e ./bench ./cmd/heureka
 
 # race runs the tests of the packages that hold concurrency under the race
 # detector (-short: the in-process tests, not the multi-process system tests).
