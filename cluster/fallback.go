@@ -263,7 +263,7 @@ func (fb *fallback) judge(entry []byte, ov *fsm.Registry) (fsm.Command, []byte, 
 	}
 	cmd, err := fsm.Decode(buf)
 	if err == nil {
-		buf, err = fb.conditionalCancel(&cmd, ov, buf)
+		buf, err = fb.conditional(&cmd, ov, buf)
 	}
 	return cmd, buf, err
 }
@@ -276,9 +276,10 @@ const (
 	replayBatchBytes   = 1 << 20
 )
 
-// replay pushes the journal through Raft in order. A cancel loses to a
-// newer registration of the same instance made elsewhere meanwhile (the FSM
-// decides: conditionalCancel set the registration it cancels); a
+// replay pushes the journal through Raft in order. A cancel, status
+// override or metadata change loses to a newer registration of the same
+// instance made elsewhere meanwhile (the FSM decides: conditional set the
+// registration it applies to); a
 // register loses to a stored record with a newer lastDirtyTimestamp (the
 // FSM's register rule). Writes the FSM refuses (their instance is gone) are
 // dropped; a batch cut short by a leader change keeps its unapplied tail,
@@ -405,35 +406,53 @@ func (fb *fallback) trimReplayed() error {
 	return nil
 }
 
-// conditionalCancel makes a cancel this node journals apply, when the
-// journal is replayed, only to the registration it saw (fsm.KeyBody
-// RegisteredAt): one of the instance made elsewhere while this node was cut
-// off then stands. The FSM decides on the leader, in log order; this node's
-// own FSM may not have caught up with that registration when it replays. A
-// record the journal itself registered (the overlay's, not the FSM's) is
-// replayed before the cancel, so that cancel stays as it is.
+// conditional makes a cancel, status override or metadata change this node
+// journals apply, when the journal is replayed, only to the registration
+// it saw (RegisteredAt): one of the instance made elsewhere while this node
+// was cut off then stands, whenever the journal reaches the cluster. The
+// FSM decides on the leader, in log order; this node's own FSM may not have
+// caught up with that registration when it replays. A record the journal
+// itself registered (the overlay's, not the FSM's) is replayed before the
+// change, so that change stays as it is.
 //
 // It returns the entry to journal, and sets cmd's body to match it.
-func (fb *fallback) conditionalCancel(cmd *fsm.Command, ov *fsm.Registry, entry []byte) ([]byte, error) {
-	kb, ok := cmd.Body.(*fsm.KeyBody)
-	if !ok || cmd.Type != fsm.CmdCancel || kb.RegisteredAt != 0 {
+func (fb *fallback) conditional(cmd *fsm.Command, ov *fsm.Registry, entry []byte) ([]byte, error) {
+	var app, id string
+	var at *int64
+	var cond any
+	switch b := cmd.Body.(type) {
+	case *fsm.KeyBody:
+		if cmd.Type != fsm.CmdCancel {
+			return entry, nil
+		}
+		c := *b
+		app, id, at, cond = c.App, c.ID, &c.RegisteredAt, &c
+	case *fsm.OverrideBody:
+		c := *b
+		app, id, at, cond = c.App, c.ID, &c.RegisteredAt, &c
+	case *fsm.MetadataBody:
+		c := *b
+		app, id, at, cond = c.App, c.ID, &c.RegisteredAt, &c
+	default:
+		return entry, nil
+	}
+	if *at != 0 {
 		return entry, nil
 	}
 	var committed *fsm.Entry
-	fb.n.fsm.Read(func(r *fsm.Registry) { committed = r.Get(kb.App, kb.ID) })
-	if committed == nil || ov.Get(kb.App, kb.ID) != committed {
+	fb.n.fsm.Read(func(r *fsm.Registry) { committed = r.Get(app, id) })
+	if committed == nil || ov.Get(app, id) != committed {
 		return entry, nil
 	}
-	cond := *kb
-	cond.RegisteredAt = committed.RegistrationTs
-	out, err := fsm.Encode(cmd.Type, &cond)
+	*at = committed.RegistrationTs
+	out, err := fsm.Encode(cmd.Type, cond)
 	if err != nil {
 		return nil, err
 	}
 	if err := fsm.Stamp(out, cmd.Ts); err != nil {
 		return nil, err
 	}
-	cmd.Body = &cond
+	cmd.Body = cond
 	return out, nil
 }
 

@@ -501,3 +501,50 @@ func TestMem_JournaledCancelLosesToANewerRegistration(t *testing.T) {
 		}
 	}
 }
+
+// Status overrides and metadata changes journaled by a node cut off carry
+// the registration they were made on, as cancels do: a registration of the
+// instance made elsewhere meanwhile stands, however late the journal
+// reaches the cluster (a removed node hands its journal over long after).
+// On the old code the replay merged the older change into the newer
+// registration.
+func TestMem_JournaledChangesLoseToANewerRegistration(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, nil)
+	leader := c.leader()
+	f := c.followers()[0]
+	mustApply(t, leader, registerEntry(t, "CONF", "md"), registerEntry(t, "CONF", "st"), registerEntry(t, "CONF", "kept"))
+	c.waitFor(2*time.Second, "the registrations on "+f.ID(), func() bool {
+		return inFSM(f.Node, "CONF", "md") && inFSM(f.Node, "CONF", "st") && inFSM(f.Node, "CONF", "kept")
+	})
+	c.loseQuorum(f)
+	encode := func(typ fsm.CmdType, body any) []byte {
+		t.Helper()
+		e, err := fsm.Encode(typ, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	mustApply(t, f,
+		encode(fsm.CmdMetadata, &fsm.MetadataBody{App: "CONF", ID: "md", Metadata: map[string]string{"old": "1"}}),
+		encode(fsm.CmdSetOverride, &fsm.OverrideBody{App: "CONF", ID: "st", Status: fsm.StatusOutOfService}),
+		encode(fsm.CmdMetadata, &fsm.MetadataBody{App: "CONF", ID: "kept", Metadata: map[string]string{"old": "1"}}))
+	time.Sleep(5 * time.Millisecond) // a registration time of its own
+	mustApply(t, leader, registerEntry(t, "CONF", "md"), registerEntry(t, "CONF", "st"))
+	c.heal(f)
+	c.waitFor(3*time.Second, "the journal replayed", func() bool { return f.fb.journal.Len() == 0 })
+	for _, mn := range c.nodes {
+		c.waitFor(time.Second, "the replay on "+mn.ID(), func() bool { return mn.fsm.AppliedIndex() >= leader.fsm.AppliedIndex() })
+		mn.fsm.Read(func(r *fsm.Registry) {
+			if e := r.Get("CONF", "md"); e == nil || e.Instance.Metadata.Map()["old"] != "" {
+				t.Errorf("%s: the metadata change made on the older registration reached the newer one", mn.ID())
+			}
+			if e := r.Get("CONF", "st"); e == nil || e.Override != "" {
+				t.Errorf("%s: the override made on the older registration reached the newer one", mn.ID())
+			}
+			if e := r.Get("CONF", "kept"); e == nil || e.Instance.Metadata.Map()["old"] != "1" {
+				t.Errorf("%s: the journaled metadata change of an instance nobody registered again did not apply", mn.ID())
+			}
+		})
+	}
+}

@@ -51,7 +51,7 @@
 // or its outcome is unknown and it may still commit), its writes go to
 // that node only, until a settle step has every journal replayed. A cancel journaled on such a node loses, by design, to a
 // registration made elsewhere it did not see (fallback.go,
-// conditionalCancel): the model lets it apply or not.
+// conditional): the model lets it apply or not.
 package cluster_test
 
 import (
@@ -1186,6 +1186,16 @@ func (r *runner) settle() bool {
 		if ls.CommitIndex < ls.LastLogIndex {
 			why = fmt.Sprintf("the leader %s has committed %d of %d", ls.Node, ls.CommitIndex, ls.LastLogIndex)
 			return false
+		}
+		// A removed node hands its journal to the leader once it learns it
+		// is out (its fallback monitor asks the peers every second).
+		for _, ns := range r.nodes {
+			if ns.removed && !ns.down {
+				if st := ns.node.Status(); st.JournalEntries > 0 {
+					why = fmt.Sprintf("%s, removed, still holds %d journal entries", ns.id, st.JournalEntries)
+					return false
+				}
+			}
 		}
 		for _, i := range r.members() {
 			st := r.nodes[i].node.Status()

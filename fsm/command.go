@@ -97,8 +97,9 @@ type KeyBody struct {
 	// record registered at that time (the leader's RegistrationTs): a
 	// node cut off from the cluster sets it on a cancel it journals, so
 	// that when the journal is replayed a registration of the instance
-	// made elsewhere meanwhile stands. An FSM that predates the field
-	// applies the cancel as it is.
+	// made elsewhere meanwhile stands. Status overrides and metadata
+	// changes carry the same condition. An FSM that predates the field
+	// applies the command as it is.
 	RegisteredAt int64 `codec:"ra,omitempty"`
 }
 
@@ -124,6 +125,9 @@ type OverrideBody struct {
 	LastDirtyTimestamp int64  `codec:"ldt"`
 	// Replicated marks a change an Eureka peer replicated to this cluster.
 	Replicated bool `codec:"rep,omitempty"`
+	// RegisteredAt, as on KeyBody: a change journaled by a node cut off
+	// applies only to the registration that node saw.
+	RegisteredAt int64 `codec:"ra,omitempty"`
 }
 
 // MetadataBody merges entries into an instance's metadata.
@@ -137,6 +141,9 @@ type MetadataBody struct {
 	// nodes cannot pass it together. An FSM that predates the field
 	// applies the update as it is.
 	MaxEntries int `codec:"max,omitempty"`
+	// RegisteredAt, as on KeyBody: a change journaled by a node cut off
+	// applies only to the registration that node saw.
+	RegisteredAt int64 `codec:"ra,omitempty"`
 }
 
 // EvictBody removes expired instances.

@@ -18,6 +18,18 @@ type cmdSpec struct {
 	apply func(r *Registry, idx uint64, cmd Command, c *Change) error
 }
 
+// registeredAgain refuses a command made on an instance's registration at
+// (RegisteredAt, set by a node that journaled it while cut off) once the
+// instance was registered again: the newer registration stands. at == 0:
+// no condition.
+func registeredAgain(r *Registry, what, app, id string, at int64) error {
+	if e := r.Get(app, id); e != nil && at != 0 && e.RegistrationTs != at {
+		return fmt.Errorf("%s of %s/%s registered at %d: registered again at %d: %w",
+			what, app, id, at, e.RegistrationTs, ErrInstanceNotFound)
+	}
+	return nil
+}
+
 // commands is the command table, keyed by type without CmdIgnoreUnknown.
 var commands = map[CmdType]cmdSpec{
 	CmdRegister: {name: "register", newBody: func() any { return &RegisterBody{} }, content: true,
@@ -31,9 +43,8 @@ var commands = map[CmdType]cmdSpec{
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*KeyBody)
 			c.Replicated = b.Replicated
-			if e := r.Get(b.App, b.ID); e != nil && b.RegisteredAt != 0 && e.RegistrationTs != b.RegisteredAt {
-				return fmt.Errorf("cancel of %s/%s registered at %d: registered again at %d: %w",
-					b.App, b.ID, b.RegisteredAt, e.RegistrationTs, ErrInstanceNotFound)
+			if err := registeredAgain(r, "cancel", b.App, b.ID, b.RegisteredAt); err != nil {
+				return err
 			}
 			return r.cancel(idx, cmd.Ts, b.App, b.ID, c)
 		}},
@@ -46,17 +57,27 @@ var commands = map[CmdType]cmdSpec{
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*OverrideBody)
 			c.Replicated = b.Replicated
+			if err := registeredAgain(r, "status override", b.App, b.ID, b.RegisteredAt); err != nil {
+				return err
+			}
 			return r.setOverride(idx, cmd.Ts, b, c)
 		}},
 	CmdDeleteOverride: {name: "delete_override", newBody: func() any { return &OverrideBody{} }, content: true, onInstance: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*OverrideBody)
 			c.Replicated = b.Replicated
+			if err := registeredAgain(r, "override removal", b.App, b.ID, b.RegisteredAt); err != nil {
+				return err
+			}
 			return r.deleteOverride(idx, cmd.Ts, b, c)
 		}},
 	CmdMetadata: {name: "metadata", newBody: func() any { return &MetadataBody{} }, content: true, onInstance: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
-			return r.updateMetadata(idx, cmd.Ts, cmd.Body.(*MetadataBody), c)
+			b := cmd.Body.(*MetadataBody)
+			if err := registeredAgain(r, "metadata update", b.App, b.ID, b.RegisteredAt); err != nil {
+				return err
+			}
+			return r.updateMetadata(idx, cmd.Ts, b, c)
 		}},
 	CmdEvict: {name: "evict", newBody: func() any { return &EvictBody{} }, content: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
