@@ -186,8 +186,16 @@ func (fb *fallback) checkOverlay() error {
 // says so: the invariant is kept by record and replay, so this is a bug's
 // last line of defence, not a path the node is meant to take.
 func (fb *fallback) repairOverlay() {
-	fb.mu.Lock()
+	// The common case, every tick of the monitor, takes only the read lock
+	// that every registry read takes too.
+	fb.mu.RLock()
 	err := fb.checkOverlay()
+	fb.mu.RUnlock()
+	if err == nil {
+		return
+	}
+	fb.mu.Lock()
+	err = fb.checkOverlay()
 	if err != nil {
 		fb.overlay = nil
 		if fb.pending() > 0 {

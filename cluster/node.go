@@ -273,10 +273,7 @@ func (n *Node) leaderHTTP() string {
 	if id == n.cfg.NodeID {
 		return n.cfg.HTTPAdvertise
 	}
-	if m, ok := n.memberRecord(id); ok && m.HTTPAddr != "" {
-		return m.HTTPAddr
-	}
-	return n.initialMember(id).HTTPAddr
+	return n.peerHTTP(id)
 }
 
 // Apply writes an encoded command through Raft and returns the FSM's

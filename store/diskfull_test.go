@@ -167,23 +167,7 @@ func TestJournal_PartialAppendCutOff(t *testing.T) {
 	if err := j.Append([]byte("first")); err != nil {
 		t.Fatal(err)
 	}
-	// Past the limit a write gets EFBIG (SIGXFSZ ignored) after the bytes
-	// that still fit.
-	signal.Ignore(syscall.SIGXFSZ)
-	defer signal.Reset(syscall.SIGXFSZ)
-	var old syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Skipf("file size limit: %v", err)
-	}
-	limit := old
-	limit.Cur = uint64(j.Size()) + 20
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Skipf("file size limit: %v", err)
-	}
-	err = j.Append(make([]byte, 100))
-	if rerr := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); rerr != nil {
-		t.Fatal(rerr)
-	}
+	err = withFileSizeLimit(t, uint64(j.Size())+20, func() error { return j.Append(make([]byte, 100)) })
 	if err == nil {
 		t.Fatal("an append past the file size limit succeeded")
 	}
@@ -323,21 +307,7 @@ func TestJournal_FailedTrimKeepsEveryRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	signal.Ignore(syscall.SIGXFSZ)
-	defer signal.Reset(syscall.SIGXFSZ)
-	var old syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Skipf("file size limit: %v", err)
-	}
-	limit := old
-	limit.Cur = 50
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Skipf("file size limit: %v", err)
-	}
-	err = j.DropFirst(1)
-	if rerr := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); rerr != nil {
-		t.Fatal(rerr)
-	}
+	err = withFileSizeLimit(t, 50, func() error { return j.DropFirst(1) })
 	if err == nil {
 		t.Fatal("a trim past the file size limit succeeded")
 	}
@@ -367,4 +337,28 @@ func TestJournal_FailedTrimKeepsEveryRecord(t *testing.T) {
 	if len(got) != 3 || !strings.HasPrefix(string(got[0]), "two") || string(got[2]) != "four" {
 		t.Fatalf("records after reopen: %d, want two, three, four", len(got))
 	}
+}
+
+// withFileSizeLimit runs fn with the process's file size limit at limit
+// bytes: past it a write gets EFBIG (SIGXFSZ ignored) after the bytes that
+// still fit, as on a full disk. It skips the test where limits cannot be
+// set.
+func withFileSizeLimit(t *testing.T, limit uint64, fn func() error) error {
+	t.Helper()
+	signal.Ignore(syscall.SIGXFSZ)
+	defer signal.Reset(syscall.SIGXFSZ)
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Skipf("file size limit: %v", err)
+	}
+	lim := old
+	lim.Cur = limit
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Skipf("file size limit: %v", err)
+	}
+	err := fn()
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); rerr != nil {
+		t.Fatal(rerr)
+	}
+	return err
 }
