@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -171,7 +172,7 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 			k.retryLater(dl, expired, now)
 			return
 		}
-		k.retryLater(dl, k.evict(expired, st.Instances, now), now)
+		k.retryLater(dl, k.evict(expired, st.Instances), now)
 	}
 	for {
 		wait := time.Hour
@@ -282,9 +283,14 @@ func (k *leaseKeeper) retryLater(dl *deadlines, left []fsm.KeyBody, now time.Tim
 // per evictionSpan, less what the span already evicted), chosen in random
 // order so no application is wiped first, in one log entry. It returns the
 // expired leases it left.
-func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int, now time.Time) []fsm.KeyBody {
+func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int) []fsm.KeyBody {
+	// The window is charged and read at the clock, not at the pass's time
+	// (a timer's value, older by however long the loop was busy): an
+	// eviction counts from when its entry applied, which is no earlier than
+	// anyone could see it, so the next span's evictions are a full span
+	// after it as a client sees them, however slow the apply was.
 	k.mu.Lock()
-	spent := k.window.spent(now)
+	spent := k.window.spent(time.Now())
 	k.mu.Unlock()
 	limit := evictionBudget(size, spent, k.n.cfg.Lease.RenewalPercentThreshold)
 	rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
@@ -306,11 +312,18 @@ func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int, now time.Time) []fs
 	}
 	if err := k.n.applyLocalCmd(fsm.CmdEvict, &fsm.EvictBody{Keys: expired}); err != nil {
 		k.n.log.Warn("eviction failed", "instances", len(expired), "error", err)
+		if errors.Is(err, errNotCommitted) {
+			// It may still commit: charge it, so that it cannot come on
+			// top of a full budget.
+			k.mu.Lock()
+			k.window.record(time.Now(), len(expired))
+			k.mu.Unlock()
+		}
 		return append(left, expired...)
 	}
 	k.mu.Lock()
 	k.evicted += uint64(len(expired))
-	k.window.record(now, len(expired))
+	k.window.record(time.Now(), len(expired))
 	k.mu.Unlock()
 	k.n.log.Info("evicted expired leases", "instances", len(expired))
 	return left
