@@ -43,6 +43,20 @@ type pace struct {
 // blocking readers of a busy application back by tens of milliseconds.
 var lanePace = [numLanes]time.Duration{laneSmall: 1, laneWide: 8}
 
+// maxPaceDelay caps the pacing delay, whatever a rebuild cost: an unmarked
+// read must hold every write acknowledged more than a second before it, so
+// a document may not wait out eight times a slow build (130 ms on a loaded
+// machine kept the full registry a second behind). A key is then at most
+// this much plus one pass behind its last change; under a stream of
+// changes an expensive document costs more of a core instead.
+const maxPaceDelay = 250 * time.Millisecond
+
+// paceDelay is how long after a rebuild costing cost a key of lane idx may
+// be rebuilt again.
+func paceDelay(idx int, cost time.Duration) time.Duration {
+	return min(lanePace[idx]*cost, maxPaceDelay)
+}
+
 // Lanes: registry-wide documents (the full registry, the delta) cost far
 // more to rebuild than one application's; each kind has its own pusher.
 const (
@@ -184,7 +198,7 @@ func (c *Cache) pushLoop(l *lane) {
 
 // push rebuilds the readOnly documents of lane l's pending topics and
 // wakes their watchers, each topic's as soon as its documents are in. A
-// topic with a key rebuilt too recently for its cost (lanePace) stays
+// topic with a key rebuilt too recently for its cost (paceDelay) stays
 // pending, untouched; push returns how long until the first such key is
 // due (0 when none is left).
 func (c *Cache) push(l *lane) time.Duration {
@@ -215,7 +229,7 @@ func (c *Cache) push(l *lane) time.Duration {
 		for f := uint8(0); f < c.cfg.Formats; f++ {
 			k := Key{Entity: t.entity, Name: t.name, Format: f}
 			if p, ok := l.pace[k]; ok {
-				if left := p.at.Add(lanePace[l.idx] * p.cost).Sub(now); left > 0 {
+				if left := p.at.Add(paceDelay(l.idx, p.cost)).Sub(now); left > 0 {
 					due = false
 					if wait == 0 || left < wait {
 						wait = left

@@ -101,6 +101,28 @@ func TestPush_PacesExpensiveDocuments(t *testing.T) {
 	}
 }
 
+// TestPush_SlowBuildStaysWithinASecond: pacing never holds a document
+// back past the read invariant (an unmarked read holds every write
+// acknowledged more than 1 s before it). A 150 ms full-registry build,
+// paced at eight times its cost, would wait 1.2 s before rebuilding; the
+// cap brings a change in within maxPaceDelay plus one build.
+func TestPush_SlowBuildStaysWithinASecond(t *testing.T) {
+	c, b := newTestCache(t, withPush)
+	b.delay = 150 * time.Millisecond
+	mustGet(t, c, kApps)
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	waitFor(t, "first change pushed", func() bool { return mustGet(t, c, kApps) == "apps//0@1" })
+	// Just rebuilt: the next change falls inside the pacing delay.
+	b.gen.Store(2)
+	start := time.Now()
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	waitFor(t, "second change pushed", func() bool { return mustGet(t, c, kApps) == "apps//0@2" })
+	if took := time.Since(start); took >= time.Second {
+		t.Fatalf("a change reached the cached full registry after %v", took)
+	}
+}
+
 func TestWatch_ClosedAfterPush(t *testing.T) {
 	c, b := newTestCache(t, withPush)
 	mustGet(t, c, kAppA)
