@@ -285,9 +285,9 @@ const (
 )
 
 // replay pushes the journal through Raft in order. A cancel, status
-// override or metadata change loses to a newer registration of the same
-// instance made elsewhere meanwhile (the FSM decides: conditional set the
-// registration it applies to); a
+// override or metadata change loses to a registration of the same instance
+// made elsewhere after it was acknowledged (the FSM decides: conditional
+// set the registration it applies to and when it was made); a
 // register loses to a stored record with a newer lastDirtyTimestamp (the
 // FSM's register rule). Writes the FSM refuses (their instance is gone) are
 // dropped; a batch cut short by a leader change keeps its unapplied tail,
@@ -416,8 +416,10 @@ func (fb *fallback) trimReplayed() error {
 
 // conditional makes a cancel, status override or metadata change this node
 // journals apply, when the journal is replayed, only to the registration
-// it saw (RegisteredAt): one of the instance made elsewhere while this node
-// was cut off then stands, whenever the journal reaches the cluster. The
+// it saw (RegisteredAt) or to one made before the change was acknowledged
+// (JournaledAt): one of the instance made elsewhere after it then stands,
+// whenever the journal reaches the cluster; one made before it, which this
+// node could not see, takes the change, as real-time order has it. The
 // FSM decides on the leader, in log order; this node's own FSM may not have
 // caught up with that registration when it replays. A record the journal
 // itself registered (the overlay's, not the FSM's) is replayed before the
@@ -426,7 +428,7 @@ func (fb *fallback) trimReplayed() error {
 // It returns the entry to journal, and sets cmd's body to match it.
 func (fb *fallback) conditional(cmd *fsm.Command, ov *fsm.Registry, entry []byte) ([]byte, error) {
 	var app, id string
-	var at *int64
+	var at, journaledAt *int64
 	var cond any
 	switch b := cmd.Body.(type) {
 	case *fsm.KeyBody:
@@ -434,13 +436,13 @@ func (fb *fallback) conditional(cmd *fsm.Command, ov *fsm.Registry, entry []byte
 			return entry, nil
 		}
 		c := *b
-		app, id, at, cond = c.App, c.ID, &c.RegisteredAt, &c
+		app, id, at, journaledAt, cond = c.App, c.ID, &c.RegisteredAt, &c.JournaledAt, &c
 	case *fsm.OverrideBody:
 		c := *b
-		app, id, at, cond = c.App, c.ID, &c.RegisteredAt, &c
+		app, id, at, journaledAt, cond = c.App, c.ID, &c.RegisteredAt, &c.JournaledAt, &c
 	case *fsm.MetadataBody:
 		c := *b
-		app, id, at, cond = c.App, c.ID, &c.RegisteredAt, &c
+		app, id, at, journaledAt, cond = c.App, c.ID, &c.RegisteredAt, &c.JournaledAt, &c
 	default:
 		return entry, nil
 	}
@@ -452,7 +454,7 @@ func (fb *fallback) conditional(cmd *fsm.Command, ov *fsm.Registry, entry []byte
 	if committed == nil || ov.Get(app, id) != committed {
 		return entry, nil
 	}
-	*at = committed.RegistrationTs
+	*at, *journaledAt = committed.RegistrationTs, cmd.Ts
 	out, err := fsm.Encode(cmd.Type, cond)
 	if err != nil {
 		return nil, err

@@ -49,9 +49,12 @@
 // whatever the majority committed meanwhile. So once an instance was
 // written on a node outside the majority (or a write of it was journaled,
 // or its outcome is unknown and it may still commit), its writes go to
-// that node only, until a settle step has every journal replayed. A cancel journaled on such a node loses, by design, to a
-// registration made elsewhere it did not see (fallback.go,
-// conditional): the model lets it apply or not.
+// that node only, until a settle step has every journal replayed. A
+// cancel, status or metadata change journaled on such a node loses, by
+// design, to a registration made elsewhere after it (fallback.go,
+// conditional), timed in milliseconds: where the registration's time may
+// be no earlier than the change's (the same millisecond, or a registration
+// itself replayed later), the model lets the change apply or not.
 package cluster_test
 
 import (
@@ -320,7 +323,7 @@ type write struct {
 	journal int
 	eff     time.Time
 	// optional: acknowledged, but may be dropped by design (a journaled
-	// cancel that loses to a registration its node did not see).
+	// change that loses to a registration its node did not see).
 	optional bool
 }
 
@@ -948,9 +951,9 @@ func (r *runner) write(s step) {
 		w.journal, r.pins[k] = i, i
 		r.pending = append(r.pending, w)
 		note = " (journaled)"
-		if s.write == wCancel {
+		if s.write != wRegister {
 			for _, o := range r.insts[k] {
-				if o.kind == wRegister && o.node != ns.id && o.out != outRefused && o.start.After(r.settled) {
+				if o.kind == wRegister && o.node != ns.id && o.out != outRefused && o.start.After(r.settled) && registeredNoEarlier(o, w) {
 					w.optional = true
 					note = " (journaled; may lose to " + o.node + "'s registration)"
 				}
@@ -969,6 +972,16 @@ func (r *runner) write(s step) {
 	}
 	r.trace = append(r.trace, fmt.Sprintf("%7.3fs   #%d on %s: %d in %v%s", time.Since(r.begin).Seconds(), w.seq, ns.id, code,
 		w.end.Sub(w.start).Round(time.Millisecond), note))
+}
+
+// registeredNoEarlier reports whether registration o, made on another node
+// than the journaled change w, may carry a registration time no earlier
+// than w's (fallback.go, conditional: such a registration stands against
+// the change). Times are milliseconds, so one answered in the millisecond
+// w began may; so may one whose time is the replay of a journal or of a
+// write whose outcome is unknown, which comes later.
+func registeredNoEarlier(o, w *write) bool {
+	return o.journal >= 0 || o.out == outUnknown || o.end.UnixMilli() >= w.start.UnixMilli()
 }
 
 // appsDoc is what the checks read of GET /eureka/apps.

@@ -101,6 +101,12 @@ type KeyBody struct {
 	// changes carry the same condition. An FSM that predates the field
 	// applies the command as it is.
 	RegisteredAt int64 `codec:"ra,omitempty"`
+	// JournaledAt is when the node that journaled the command acknowledged
+	// it (epoch ms). Only a registration made after that time stands
+	// against the command; one made before it, which the cut-off node
+	// could not see, is what the command now applies to, as it would have
+	// in real-time order. 0: any other registration stands.
+	JournaledAt int64 `codec:"ja,omitempty"`
 }
 
 // Renewal is one heartbeat inside a renew batch, stamped with the time the
@@ -125,9 +131,10 @@ type OverrideBody struct {
 	LastDirtyTimestamp int64  `codec:"ldt"`
 	// Replicated marks a change an Eureka peer replicated to this cluster.
 	Replicated bool `codec:"rep,omitempty"`
-	// RegisteredAt, as on KeyBody: a change journaled by a node cut off
-	// applies only to the registration that node saw.
+	// RegisteredAt and JournaledAt, as on KeyBody: a change journaled by a
+	// node cut off does not apply to a registration made after it.
 	RegisteredAt int64 `codec:"ra,omitempty"`
+	JournaledAt  int64 `codec:"ja,omitempty"`
 }
 
 // MetadataBody merges entries into an instance's metadata.
@@ -141,9 +148,10 @@ type MetadataBody struct {
 	// nodes cannot pass it together. An FSM that predates the field
 	// applies the update as it is.
 	MaxEntries int `codec:"max,omitempty"`
-	// RegisteredAt, as on KeyBody: a change journaled by a node cut off
-	// applies only to the registration that node saw.
+	// RegisteredAt and JournaledAt, as on KeyBody: a change journaled by a
+	// node cut off does not apply to a registration made after it.
 	RegisteredAt int64 `codec:"ra,omitempty"`
+	JournaledAt  int64 `codec:"ja,omitempty"`
 }
 
 // EvictBody removes expired instances.

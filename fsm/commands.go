@@ -20,14 +20,21 @@ type cmdSpec struct {
 
 // registeredAgain refuses a command made on an instance's registration at
 // (RegisteredAt, set by a node that journaled it while cut off) once the
-// instance was registered again: the newer registration stands. at == 0:
-// no condition.
-func registeredAgain(r *Registry, what, app, id string, at int64) error {
-	if e := r.Get(app, id); e != nil && at != 0 && e.RegistrationTs != at {
-		return fmt.Errorf("%s of %s/%s registered at %d: registered again at %d: %w",
-			what, app, id, at, e.RegistrationTs, ErrInstanceNotFound)
+// instance was registered again after the command was acknowledged
+// (journaledAt; 0: registered again at any time): the newer registration
+// stands. A registration made before it, which the cut-off node did not
+// see, takes the command, as real-time order has it. at == 0: no
+// condition.
+func registeredAgain(r *Registry, what, app, id string, at, journaledAt int64) error {
+	e := r.Get(app, id)
+	if e == nil || at == 0 || e.RegistrationTs == at {
+		return nil
 	}
-	return nil
+	if journaledAt != 0 && e.RegistrationTs < journaledAt {
+		return nil
+	}
+	return fmt.Errorf("%s of %s/%s registered at %d: registered again at %d: %w",
+		what, app, id, at, e.RegistrationTs, ErrInstanceNotFound)
 }
 
 // commands is the command table, keyed by type without CmdIgnoreUnknown.
@@ -43,7 +50,7 @@ var commands = map[CmdType]cmdSpec{
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*KeyBody)
 			c.Replicated = b.Replicated
-			if err := registeredAgain(r, "cancel", b.App, b.ID, b.RegisteredAt); err != nil {
+			if err := registeredAgain(r, "cancel", b.App, b.ID, b.RegisteredAt, b.JournaledAt); err != nil {
 				return err
 			}
 			return r.cancel(idx, cmd.Ts, b.App, b.ID, c)
@@ -57,7 +64,7 @@ var commands = map[CmdType]cmdSpec{
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*OverrideBody)
 			c.Replicated = b.Replicated
-			if err := registeredAgain(r, "status override", b.App, b.ID, b.RegisteredAt); err != nil {
+			if err := registeredAgain(r, "status override", b.App, b.ID, b.RegisteredAt, b.JournaledAt); err != nil {
 				return err
 			}
 			return r.setOverride(idx, cmd.Ts, b, c)
@@ -66,7 +73,7 @@ var commands = map[CmdType]cmdSpec{
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*OverrideBody)
 			c.Replicated = b.Replicated
-			if err := registeredAgain(r, "override removal", b.App, b.ID, b.RegisteredAt); err != nil {
+			if err := registeredAgain(r, "override removal", b.App, b.ID, b.RegisteredAt, b.JournaledAt); err != nil {
 				return err
 			}
 			return r.deleteOverride(idx, cmd.Ts, b, c)
@@ -74,7 +81,7 @@ var commands = map[CmdType]cmdSpec{
 	CmdMetadata: {name: "metadata", newBody: func() any { return &MetadataBody{} }, content: true, onInstance: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*MetadataBody)
-			if err := registeredAgain(r, "metadata update", b.App, b.ID, b.RegisteredAt); err != nil {
+			if err := registeredAgain(r, "metadata update", b.App, b.ID, b.RegisteredAt, b.JournaledAt); err != nil {
 				return err
 			}
 			return r.updateMetadata(idx, cmd.Ts, b, c)
