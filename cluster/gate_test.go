@@ -121,6 +121,37 @@ func TestMem_HealedFollowerNotReadyWhileBehind(t *testing.T) {
 	}
 }
 
+// A follower healed after a partition in which nothing was written is
+// caught up at once, but the leader's replication to it is still backing
+// off (raft waits up to seconds after repeated failures) while heartbeats
+// flow: a write made right after the heal does not reach it for that long.
+// Whenever it reports Ready, its FSM must hold every write acknowledged
+// more than the lease (at least minTouchGap) before. On the old code the gate stayed open on
+// heartbeats alone and the follower lacked the write for over a second.
+func TestMem_HealedFollowerInReplicationBackOff(t *testing.T) {
+	c := startMemCluster(t, 3, ModeCP, nil)
+	leader := c.leader()
+	f := c.followers()[0]
+	c.waitFor(3*time.Second, f.ID()+" ready", f.Ready)
+	c.cutOff(f)
+	time.Sleep(3 * time.Second) // long enough for a back-off of seconds
+	c.heal(f)
+	c.waitFor(5*time.Second, f.ID()+" ready after the heal", f.Ready)
+	mustApply(t, leader, registerEntry(t, "BACKOFF", "after-heal"))
+	acked := time.Now()
+	bound := f.rd.gap + 5*readyPoll
+	for !inFSM(f.Node, "BACKOFF", "after-heal") {
+		if f.Ready() && time.Since(acked) > bound {
+			t.Fatalf("%s ready %v after a write it does not hold", f.ID(), time.Since(acked).Round(time.Millisecond))
+		}
+		if time.Since(acked) > 15*time.Second {
+			t.Fatalf("%s never received the write", f.ID())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.waitFor(5*time.Second, f.ID()+" ready again", f.Ready)
+}
+
 // A scheduling gap over the lease (a SIGSTOP, a long stall) closes the gate
 // on the read path itself, before the gate watcher runs again, and the
 // node opens it again only after catching up.

@@ -25,6 +25,13 @@ import (
 //     a follower healed after a partition, or resumed after a pause, hears
 //     from the leader before it has applied what it missed.
 //
+// In touch is not enough for a follower: raft's heartbeats carry no commit
+// index, and after a partition heals the leader may hold entries back from
+// a follower (its replication back-off) while heartbeats flow. So an open
+// follower confirms it is caught up again every confirmEvery of the lease
+// (a ReadBarrier in the background), and the gate closes when no
+// confirmation asked within the lease has come back.
+//
 // The gate opens once the node caught up: as leader, once its
 // post-election barrier applied everything its log holds (which includes
 // every entry it held at start) and a quorum confirmed it still leads; as
@@ -86,6 +93,11 @@ type readiness struct {
 	gap      time.Duration
 	// closes counts the times the gate closed after having opened.
 	closes atomic.Uint64
+	// confirmedAt is when the last confirmation that this follower was
+	// caught up was asked (unix ns; the opening counts as one); confirming
+	// is set while one is under way.
+	confirmedAt atomic.Int64
+	confirming  atomic.Bool
 	// lagIndex is a commit index the node had not applied when the gate
 	// watcher last looked, noted at lagSince (the watcher's own).
 	lagIndex uint64
@@ -150,11 +162,52 @@ func (n *Node) Ready() bool {
 	if !n.rd.ready.Load() {
 		return false
 	}
-	if gap := time.Now().UnixNano() - n.rd.lastTick.Load(); gap > int64(n.rd.gap) {
+	now := time.Now().UnixNano()
+	if gap := now - n.rd.lastTick.Load(); gap > int64(n.rd.gap) {
 		n.loseTouch("scheduling gap", time.Duration(gap))
 		return false
 	}
+	if age, ok := n.unconfirmed(now); !ok {
+		n.loseTouch("catch-up not confirmed", age)
+		return false
+	}
 	return true
+}
+
+// confirmEvery is the share of the lease after which an open follower asks
+// again whether it is caught up: a third, so that two confirmations may be
+// slow before the lease runs out.
+const confirmEvery = 3
+
+// unconfirmed reports how long ago the last confirmation that this node is
+// caught up was asked, and whether that is within the lease. A leader
+// that completed its post-election barrier in this term needs none: every
+// write goes through it.
+func (n *Node) unconfirmed(now int64) (time.Duration, bool) {
+	if n.rd.leaderTerm.Load() != 0 {
+		return 0, true
+	}
+	age := time.Duration(now - n.rd.confirmedAt.Load())
+	return age, age <= n.rd.gap
+}
+
+// confirmCaughtUp asks, in the background, whether this open follower is
+// still caught up (one ask at a time), when the last ask is older than a
+// confirmEvery-th of the lease.
+func (n *Node) confirmCaughtUp(now time.Time) {
+	if n.rd.leaderTerm.Load() != 0 || now.UnixNano()-n.rd.confirmedAt.Load() < int64(n.rd.gap/confirmEvery) ||
+		!n.rd.confirming.CompareAndSwap(false, true) {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.rd.confirming.Store(false)
+		asked := time.Now().UnixNano()
+		if n.caughtUp() && asked > n.rd.confirmedAt.Load() {
+			n.rd.confirmedAt.Store(asked)
+		}
+	}()
 }
 
 // CaughtUpOnce reports whether the gate has opened since the node started:
@@ -277,6 +330,10 @@ func (n *Node) watchReady() {
 				n.loseTouch(why, time.Since(n.raft.LastContact()))
 			} else if lag := n.applyLag(now); lag > n.rd.gap {
 				n.loseTouch("apply lag", lag)
+			} else if age, ok := n.unconfirmed(now.UnixNano()); !ok {
+				n.loseTouch("catch-up not confirmed", age)
+			} else {
+				n.confirmCaughtUp(now)
 			}
 			return
 		}
@@ -289,6 +346,7 @@ func (n *Node) watchReady() {
 			return
 		}
 		n.rd.lastTick.Store(time.Now().UnixNano())
+		n.rd.confirmedAt.Store(now.UnixNano()) // caughtUp asked after now
 		n.openGate()
 	})
 }
