@@ -2,7 +2,7 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build build-bench test unit e2e deps vet fmt-check fuzz race image
+.PHONY: build build-bench test unit e2e deps vet fmt-check fuzz race image mutation-check
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
@@ -90,6 +90,12 @@ e2e/eurekaserver/target/eurekaserver.jar: e2e/eurekaserver/pom.xml $(shell find 
 
 test: deps
 	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 30m ./...
+	./scripts/mutation-check.sh
+
+# mutation-check: the fault-schedule test's short run must catch a build
+# with the frozen AP overlay put back (scripts/mutation-check.sh).
+mutation-check:
+	./scripts/mutation-check.sh
 
 # unit is the quick loop: every test that starts no heureka process (-short skips the rest).
 unit:
