@@ -68,6 +68,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -611,10 +612,27 @@ func (r *runner) do(i int, method, target, body string, timeout time.Duration) (
 		return rec.Code, rec.Result().Header, rec.Body.Bytes()
 	case <-time.After(timeout + hangAfter):
 		r.mu.Lock()
-		r.problem("hung", "%s: %s %s unanswered %v after its deadline (full disks: %v)", r.nodes[i].id, method, target, hangAfter, r.fullDisks())
+		r.problem("hung", "%s: %s %s unanswered %v after its deadline (full disks: %v; goroutines: %s)", r.nodes[i].id, method, target,
+			hangAfter, r.fullDisks(), dumpGoroutines())
 		r.mu.Unlock()
 		return 0, nil, nil
 	}
+}
+
+// dumpGoroutines writes every goroutine's stack to a temporary file, for
+// a hang to be read after the run, and returns its name.
+func dumpGoroutines() string {
+	buf := make([]byte, 16<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	f, err := os.CreateTemp("", "schedule-hung-*.txt")
+	if err != nil {
+		return "not written: " + err.Error()
+	}
+	defer f.Close()
+	if _, err := f.Write(buf); err != nil {
+		return "not written: " + err.Error()
+	}
+	return f.Name()
 }
 
 func (r *runner) members() []int {
@@ -767,7 +785,7 @@ func (r *runner) within(what string, timeout time.Duration, fn func(ctx context.
 		return err
 	case <-time.After(timeout + hangAfter):
 		r.mu.Lock()
-		r.problem("hung", "%s unanswered %v after its deadline (full disks: %v)", what, hangAfter, r.fullDisks())
+		r.problem("hung", "%s unanswered %v after its deadline (full disks: %v; goroutines: %s)", what, hangAfter, r.fullDisks(), dumpGoroutines())
 		r.mu.Unlock()
 		return errors.New("hung")
 	}
