@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 const testSecret = "a-cluster-secret-for-tests"
@@ -48,7 +50,7 @@ func secretTransport(t *testing.T, id, secret string) (*raft.NetworkTransport, *
 	}
 	s.advertise = s.ln.Addr()
 	// Every refusal logged: the tests' peers all come from 127.0.0.1.
-	s.refusals = newRefusalLog(0)
+	s.refusals = nodeapi.NewRefusalLog(0)
 	tr := raft.NewNetworkTransport(s, 2, 2*time.Second, io.Discard)
 	t.Cleanup(func() { tr.Close() })
 	got := &int32Counter{}
@@ -205,20 +207,20 @@ func TestRaftAuth_ReplayRefused(t *testing.T) {
 }
 
 func TestRefusalLog_RateLimits(t *testing.T) {
-	l := newRefusalLog(10 * time.Second)
+	l := nodeapi.NewRefusalLog(10 * time.Second)
 	t0 := time.Unix(1000, 0)
-	if _, ok := l.allow("10.0.0.1", t0); !ok {
+	if _, ok := l.Allow("10.0.0.1", t0); !ok {
 		t.Fatal("first refusal not logged")
 	}
 	for i := 1; i <= 5; i++ {
-		if _, ok := l.allow("10.0.0.1", t0.Add(time.Duration(i)*time.Second)); ok {
+		if _, ok := l.Allow("10.0.0.1", t0.Add(time.Duration(i)*time.Second)); ok {
 			t.Fatal("refusal within the window logged")
 		}
 	}
-	if _, ok := l.allow("10.0.0.2", t0.Add(time.Second)); !ok {
+	if _, ok := l.Allow("10.0.0.2", t0.Add(time.Second)); !ok {
 		t.Fatal("another host's refusal suppressed")
 	}
-	if n, ok := l.allow("10.0.0.1", t0.Add(11*time.Second)); !ok || n != 5 {
+	if n, ok := l.Allow("10.0.0.1", t0.Add(11*time.Second)); !ok || n != 5 {
 		t.Fatalf("after the window: logged %v, suppressed %d, want 5", ok, n)
 	}
 }
@@ -300,7 +302,7 @@ func TestIdentity_Mismatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.advertise = s.ln.Addr()
-		s.refusals = newRefusalLog(0)
+		s.refusals = nodeapi.NewRefusalLog(0)
 		nt := raft.NewNetworkTransport(s, 2, 2*time.Second, io.Discard)
 		t.Cleanup(func() { nt.Close() })
 		n := &int32Counter{}

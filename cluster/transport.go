@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // Every Raft connection heureka opens starts with a short preamble naming
@@ -79,7 +81,7 @@ type streamLayer struct {
 	nodeID    string
 	advertise net.Addr
 	log       hclog.Logger
-	refusals  *refusalLog
+	refusals  *nodeapi.RefusalLog
 	identity  func() string // the cluster's identity; nil or "": unknown
 	legacy    legacyPeers
 	conns     chan net.Conn
@@ -119,7 +121,7 @@ func newStreamLayer(bind string, advertise net.Addr, nodeID string, opts streamO
 		return nil, err
 	}
 	s := &streamLayer{ln: ln, tls: opts.TLS, nodeID: nodeID, advertise: advertise,
-		log: opts.Log, refusals: newRefusalLog(refusalLogEvery), identity: opts.ClusterID,
+		log: opts.Log, refusals: nodeapi.NewRefusalLog(nodeapi.RefusalLogEvery), identity: opts.ClusterID,
 		conns: make(chan net.Conn), done: make(chan struct{})}
 	if opts.Secret != "" {
 		s.key = raftAuthKey(opts.Secret)
@@ -213,14 +215,14 @@ func (s *streamLayer) admit(raw net.Conn) {
 }
 
 // refuse logs a refused connection, at most once per remote host per
-// refusalLogEvery, with the count of those not logged since.
+// nodeapi.RefusalLogEvery, with the count of those not logged since.
 func (s *streamLayer) refuse(raw net.Conn, claimed string, err error, kv ...any) {
 	remote := raw.RemoteAddr().String()
 	host, _, splitErr := net.SplitHostPort(remote)
 	if splitErr != nil {
 		host = remote
 	}
-	if suppressed, ok := s.refusals.allow(host, time.Now()); ok {
+	if suppressed, ok := s.refusals.Allow(host, time.Now()); ok {
 		args := append([]any{"remote", remote, "claimed_node", claimed, "error", err}, kv...)
 		s.log.Warn("raft connection refused", append(args, "suppressed_since_last", suppressed)...)
 	}
@@ -307,7 +309,7 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err != nil {
 		conn.Close()
 		err = fmt.Errorf("raft peer %s: %w", address, err)
-		if suppressed, ok := s.refusals.allow("dial "+string(address), time.Now()); ok {
+		if suppressed, ok := s.refusals.Allow("dial "+string(address), time.Now()); ok {
 			s.log.Warn("raft peer refused", "address", string(address), "peer_cluster", peerCluster, "cluster", own,
 				"error", err, "suppressed_since_last", suppressed)
 		}
@@ -321,7 +323,7 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err != nil {
 		conn.Close()
 		err = fmt.Errorf("raft peer %s (node %q): %w", address, peer, err)
-		if suppressed, ok := s.refusals.allow("dial "+string(address), time.Now()); ok {
+		if suppressed, ok := s.refusals.Allow("dial "+string(address), time.Now()); ok {
 			s.log.Warn("raft peer refused", "address", string(address), "peer_node", peer,
 				"error", err, "suppressed_since_last", suppressed)
 		}
