@@ -292,12 +292,16 @@ func TestIdentity_OlderPeer(t *testing.T) {
 }
 
 // TestIdentity_Mismatch: nodes of two clusters refuse each other on both
-// ends; a node that does not know its cluster yet is taken.
+// ends; a node that does not know its cluster yet is taken by a member of
+// a cluster only if it is in that member's configuration, and it takes a
+// named peer.
 func TestIdentity_Mismatch(t *testing.T) {
+	members := map[string]bool{"n4": true}
+	member := func(id string) bool { return members[id] }
 	mk := func(id, cluster string) (*raft.NetworkTransport, *syncBuffer, *int32Counter) {
 		buf := &syncBuffer{}
 		s, err := newStreamLayer("127.0.0.1:0", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, id, streamOptions{
-			ClusterID: func() string { return cluster }, Log: hclog.New(&hclog.LoggerOptions{Output: buf})})
+			ClusterID: func() string { return cluster }, Member: member, Log: hclog.New(&hclog.LoggerOptions{Output: buf})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +330,20 @@ func TestIdentity_Mismatch(t *testing.T) {
 	}
 	waitLog(t, aLog, "peer_cluster=c-b cluster=c-a")
 	waitLog(t, bLog, "peer_cluster=c-a cluster=c-b")
-	if err := fresh.AppendEntries("n2", b.LocalAddr(), appendReq("n3", 1), &resp); err != nil {
-		t.Fatalf("a node without a cluster identity yet: %v", err)
+	// n3 names no cluster and is not in b's configuration: refused, both
+	// ends say why.
+	if err := fresh.AppendEntries("n2", b.LocalAddr(), appendReq("n3", 1), &resp); err == nil || !strings.Contains(err.Error(), "names no cluster yet") {
+		t.Fatalf("a stranger without a cluster identity: %v, want refused", err)
+	}
+	waitLog(t, bLog, `node \"n3\" names no cluster`)
+	// n4 names none either, but b's configuration lists it: taken.
+	member4, _, _ := mk("n4", "")
+	if err := member4.AppendEntries("n2", b.LocalAddr(), appendReq("n4", 1), &resp); err != nil {
+		t.Fatalf("a member without a cluster identity yet: %v", err)
+	}
+	// A node that names none takes a named peer (a new node, dialed by
+	// its leader).
+	if err := a.AppendEntries("n3", fresh.LocalAddr(), appendReq("n1", 1), &resp); err != nil {
+		t.Fatalf("a new node refused its leader: %v", err)
 	}
 }

@@ -83,6 +83,7 @@ type streamLayer struct {
 	log       hclog.Logger
 	refusals  *nodeapi.RefusalLog
 	identity  func() string // the cluster's identity; nil or "": unknown
+	member    func(id string) bool // whether id is in this node's Raft configuration
 	legacy    legacyPeers
 	conns     chan net.Conn
 	done      chan struct{}
@@ -100,6 +101,10 @@ type streamOptions struct {
 	// sent on every connection dialed, and a peer naming another is
 	// refused (raftauth.go).
 	ClusterID func() string
+	// Member reports whether a node id is in this node's Raft
+	// configuration: a dialer that names no cluster is admitted by a node
+	// that knows its own only if it is (admitDialer).
+	Member func(id string) bool
 	// Log receives refused connections, rate-limited per remote host.
 	Log hclog.Logger
 }
@@ -121,7 +126,7 @@ func newStreamLayer(bind string, advertise net.Addr, nodeID string, opts streamO
 		return nil, err
 	}
 	s := &streamLayer{ln: ln, tls: opts.TLS, nodeID: nodeID, advertise: advertise,
-		log: opts.Log, refusals: nodeapi.NewRefusalLog(nodeapi.RefusalLogEvery), identity: opts.ClusterID,
+		log: opts.Log, refusals: nodeapi.NewRefusalLog(nodeapi.RefusalLogEvery), identity: opts.ClusterID, member: opts.Member,
 		conns: make(chan net.Conn), done: make(chan struct{})}
 	if opts.Secret != "" {
 		s.key = raftAuthKey(opts.Secret)
@@ -183,7 +188,7 @@ func (s *streamLayer) admit(raw net.Conn) {
 	}
 	if framed {
 		own := s.clusterID()
-		mismatch := sameCluster(own, peerCluster)
+		mismatch := admitDialer(own, peerCluster, from, s.member)
 		verdict := byte(0)
 		if mismatch != nil {
 			verdict = 1
@@ -304,7 +309,11 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err == nil && !refused {
 		err = sameCluster(own, peerCluster)
 	} else if err == nil {
-		err = fmt.Errorf("the peer refused this node: %w", sameCluster(own, peerCluster))
+		err = sameCluster(own, peerCluster)
+		if err == nil {
+			err = fmt.Errorf("this node names no cluster yet and the peer belongs to cluster %s: %w", peerCluster, ErrOtherCluster)
+		}
+		err = fmt.Errorf("the peer refused this node: %w", err)
 	}
 	if err != nil {
 		conn.Close()
