@@ -82,7 +82,7 @@ type streamLayer struct {
 	advertise net.Addr
 	log       hclog.Logger
 	refusals  *nodeapi.RefusalLog
-	identity  func() string // the cluster's identity; nil or "": unknown
+	identity  func() string        // the cluster's identity; nil or "": unknown
 	member    func(id string) bool // whether id is in this node's Raft configuration
 	legacy    legacyPeers
 	conns     chan net.Conn
