@@ -8,7 +8,6 @@ package e2e
 // makes the same changes.
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,34 +28,16 @@ func TestControlPlaneClosedToOutsiders(t *testing.T) {
 		t.Fatalf("snapshot download (a read, open without --auth-file): %d", code)
 	}
 	before := leader.Status(t)
-	fake := []byte(`{"id":"evil","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`)
-	octet := []string{"Content-Type", "application/octet-stream"}
-	wrong := []string{"X-Heureka-Cluster-Secret", "a-wrong-secret-0123456789"}
-	calls := []struct {
-		method, path string
-		body         []byte
-		headers      []string
-	}{
-		{"POST", "/v1/members", fake, nil},
-		{"DELETE", "/v1/members/" + victim.ID, nil, nil},
-		{"PUT", "/v1/mode?mode=cp", nil, nil},
-		{"POST", "/v1/snapshot", snap, octet},
-		{"POST", "/internal/v1/join", fake, nil},
-		{"POST", "/internal/v1/remove", []byte(`{"id":"` + victim.ID + `"}`), nil},
-		{"POST", "/internal/v1/membership", []byte(`{"id":"` + f.ID + `","member":false}`), nil},
-		{"POST", "/internal/v1/restore", snap, octet},
-		{"POST", "/internal/v1/apply", encodeRegister(t, "EVIL", "evil-1"), octet},
+	attacks, err := ControlAttacks(victim.ID, snap)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, nd := range []*Node{leader, f} {
-		for _, call := range calls {
-			for _, extra := range [][]string{nil, wrong} {
-				code, b, _ := Do(t, call.method, nd.URL(call.path), call.body, append(append([]string{}, call.headers...), extra...)...)
-				want := http.StatusUnauthorized
-				if extra != nil {
-					want = http.StatusForbidden
-				}
-				if code != want {
-					t.Errorf("%s %s on %s (secret %v): %d %s, want %d", call.method, call.path, nd.ID, extra != nil, code, b, want)
+		for _, a := range attacks {
+			for _, extra := range [][]string{nil, WrongSecret} {
+				code, b, err := a.Send(nd.Client(), nd.BaseURL(), extra...)
+				if want := RefusedStatus(extra); err != nil || code != want {
+					t.Errorf("%s (%s %s) on %s (wrong secret %v): %d %s %v, want %d", a.Name, a.Method, a.Path, nd.ID, extra != nil, code, b, err, want)
 				}
 			}
 		}
@@ -75,8 +56,8 @@ func TestControlPlaneClosedToOutsiders(t *testing.T) {
 		}
 	}
 	for _, nd := range c.Nodes {
-		if code, _, _ := Do(t, "GET", nd.URL("/eureka/apps/EVIL/evil-1?consistency=stale"), nil); code != 404 {
-			t.Fatalf("%s: EVIL/evil-1 answered %d", nd.ID, code)
+		if _, apps, _ := Do(t, "GET", nd.URL("/eureka/apps?consistency=linearizable"), nil); strings.Contains(string(apps), "evil-1") {
+			t.Fatalf("%s stored an intruder's registration: %s", nd.ID, apps)
 		}
 		if st := nd.Status(t); st.Leader != before.Leader {
 			t.Fatalf("%s follows %q now", nd.ID, st.Leader)

@@ -18,10 +18,7 @@ import (
 
 func encodeRegister(t *testing.T, app, id string) []byte {
 	t.Helper()
-	entry, err := fsm.Encode(fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{
-		InstanceID: id, HostName: "h.test", App: app, IPAddr: "10.0.0.9", Status: "UP",
-		DataCenterInfo: fsm.DataCenterInfo{Name: "MyOwn"}, DurationSecs: 90, RenewalIntervalSecs: 30,
-	}})
+	entry, err := EncodeRegister(app, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,10 @@ package e2e
 // same client against a cluster without a secret is answered.
 
 import (
-	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 const e2eSecret = "an-e2e-cluster-secret-0123"
@@ -26,11 +23,7 @@ func TestRaftSecretRefusesOutsiders(t *testing.T) {
 
 	// hashicorp/raft's own NetworkTransport: the preamble, then the
 	// rpcAppendEntries type byte and the msgpack-encoded request.
-	tr := raftClient(t, func(addr string, timeout time.Duration) (net.Conn, error) {
-		return net.DialTimeout("tcp", addr, timeout)
-	})
-	var resp raft.AppendEntriesResponse
-	err := tr.AppendEntries("n-target", raft.ServerAddress(f.RaftAddr), hostileAppend(t, before, string(tr.LocalAddr())), &resp)
+	resp, err := RaftAttack(DialTCP, f.RaftAddr, before.Term, before.CommitIndex)
 	if err == nil {
 		t.Fatalf("AppendEntries without the secret answered %+v", resp)
 	}
