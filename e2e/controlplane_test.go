@@ -27,7 +27,18 @@ func TestControlPlaneClosedToOutsiders(t *testing.T) {
 	if code != 200 || len(snap) == 0 {
 		t.Fatalf("snapshot download (a read, open without --auth-file): %d", code)
 	}
+	// The snapshot is old now: it lacks good-2.
+	if code, b, _ := Do(t, "POST", leader.URL("/eureka/apps/GOOD"), RegisterBody("GOOD", "good-2", nil)); code != 204 {
+		t.Fatalf("register: %d %s", code, b)
+	}
 	before := leader.Status(t)
+	views := map[string]Status{}
+	for _, nd := range c.Nodes {
+		WaitFor(t, 10*time.Second, func() bool {
+			views[nd.ID] = nd.Status(t)
+			return views[nd.ID].RegistryVersion == before.RegistryVersion
+		}, nd.ID+" to apply good-2")
+	}
 	attacks, err := ControlAttacks(victim.ID, snap)
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +70,10 @@ func TestControlPlaneClosedToOutsiders(t *testing.T) {
 		if _, apps, _ := Do(t, "GET", nd.URL("/eureka/apps?consistency=linearizable"), nil); strings.Contains(string(apps), "evil-1") {
 			t.Fatalf("%s stored an intruder's registration: %s", nd.ID, apps)
 		}
-		if st := nd.Status(t); st.Leader != before.Leader {
-			t.Fatalf("%s follows %q now", nd.ID, st.Leader)
+		b, st := views[nd.ID], nd.Status(t)
+		if st.Leader != b.Leader || st.Term != b.Term || st.Mode != b.Mode || st.RegistryVersion != b.RegistryVersion || st.Instances != 2 {
+			t.Fatalf("%s moved: leader %q→%q, term %d→%d, mode %s→%s, registry version %d→%d, %d instances",
+				nd.ID, b.Leader, st.Leader, b.Term, st.Term, b.Mode, st.Mode, b.RegistryVersion, st.RegistryVersion, st.Instances)
 		}
 	}
 
