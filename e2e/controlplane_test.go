@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/e2e/intruder"
 )
 
 func TestControlPlaneClosedToOutsiders(t *testing.T) {
@@ -39,15 +41,15 @@ func TestControlPlaneClosedToOutsiders(t *testing.T) {
 			return views[nd.ID].RegistryVersion == before.RegistryVersion
 		}, nd.ID+" to apply good-2")
 	}
-	attacks, err := ControlAttacks(victim.ID, snap)
+	attacks, err := intruder.Control(victim.ID, snap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, nd := range []*Node{leader, f} {
 		for _, a := range attacks {
-			for _, extra := range [][]string{nil, WrongSecret} {
+			for _, extra := range [][]string{nil, intruder.WrongSecret} {
 				code, b, err := a.Send(nd.Client(), nd.BaseURL(), extra...)
-				if want := RefusedStatus(extra); err != nil || code != want {
+				if want := intruder.RefusedStatus(extra); err != nil || code != want {
 					t.Errorf("%s (%s %s) on %s (wrong secret %v): %d %s %v, want %d", a.Name, a.Method, a.Path, nd.ID, extra != nil, code, b, err, want)
 				}
 			}

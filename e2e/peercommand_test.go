@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heureka-registry/heureka/e2e/intruder"
 	"github.com/heureka-registry/heureka/fsm"
 )
 
 func encodeRegister(t *testing.T, app, id string) []byte {
 	t.Helper()
-	entry, err := EncodeRegister(app, id)
+	entry, err := intruder.EncodeRegister(app, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestPeerCommandsChecked(t *testing.T) {
 
 	evil := encodeRegister(t, "EVIL/../X", "evil-1")
 	for _, nd := range []*Node{leader, f} {
-		for _, app := range BadAppNames {
+		for _, app := range intruder.BadAppNames {
 			code, b, _ := Do(t, "POST", nd.URL("/internal/v1/apply"), encodeRegister(t, app, "evil-1"), secret...)
 			if why := map[string]string{"EVIL/../X": "slash", "EVIL\x01CTRL": "control"}[app]; code != http.StatusBadRequest || !strings.Contains(string(b), why) {
 				t.Errorf("%s: /internal/v1/apply of app %q: %d %s, want 400 naming the %s", nd.ID, app, code, b, why)

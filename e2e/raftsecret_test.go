@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/e2e/intruder"
 )
 
 const e2eSecret = "an-e2e-cluster-secret-0123"
@@ -23,7 +25,7 @@ func TestRaftSecretRefusesOutsiders(t *testing.T) {
 
 	// hashicorp/raft's own NetworkTransport: the preamble, then the
 	// rpcAppendEntries type byte and the msgpack-encoded request.
-	resp, err := RaftAttack(DialTCP, f.RaftAddr, before.Term, before.CommitIndex)
+	resp, err := intruder.RaftAppend(intruder.DialTCP, f.RaftAddr, before.Term, before.CommitIndex)
 	if err == nil {
 		t.Fatalf("AppendEntries without the secret answered %+v", resp)
 	}

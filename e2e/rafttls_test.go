@@ -20,13 +20,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/e2e/intruder"
 )
 
 // raftClient is an intruder's Raft transport whose connections come from
 // dial, closed when the test ends.
-func raftClient(t *testing.T, dial DialFunc) *raft.NetworkTransport {
+func raftClient(t *testing.T, dial intruder.DialFunc) *raft.NetworkTransport {
 	t.Helper()
-	tr, err := RaftIntruder(dial)
+	tr, err := intruder.RaftTransport(dial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +58,14 @@ func TestRaftTLSRefusesOutsiders(t *testing.T) {
 	other := newTLSCA(t, "other-ca")
 	outsiders := []struct {
 		name string
-		dial DialFunc
+		dial intruder.DialFunc
 	}{
-		{"raw TCP, no certificate", DialTCP},
+		{"raw TCP, no certificate", intruder.DialTCP},
 		{"TLS without a certificate", dialTLS(ca.clientConfig(t, nil))},
 		{"TLS with a certificate from another CA", dialTLS(ca.clientConfig(t, other))},
 	}
 	for _, o := range outsiders {
-		resp, err := RaftAttack(o.dial, f.RaftAddr, before.Term, before.CommitIndex)
+		resp, err := intruder.RaftAppend(o.dial, f.RaftAddr, before.Term, before.CommitIndex)
 		if err == nil {
 			t.Errorf("%s: AppendEntries answered %+v", o.name, resp)
 			continue
@@ -117,7 +119,7 @@ func TestRaftPlainAnswersRawClient(t *testing.T) {
 	leader := c.WaitLeader(t, 15*time.Second)
 	f := c.Followers(leader)[0]
 	before := f.Status(t)
-	resp, err := RaftAttack(DialTCP, f.RaftAddr, before.Term, before.CommitIndex)
+	resp, err := intruder.RaftAppend(intruder.DialTCP, f.RaftAddr, before.Term, before.CommitIndex)
 	if err != nil {
 		t.Fatalf("plain Raft: raw client got no answer: %v", err)
 	}

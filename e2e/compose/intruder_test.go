@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/e2e"
+	"github.com/heureka-registry/heureka/e2e/intruder"
 )
 
 // intruder: the README's compose cluster, started by `up -d` alone (its
 // secret made by the one-shot cluster-secret service), and a container that
 // is not a member: the project's image, on the compose network, running
-// the intruder command (e2e/intruder). It sends every attack of
-// e2e.ControlAttacks to every node, without a secret and with a wrong one
+// the intruder command (e2e/compose/intruder). It sends every attack of
+// intruder.Control to every node, without a secret and with a wrong one
 // (remove a member, add a voter, mode cp, restore an old snapshot, the
 // internal join, remove, membership and restore calls, and registrations
 // named EVIL/../X and EVIL\x01CTRL through the internal apply), and a Raft
@@ -76,13 +77,13 @@ func TestComposeIntruder(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
-	attacks, err := e2e.ControlAttacks("n3", nil)
+	attacks, err := intruder.Control("n3", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var results []e2e.IntruderResult
+	var results []intruder.Result
 	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
-		var r e2e.IntruderResult
+		var r intruder.Result
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("intruder output %q: %v (exit: %v)\n%s", line, err, runErr, stderr.String())
 		}
@@ -181,7 +182,7 @@ func buildIntruder(t *testing.T, snap []byte) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-o", filepath.Join(dir, "intruder"), "./e2e/intruder")
+	build := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-o", filepath.Join(dir, "intruder"), "./e2e/compose/intruder")
 	build.Dir = repoPath("")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -1,8 +1,8 @@
 // Command intruder tries to change a heureka cluster it is not a member
-// of, through every door of the control plane (e2e.ControlAttacks, without
+// of, through every door of the control plane (intruder.Control, without
 // a secret and with a wrong one, and a Raft AppendEntries with a higher
 // term to every node's Raft port), and prints one JSON line per attempt
-// (e2e.IntruderResult). It exits 0 when every attempt was refused, 1 when
+// (intruder.Result). It exits 0 when every attempt was refused, 1 when
 // one was not, 2 when it could not run. The container tests run it in a
 // container of heureka's image on the compose network (e2e/compose).
 //
@@ -10,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -19,7 +20,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heureka-registry/heureka/e2e"
+	"github.com/heureka-registry/heureka/e2e/intruder"
+	"github.com/heureka-registry/heureka/internal/launch"
 	"github.com/heureka-registry/heureka/opapi"
 )
 
@@ -49,14 +51,14 @@ func run(httpAddrs, raftAddrs []string, victim, snapFile string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read the snapshot: %w", err)
 	}
-	attacks, err := e2e.ControlAttacks(victim, snap)
+	attacks, err := intruder.Control(victim, snap)
 	if err != nil {
 		return 0, err
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	out := json.NewEncoder(os.Stdout)
 	accepted := 0
-	emit := func(r e2e.IntruderResult) error {
+	emit := func(r intruder.Result) error {
 		if !r.Refused {
 			accepted++
 		}
@@ -65,13 +67,13 @@ func run(httpAddrs, raftAddrs []string, victim, snapFile string) (int, error) {
 	for i, addr := range httpAddrs {
 		base := "http://" + addr
 		for _, a := range attacks {
-			for _, extra := range [][]string{nil, e2e.WrongSecret} {
-				r := e2e.IntruderResult{Node: addr, Attack: a.Name, Secret: "none"}
+			for _, extra := range [][]string{nil, intruder.WrongSecret} {
+				r := intruder.Result{Node: addr, Attack: a.Name, Secret: "none"}
 				if extra != nil {
 					r.Secret = "wrong"
 				}
 				code, body, err := a.Send(client, base, extra...)
-				r.Code, r.Refused, r.Detail = code, err == nil && code == e2e.RefusedStatus(extra), strings.TrimSpace(string(body))
+				r.Code, r.Refused, r.Detail = code, err == nil && code == intruder.RefusedStatus(extra), strings.TrimSpace(string(body))
 				if err != nil {
 					r.Detail = err.Error()
 				}
@@ -83,7 +85,7 @@ func run(httpAddrs, raftAddrs []string, victim, snapFile string) (int, error) {
 		// The node's term and commit index (GET /v1/status is open), for an
 		// append that a node without the secret check would take.
 		var st opapi.NodeStatus
-		code, body, _, err := e2e.DoWith(client, "GET", base+"/v1/status", nil)
+		code, body, _, err := launch.Send(context.Background(), client, "GET", base+"/v1/status", nil, nil)
 		if err == nil && code == http.StatusOK {
 			err = json.Unmarshal(body, &st)
 		} else if err == nil {
@@ -92,8 +94,8 @@ func run(httpAddrs, raftAddrs []string, victim, snapFile string) (int, error) {
 		if err != nil {
 			return accepted, fmt.Errorf("%s: %w", addr, err)
 		}
-		r := e2e.IntruderResult{Node: raftAddrs[i], Attack: "raft append entries", Secret: "none"}
-		resp, err := e2e.RaftAttack(e2e.DialTCP, raftAddrs[i], st.Term, st.CommitIndex)
+		r := intruder.Result{Node: raftAddrs[i], Attack: "raft append entries", Secret: "none"}
+		resp, err := intruder.RaftAppend(intruder.DialTCP, raftAddrs[i], st.Term, st.CommitIndex)
 		if err != nil {
 			r.Refused, r.Detail = true, err.Error()
 		} else {

@@ -1,13 +1,15 @@
-package e2e
-
-// An intruder is a process that is not a member of a cluster and tries to
-// change it through every door of the control plane (docs/security.md,
-// "What the tests show"): the operator API's changes, the node-to-node
-// endpoints, and the Raft port. The e2e tests send these attacks from the
-// test process; the container tests (e2e/compose) from a container of the
-// project's image on the compose network (the intruder command).
+// Package intruder is a process that is not a member of a cluster and
+// tries to change it through every door of the control plane
+// (docs/security.md, "What the tests show"): the operator API's changes,
+// the node-to-node endpoints, and the Raft port. The e2e tests send these
+// attacks from the test process; the container tests (e2e/compose) from a
+// container of the project's image on the compose network (the command
+// e2e/compose/intruder). It speaks the node-to-node protocols, so unlike
+// the black-box harness (package e2e) it imports their encodings.
+package intruder
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/internal/launch"
 	"github.com/heureka-registry/heureka/nodeapi"
 )
 
@@ -38,11 +41,11 @@ var WrongSecret = []string{nodeapi.SecretHeader, "a-wrong-secret-0123456789"}
 // already-encoded commands.
 var BadAppNames = []string{"EVIL/../X", "EVIL\x01CTRL"}
 
-// ControlAttacks are the calls of an intruder against a cluster: remove
+// Control are the calls of an intruder against a cluster: remove
 // member victim (and tell it it is out), add a made-up voter, switch the
 // mode, restore snap (an old snapshot), and store registrations with bad
 // names through the node-to-node API.
-func ControlAttacks(victim string, snap []byte) ([]Attack, error) {
+func Control(victim string, snap []byte) ([]Attack, error) {
 	fake := []byte(`{"id":"evil","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`)
 	octet := []string{"Content-Type", "application/octet-stream"}
 	attacks := []Attack{
@@ -68,7 +71,12 @@ func ControlAttacks(victim string, snap []byte) ([]Attack, error) {
 // Send sends the attack to base (http://host:port) with c, adding the
 // extra headers (WrongSecret, or none).
 func (a Attack) Send(c *http.Client, base string, extra ...string) (int, []byte, error) {
-	code, body, _, err := DoWith(c, a.Method, base+a.Path, a.Body, append(append([]string(nil), a.Headers...), extra...)...)
+	hdr := http.Header{}
+	all := append(append([]string(nil), a.Headers...), extra...)
+	for i := 0; i+1 < len(all); i += 2 {
+		hdr.Set(all[i], all[i+1])
+	}
+	code, body, _, err := launch.Send(context.Background(), c, a.Method, base+a.Path, a.Body, hdr)
 	return code, body, err
 }
 
@@ -123,10 +131,10 @@ func (s *rawStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 	return conn, nil
 }
 
-// RaftIntruder is hashicorp/raft's own NetworkTransport, whose connections
+// RaftTransport is hashicorp/raft's own NetworkTransport, whose connections
 // come from dial: its requests are Raft's encoding (a type byte, then
 // msgpack). The caller closes it.
-func RaftIntruder(dial DialFunc) (*raft.NetworkTransport, error) {
+func RaftTransport(dial DialFunc) (*raft.NetworkTransport, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("raft intruder listener: %w", err)
@@ -156,11 +164,11 @@ func HostileAppend(term, commit uint64, from string) (*raft.AppendEntriesRequest
 	}, nil
 }
 
-// RaftAttack sends HostileAppend to the Raft port at addr of a node whose
+// RaftAppend sends HostileAppend to the Raft port at addr of a node whose
 // term and commit index are given, and returns the node's answer, or the
 // error of a refused connection.
-func RaftAttack(dial DialFunc, addr string, term, commit uint64) (*raft.AppendEntriesResponse, error) {
-	tr, err := RaftIntruder(dial)
+func RaftAppend(dial DialFunc, addr string, term, commit uint64) (*raft.AppendEntriesResponse, error) {
+	tr, err := RaftTransport(dial)
 	if err != nil {
 		return nil, err
 	}
@@ -176,9 +184,9 @@ func RaftAttack(dial DialFunc, addr string, term, commit uint64) (*raft.AppendEn
 	return &resp, nil
 }
 
-// IntruderResult is one attempt of the intruder command, as it prints it
+// Result is one attempt of the intruder command, as it prints it
 // (one JSON object a line).
-type IntruderResult struct {
+type Result struct {
 	Node   string `json:"node"`   // the node's address
 	Attack string `json:"attack"` // Attack.Name, or "raft append entries"
 	Secret string `json:"secret"` // "none" or "wrong"
