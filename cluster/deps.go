@@ -100,7 +100,7 @@ func (d Deps) resolve(cfg *Config) (raftDeps, error) {
 
 // listen creates the TCP transport when none was given: Raft listens on
 // cfg.RaftBind and peers dial the advertised address.
-func (r *raftDeps) listen(cfg *Config, log hclog.Logger, clusterID func() string) error {
+func (r *raftDeps) listen(cfg *Config, log hclog.Logger, clusterID func() string, member func(string) bool) error {
 	if r.trans != nil {
 		return nil
 	}
@@ -109,7 +109,7 @@ func (r *raftDeps) listen(cfg *Config, log hclog.Logger, clusterID func() string
 		return fmt.Errorf("resolve raft advertise address: %w", err)
 	}
 	stream, err := newStreamLayer(cfg.RaftBind, adv, cfg.NodeID, streamOptions{
-		TLS: cfg.RaftTLS, Secret: cfg.ClusterSecret, ClusterID: clusterID, Log: log.Named("raft-auth")})
+		TLS: cfg.RaftTLS, Secret: cfg.ClusterSecret, ClusterID: clusterID, Member: member, Log: log.Named("raft-auth")})
 	if err != nil {
 		return fmt.Errorf("listen raft on %s: %w", cfg.RaftBind, err)
 	}

@@ -82,7 +82,7 @@ func (n *Node) forwardJSON(ctx context.Context, path string, v any) error {
 // status gives an error reply's HTTP status (httpapi's table).
 func (n *Node) InternalHandler(status func(error) int) http.Handler {
 	return nodeapi.Handler(backend{n}, nodeapi.HandlerConfig{Secret: n.cfg.ClusterSecret, Codes: codes, Status: status,
-		Cluster: n.ClusterID})
+		Cluster: n.ClusterID, Log: n.log})
 }
 
 // backend is the node as the internal endpoints see it.

@@ -271,6 +271,7 @@ func (n *Node) askToJoin(body []byte) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(nodeapi.CallerHeader, n.cfg.NodeID) // named in the refusal a wrong secret gets
 	resp, err := n.client.Do(req)
 	if err != nil {
 		return err

@@ -53,6 +53,9 @@ type Node struct {
 	mode atomic.Pointer[string]
 	// clusterID is the cluster's identity once known (identity.go).
 	clusterID atomic.Pointer[string]
+	// started is raft once it runs, for the transport's goroutines
+	// (configured), which may ask before New has set n.raft.
+	started atomic.Pointer[raft.Raft]
 	// logCP is the index of the last set-mode cp command the log held past
 	// the FSM at start, 0 when none (see Mode and scanLogMode in mode.go).
 	logCP atomic.Uint64
@@ -163,7 +166,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	rc := cfg.raftConfig()
 	rc.Logger = log.Named("raft")
 
-	if err := n.deps.listen(&cfg, log, n.ClusterID); err != nil {
+	if err := n.deps.listen(&cfg, log, n.ClusterID, n.configured); err != nil {
 		return nil, err
 	}
 	hasState, err := raft.HasExistingState(d.logs, d.stable, d.snaps)
@@ -176,6 +179,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 		n.deps.closeTransport()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.started.Store(n.raft)
 	n.refreshClusterID() // from the snapshot Raft restored
 	n.rd.bootIndex = n.raft.LastIndex()
 	n.scanLogMode()
@@ -183,6 +187,7 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	switch {
 	case hasState:
 		n.log.Info("found existing state; bootstrap and join settings ignored")
+		n.checkInitialCluster()
 	case cfg.Join != "":
 		n.wg.Add(1)
 		go n.joinLoop()

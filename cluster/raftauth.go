@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
-	"time"
 )
 
 // With a cluster secret, a Raft connection carries no RPC until both ends
@@ -137,53 +135,6 @@ func proveServer(w io.Writer, r *bufio.Reader, key []byte, client, self string) 
 	}
 	_, err = w.Write(raftAuthMAC(key, "server", cnonce, snonce, client, self))
 	return err
-}
-
-// refusalLogEvery is how often a refused remote host is logged at most.
-const refusalLogEvery = 10 * time.Second
-
-// refusalLog rate-limits log lines about refused connections per key
-// (a remote host), so that a scanner or a misconfigured peer retrying
-// every few milliseconds cannot flood the log; the next line logged for a
-// key says how many were left out.
-type refusalLog struct {
-	mu    sync.Mutex
-	every time.Duration
-	seen  map[string]*refusalEntry
-}
-
-type refusalEntry struct {
-	last       time.Time
-	suppressed int
-}
-
-// maxRefusalKeys bounds the map; past it, it starts afresh (a flood from
-// many addresses then logs more, never grows memory).
-const maxRefusalKeys = 1024
-
-func newRefusalLog(every time.Duration) *refusalLog {
-	return &refusalLog{every: every, seen: map[string]*refusalEntry{}}
-}
-
-// allow reports whether to log for key now, and how many were suppressed.
-func (l *refusalLog) allow(key string, now time.Time) (int, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.seen[key]
-	if !ok {
-		if len(l.seen) >= maxRefusalKeys {
-			l.seen = map[string]*refusalEntry{}
-		}
-		l.seen[key] = &refusalEntry{last: now}
-		return 0, true
-	}
-	if now.Sub(e.last) < l.every {
-		e.suppressed++
-		return 0, false
-	}
-	n := e.suppressed
-	e.last, e.suppressed = now, 0
-	return n, true
 }
 
 // After the preamble, a heureka dialer names its cluster (identity.go):

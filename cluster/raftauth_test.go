@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 const testSecret = "a-cluster-secret-for-tests"
@@ -48,7 +50,7 @@ func secretTransport(t *testing.T, id, secret string) (*raft.NetworkTransport, *
 	}
 	s.advertise = s.ln.Addr()
 	// Every refusal logged: the tests' peers all come from 127.0.0.1.
-	s.refusals = newRefusalLog(0)
+	s.refusals = nodeapi.NewRefusalLog(0)
 	tr := raft.NewNetworkTransport(s, 2, 2*time.Second, io.Discard)
 	t.Cleanup(func() { tr.Close() })
 	got := &int32Counter{}
@@ -205,20 +207,20 @@ func TestRaftAuth_ReplayRefused(t *testing.T) {
 }
 
 func TestRefusalLog_RateLimits(t *testing.T) {
-	l := newRefusalLog(10 * time.Second)
+	l := nodeapi.NewRefusalLog(10 * time.Second)
 	t0 := time.Unix(1000, 0)
-	if _, ok := l.allow("10.0.0.1", t0); !ok {
+	if _, ok := l.Allow("10.0.0.1", t0); !ok {
 		t.Fatal("first refusal not logged")
 	}
 	for i := 1; i <= 5; i++ {
-		if _, ok := l.allow("10.0.0.1", t0.Add(time.Duration(i)*time.Second)); ok {
+		if _, ok := l.Allow("10.0.0.1", t0.Add(time.Duration(i)*time.Second)); ok {
 			t.Fatal("refusal within the window logged")
 		}
 	}
-	if _, ok := l.allow("10.0.0.2", t0.Add(time.Second)); !ok {
+	if _, ok := l.Allow("10.0.0.2", t0.Add(time.Second)); !ok {
 		t.Fatal("another host's refusal suppressed")
 	}
-	if n, ok := l.allow("10.0.0.1", t0.Add(11*time.Second)); !ok || n != 5 {
+	if n, ok := l.Allow("10.0.0.1", t0.Add(11*time.Second)); !ok || n != 5 {
 		t.Fatalf("after the window: logged %v, suppressed %d, want 5", ok, n)
 	}
 }
@@ -290,17 +292,21 @@ func TestIdentity_OlderPeer(t *testing.T) {
 }
 
 // TestIdentity_Mismatch: nodes of two clusters refuse each other on both
-// ends; a node that does not know its cluster yet is taken.
+// ends; a node that does not know its cluster yet is taken by a member of
+// a cluster only if it is in that member's configuration, and it takes a
+// named peer.
 func TestIdentity_Mismatch(t *testing.T) {
+	members := map[string]bool{"n4": true}
+	member := func(id string) bool { return members[id] }
 	mk := func(id, cluster string) (*raft.NetworkTransport, *syncBuffer, *int32Counter) {
 		buf := &syncBuffer{}
 		s, err := newStreamLayer("127.0.0.1:0", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, id, streamOptions{
-			ClusterID: func() string { return cluster }, Log: hclog.New(&hclog.LoggerOptions{Output: buf})})
+			ClusterID: func() string { return cluster }, Member: member, Log: hclog.New(&hclog.LoggerOptions{Output: buf})})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.advertise = s.ln.Addr()
-		s.refusals = newRefusalLog(0)
+		s.refusals = nodeapi.NewRefusalLog(0)
 		nt := raft.NewNetworkTransport(s, 2, 2*time.Second, io.Discard)
 		t.Cleanup(func() { nt.Close() })
 		n := &int32Counter{}
@@ -324,7 +330,20 @@ func TestIdentity_Mismatch(t *testing.T) {
 	}
 	waitLog(t, aLog, "peer_cluster=c-b cluster=c-a")
 	waitLog(t, bLog, "peer_cluster=c-a cluster=c-b")
-	if err := fresh.AppendEntries("n2", b.LocalAddr(), appendReq("n3", 1), &resp); err != nil {
-		t.Fatalf("a node without a cluster identity yet: %v", err)
+	// n3 names no cluster and is not in b's configuration: refused, both
+	// ends say why.
+	if err := fresh.AppendEntries("n2", b.LocalAddr(), appendReq("n3", 1), &resp); err == nil || !strings.Contains(err.Error(), "names no cluster yet") {
+		t.Fatalf("a stranger without a cluster identity: %v, want refused", err)
+	}
+	waitLog(t, bLog, `node \"n3\" names no cluster`)
+	// n4 names none either, but b's configuration lists it: taken.
+	member4, _, _ := mk("n4", "")
+	if err := member4.AppendEntries("n2", b.LocalAddr(), appendReq("n4", 1), &resp); err != nil {
+		t.Fatalf("a member without a cluster identity yet: %v", err)
+	}
+	// A node that names none takes a named peer (a new node, dialed by
+	// its leader).
+	if err := a.AppendEntries("n3", fresh.LocalAddr(), appendReq("n1", 1), &resp); err != nil {
+		t.Fatalf("a new node refused its leader: %v", err)
 	}
 }

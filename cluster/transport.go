@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 // Every Raft connection heureka opens starts with a short preamble naming
@@ -79,8 +81,9 @@ type streamLayer struct {
 	nodeID    string
 	advertise net.Addr
 	log       hclog.Logger
-	refusals  *refusalLog
-	identity  func() string // the cluster's identity; nil or "": unknown
+	refusals  *nodeapi.RefusalLog
+	identity  func() string        // the cluster's identity; nil or "": unknown
+	member    func(id string) bool // whether id is in this node's Raft configuration
 	legacy    legacyPeers
 	conns     chan net.Conn
 	done      chan struct{}
@@ -98,6 +101,10 @@ type streamOptions struct {
 	// sent on every connection dialed, and a peer naming another is
 	// refused (raftauth.go).
 	ClusterID func() string
+	// Member reports whether a node id is in this node's Raft
+	// configuration: a dialer that names no cluster is admitted by a node
+	// that knows its own only if it is (admitDialer).
+	Member func(id string) bool
 	// Log receives refused connections, rate-limited per remote host.
 	Log hclog.Logger
 }
@@ -119,7 +126,7 @@ func newStreamLayer(bind string, advertise net.Addr, nodeID string, opts streamO
 		return nil, err
 	}
 	s := &streamLayer{ln: ln, tls: opts.TLS, nodeID: nodeID, advertise: advertise,
-		log: opts.Log, refusals: newRefusalLog(refusalLogEvery), identity: opts.ClusterID,
+		log: opts.Log, refusals: nodeapi.NewRefusalLog(nodeapi.RefusalLogEvery), identity: opts.ClusterID, member: opts.Member,
 		conns: make(chan net.Conn), done: make(chan struct{})}
 	if opts.Secret != "" {
 		s.key = raftAuthKey(opts.Secret)
@@ -181,7 +188,7 @@ func (s *streamLayer) admit(raw net.Conn) {
 	}
 	if framed {
 		own := s.clusterID()
-		mismatch := sameCluster(own, peerCluster)
+		mismatch := admitDialer(own, peerCluster, from, s.member)
 		verdict := byte(0)
 		if mismatch != nil {
 			verdict = 1
@@ -213,14 +220,14 @@ func (s *streamLayer) admit(raw net.Conn) {
 }
 
 // refuse logs a refused connection, at most once per remote host per
-// refusalLogEvery, with the count of those not logged since.
+// nodeapi.RefusalLogEvery, with the count of those not logged since.
 func (s *streamLayer) refuse(raw net.Conn, claimed string, err error, kv ...any) {
 	remote := raw.RemoteAddr().String()
 	host, _, splitErr := net.SplitHostPort(remote)
 	if splitErr != nil {
 		host = remote
 	}
-	if suppressed, ok := s.refusals.allow(host, time.Now()); ok {
+	if suppressed, ok := s.refusals.Allow(host, time.Now()); ok {
 		args := append([]any{"remote", remote, "claimed_node", claimed, "error", err}, kv...)
 		s.log.Warn("raft connection refused", append(args, "suppressed_since_last", suppressed)...)
 	}
@@ -302,12 +309,16 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err == nil && !refused {
 		err = sameCluster(own, peerCluster)
 	} else if err == nil {
-		err = fmt.Errorf("the peer refused this node: %w", sameCluster(own, peerCluster))
+		err = sameCluster(own, peerCluster)
+		if err == nil {
+			err = fmt.Errorf("this node names no cluster yet and the peer belongs to cluster %s: %w", peerCluster, ErrOtherCluster)
+		}
+		err = fmt.Errorf("the peer refused this node: %w", err)
 	}
 	if err != nil {
 		conn.Close()
 		err = fmt.Errorf("raft peer %s: %w", address, err)
-		if suppressed, ok := s.refusals.allow("dial "+string(address), time.Now()); ok {
+		if suppressed, ok := s.refusals.Allow("dial "+string(address), time.Now()); ok {
 			s.log.Warn("raft peer refused", "address", string(address), "peer_cluster", peerCluster, "cluster", own,
 				"error", err, "suppressed_since_last", suppressed)
 		}
@@ -321,7 +332,7 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err != nil {
 		conn.Close()
 		err = fmt.Errorf("raft peer %s (node %q): %w", address, peer, err)
-		if suppressed, ok := s.refusals.allow("dial "+string(address), time.Now()); ok {
+		if suppressed, ok := s.refusals.Allow("dial "+string(address), time.Now()); ok {
 			s.log.Warn("raft peer refused", "address", string(address), "peer_node", peer,
 				"error", err, "suppressed_since_last", suppressed)
 		}

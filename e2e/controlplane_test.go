@@ -8,12 +8,13 @@ package e2e
 // makes the same changes.
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/e2e/intruder"
 )
 
 func TestControlPlaneClosedToOutsiders(t *testing.T) {
@@ -28,35 +29,28 @@ func TestControlPlaneClosedToOutsiders(t *testing.T) {
 	if code != 200 || len(snap) == 0 {
 		t.Fatalf("snapshot download (a read, open without --auth-file): %d", code)
 	}
+	// The snapshot is old now: it lacks good-2.
+	if code, b, _ := Do(t, "POST", leader.URL("/eureka/apps/GOOD"), RegisterBody("GOOD", "good-2", nil)); code != 204 {
+		t.Fatalf("register: %d %s", code, b)
+	}
 	before := leader.Status(t)
-	fake := []byte(`{"id":"evil","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`)
-	octet := []string{"Content-Type", "application/octet-stream"}
-	wrong := []string{"X-Heureka-Cluster-Secret", "a-wrong-secret-0123456789"}
-	calls := []struct {
-		method, path string
-		body         []byte
-		headers      []string
-	}{
-		{"POST", "/v1/members", fake, nil},
-		{"DELETE", "/v1/members/" + victim.ID, nil, nil},
-		{"PUT", "/v1/mode?mode=cp", nil, nil},
-		{"POST", "/v1/snapshot", snap, octet},
-		{"POST", "/internal/v1/join", fake, nil},
-		{"POST", "/internal/v1/remove", []byte(`{"id":"` + victim.ID + `"}`), nil},
-		{"POST", "/internal/v1/membership", []byte(`{"id":"` + f.ID + `","member":false}`), nil},
-		{"POST", "/internal/v1/restore", snap, octet},
-		{"POST", "/internal/v1/apply", encodeRegister(t, "EVIL", "evil-1"), octet},
+	views := map[string]Status{}
+	for _, nd := range c.Nodes {
+		WaitFor(t, 10*time.Second, func() bool {
+			views[nd.ID] = nd.Status(t)
+			return views[nd.ID].RegistryVersion == before.RegistryVersion
+		}, nd.ID+" to apply good-2")
+	}
+	attacks, err := intruder.Control(victim.ID, snap)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, nd := range []*Node{leader, f} {
-		for _, call := range calls {
-			for _, extra := range [][]string{nil, wrong} {
-				code, b, _ := Do(t, call.method, nd.URL(call.path), call.body, append(append([]string{}, call.headers...), extra...)...)
-				want := http.StatusUnauthorized
-				if extra != nil {
-					want = http.StatusForbidden
-				}
-				if code != want {
-					t.Errorf("%s %s on %s (secret %v): %d %s, want %d", call.method, call.path, nd.ID, extra != nil, code, b, want)
+		for _, a := range attacks {
+			for _, extra := range [][]string{nil, intruder.WrongSecret} {
+				code, b, err := a.Send(nd.Client(), nd.BaseURL(), extra...)
+				if want := intruder.RefusedStatus(extra); err != nil || code != want {
+					t.Errorf("%s (%s %s) on %s (wrong secret %v): %d %s %v, want %d", a.Name, a.Method, a.Path, nd.ID, extra != nil, code, b, err, want)
 				}
 			}
 		}
@@ -75,11 +69,13 @@ func TestControlPlaneClosedToOutsiders(t *testing.T) {
 		}
 	}
 	for _, nd := range c.Nodes {
-		if code, _, _ := Do(t, "GET", nd.URL("/eureka/apps/EVIL/evil-1?consistency=stale"), nil); code != 404 {
-			t.Fatalf("%s: EVIL/evil-1 answered %d", nd.ID, code)
+		if _, apps, _ := Do(t, "GET", nd.URL("/eureka/apps?consistency=linearizable"), nil); strings.Contains(string(apps), "evil-1") {
+			t.Fatalf("%s stored an intruder's registration: %s", nd.ID, apps)
 		}
-		if st := nd.Status(t); st.Leader != before.Leader {
-			t.Fatalf("%s follows %q now", nd.ID, st.Leader)
+		b, st := views[nd.ID], nd.Status(t)
+		if st.Leader != b.Leader || st.Term != b.Term || st.Mode != b.Mode || st.RegistryVersion != b.RegistryVersion || st.Instances != 2 {
+			t.Fatalf("%s moved: leader %q→%q, term %d→%d, mode %s→%s, registry version %d→%d, %d instances",
+				nd.ID, b.Leader, st.Leader, b.Term, st.Term, b.Mode, st.Mode, b.RegistryVersion, st.RegistryVersion, st.Instances)
 		}
 	}
 

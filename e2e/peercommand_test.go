@@ -13,15 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heureka-registry/heureka/e2e/intruder"
 	"github.com/heureka-registry/heureka/fsm"
 )
 
 func encodeRegister(t *testing.T, app, id string) []byte {
 	t.Helper()
-	entry, err := fsm.Encode(fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{
-		InstanceID: id, HostName: "h.test", App: app, IPAddr: "10.0.0.9", Status: "UP",
-		DataCenterInfo: fsm.DataCenterInfo{Name: "MyOwn"}, DurationSecs: 90, RenewalIntervalSecs: 30,
-	}})
+	entry, err := intruder.EncodeRegister(app, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +45,11 @@ func TestPeerCommandsChecked(t *testing.T) {
 
 	evil := encodeRegister(t, "EVIL/../X", "evil-1")
 	for _, nd := range []*Node{leader, f} {
-		code, b, _ := Do(t, "POST", nd.URL("/internal/v1/apply"), evil, secret...)
-		if code != http.StatusBadRequest || !strings.Contains(string(b), "slash") {
-			t.Errorf("%s: /internal/v1/apply of app EVIL/../X: %d %s, want 400 naming the slash", nd.ID, code, b)
+		for _, app := range intruder.BadAppNames {
+			code, b, _ := Do(t, "POST", nd.URL("/internal/v1/apply"), encodeRegister(t, app, "evil-1"), secret...)
+			if why := map[string]string{"EVIL/../X": "slash", "EVIL\x01CTRL": "control"}[app]; code != http.StatusBadRequest || !strings.Contains(string(b), why) {
+				t.Errorf("%s: /internal/v1/apply of app %q: %d %s, want 400 naming the %s", nd.ID, app, code, b, why)
+			}
 		}
 	}
 	// A metadata update without the entry limit, and an eviction (the

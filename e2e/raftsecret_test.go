@@ -7,13 +7,12 @@ package e2e
 // same client against a cluster without a secret is answered.
 
 import (
-	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/heureka-registry/heureka/e2e/intruder"
 )
 
 const e2eSecret = "an-e2e-cluster-secret-0123"
@@ -26,11 +25,7 @@ func TestRaftSecretRefusesOutsiders(t *testing.T) {
 
 	// hashicorp/raft's own NetworkTransport: the preamble, then the
 	// rpcAppendEntries type byte and the msgpack-encoded request.
-	tr := raftClient(t, func(addr string, timeout time.Duration) (net.Conn, error) {
-		return net.DialTimeout("tcp", addr, timeout)
-	})
-	var resp raft.AppendEntriesResponse
-	err := tr.AppendEntries("n-target", raft.ServerAddress(f.RaftAddr), hostileAppend(t, before, string(tr.LocalAddr())), &resp)
+	resp, err := intruder.RaftAppend(intruder.DialTCP, f.RaftAddr, before.Term, before.CommitIndex)
 	if err == nil {
 		t.Fatalf("AppendEntries without the secret answered %+v", resp)
 	}
@@ -107,6 +102,63 @@ func TestRaftSecretWrongSecretNode(t *testing.T) {
 			t.Logf("leader's log: %s", line)
 			break
 		}
+	}
+}
+
+// TestRaftSecretJoin: a fourth node given the cluster's secret joins
+// through --join and becomes a voter that replicates; a fifth with a wrong
+// secret never becomes a member, and the leader's log names it with its
+// address.
+func TestRaftSecretJoin(t *testing.T) {
+	c := StartCluster(t, 3, Options{ExtraArgs: []string{"--cluster-secret", e2eSecret}})
+	leader := c.WaitLeader(t, 15*time.Second)
+	if code, b, _ := Do(t, "POST", leader.URL("/eureka/apps/GOOD"), RegisterBody("GOOD", "good-1", nil)); code != 204 {
+		t.Fatalf("register: %d %s", code, b)
+	}
+	n4 := c.StartNode(t, "n4", leader.HTTPAddr)
+	WaitFor(t, 30*time.Second, func() bool {
+		for _, m := range leader.Members(t).Members {
+			if m.ID == "n4" {
+				return m.Voter
+			}
+		}
+		return false
+	}, "n4 (the right secret) to join as a voter")
+	WaitFor(t, 10*time.Second, func() bool {
+		code, _, _ := Do(t, "GET", n4.URL("/eureka/apps/GOOD/good-1?consistency=stale"), nil)
+		return code == 200
+	}, "GOOD/good-1 replicated to n4")
+
+	c.opts.NodeArgs = func(id string) []string {
+		if id == "n5" {
+			return []string{"--cluster-secret", "a-different-secret-0123"}
+		}
+		return nil
+	}
+	n5 := c.StartNode(t, "n5", leader.HTTPAddr)
+	WaitFor(t, 15*time.Second, func() bool {
+		return strings.Contains(readLog(t, leader.LogPath), "claimed_node=n5")
+	}, "the leader's log to name n5")
+	for _, line := range strings.Split(readLog(t, leader.LogPath), "\n") {
+		if strings.Contains(line, "claimed_node=n5") {
+			t.Logf("leader's log: %s", line)
+			break
+		}
+	}
+	// n5 keeps asking (once a second); it never becomes a member.
+	for range 5 {
+		for _, m := range leader.Members(t).Members {
+			if m.ID == "n5" {
+				t.Fatalf("n5 with a wrong secret is a member: %+v", m)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	if st := n5.Status(t); st.Leader != "" || st.CommitIndex != 0 {
+		t.Fatalf("n5 with a wrong secret took part: leader %q, commit %d", st.Leader, st.CommitIndex)
+	}
+	if !strings.Contains(n5.LogTail(40), "join answered 403") {
+		t.Errorf("n5's log does not show its join refused:\n%s", n5.LogTail(20))
 	}
 }
 

@@ -21,62 +21,19 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/heureka-registry/heureka/cluster"
-	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/e2e/intruder"
 )
 
-// rawStream is a raft.StreamLayer for a test client: dial sets up the
-// connection (raw TCP or TLS), then the preamble is written.
-type rawStream struct {
-	net.Listener
-	dial func(addr string, timeout time.Duration) (net.Conn, error)
-}
-
-func (s *rawStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	conn, err := s.dial(string(addr), timeout)
-	if err != nil {
-		return nil, err
-	}
-	if err := cluster.WritePreamble(conn, "intruder"); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
-}
-
-// raftClient is a Raft network transport whose connections come from dial.
-func raftClient(t *testing.T, dial func(addr string, timeout time.Duration) (net.Conn, error)) *raft.NetworkTransport {
+// raftClient is an intruder's Raft transport whose connections come from
+// dial, closed when the test ends.
+func raftClient(t *testing.T, dial intruder.DialFunc) *raft.NetworkTransport {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tr, err := intruder.RaftTransport(dial)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := raft.NewNetworkTransport(&rawStream{Listener: ln, dial: dial}, 1, 3*time.Second, io.Discard)
 	t.Cleanup(func() { tr.Close() })
 	return tr
-}
-
-// hostileAppend is an AppendEntries from a made-up leader with a far
-// higher term, carrying one registration right after the node's last entry.
-func hostileAppend(t *testing.T, st Status, from string) *raft.AppendEntriesRequest {
-	t.Helper()
-	entry, err := fsm.Encode(fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{
-		InstanceID: "evil-1", HostName: "evil.test", App: "EVIL", IPAddr: "10.66.6.6", Status: "UP",
-		DataCenterInfo: fsm.DataCenterInfo{Name: "MyOwn"}, DurationSecs: 90, RenewalIntervalSecs: 30,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = fsm.Stamp(entry, time.Now().UnixMilli())
-	last := st.CommitIndex
-	return &raft.AppendEntriesRequest{
-		RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("intruder"), Addr: []byte(from)},
-		Term:              st.Term + 100,
-		PrevLogEntry:      last,
-		PrevLogTerm:       st.Term,
-		Entries:           []*raft.Log{{Index: last + 1, Term: st.Term + 100, Type: raft.LogCommand, Data: entry}},
-		LeaderCommitIndex: last + 1,
-	}
 }
 
 func TestRaftTLSRefusesOutsiders(t *testing.T) {
@@ -98,22 +55,17 @@ func TestRaftTLSRefusesOutsiders(t *testing.T) {
 			return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, cfg)
 		}
 	}
-	dialRaw := func(addr string, timeout time.Duration) (net.Conn, error) {
-		return net.DialTimeout("tcp", addr, timeout)
-	}
 	other := newTLSCA(t, "other-ca")
 	outsiders := []struct {
 		name string
-		dial func(string, time.Duration) (net.Conn, error)
+		dial intruder.DialFunc
 	}{
-		{"raw TCP, no certificate", dialRaw},
+		{"raw TCP, no certificate", intruder.DialTCP},
 		{"TLS without a certificate", dialTLS(ca.clientConfig(t, nil))},
 		{"TLS with a certificate from another CA", dialTLS(ca.clientConfig(t, other))},
 	}
 	for _, o := range outsiders {
-		tr := raftClient(t, o.dial)
-		var resp raft.AppendEntriesResponse
-		err := tr.AppendEntries("n-target", raft.ServerAddress(f.RaftAddr), hostileAppend(t, before, string(tr.LocalAddr())), &resp)
+		resp, err := intruder.RaftAppend(o.dial, f.RaftAddr, before.Term, before.CommitIndex)
 		if err == nil {
 			t.Errorf("%s: AppendEntries answered %+v", o.name, resp)
 			continue
@@ -167,11 +119,8 @@ func TestRaftPlainAnswersRawClient(t *testing.T) {
 	leader := c.WaitLeader(t, 15*time.Second)
 	f := c.Followers(leader)[0]
 	before := f.Status(t)
-	tr := raftClient(t, func(addr string, timeout time.Duration) (net.Conn, error) {
-		return net.DialTimeout("tcp", addr, timeout)
-	})
-	var resp raft.AppendEntriesResponse
-	if err := tr.AppendEntries("n-target", raft.ServerAddress(f.RaftAddr), hostileAppend(t, before, string(tr.LocalAddr())), &resp); err != nil {
+	resp, err := intruder.RaftAppend(intruder.DialTCP, f.RaftAddr, before.Term, before.CommitIndex)
+	if err != nil {
 		t.Fatalf("plain Raft: raw client got no answer: %v", err)
 	}
 	if resp.Term != before.Term+100 {

@@ -279,6 +279,7 @@ func (s *Server) authenticate(c *gin.Context) {
 			if r.Header.Get(nodeapi.SecretHeader) == "" {
 				status, msg = http.StatusUnauthorized, r.Method+" "+path+" needs the cluster secret (the CLI sends $HEUREKA_CLUSTER_SECRET or --cluster-secret-file)"
 			}
+			s.refusals.CallRefused(s.log, r, msg)
 			c.AbortWithStatusJSON(status, gin.H{"error": msg})
 			return
 		case s.openWithoutCredentials(r):

@@ -95,6 +95,9 @@ type Server struct {
 	cache        *cache.Cache
 	log          hclog.Logger
 	engine       *gin.Engine
+	// refusals rate-limits the log lines of control calls refused for
+	// want of the cluster secret.
+	refusals *nodeapi.RefusalLog
 	// waiting counts blocking reads waiting (parked or in awaitNewer).
 	waiting atomic.Int64
 	lot     *parkingLot
@@ -126,7 +129,8 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	gin.SetMode(gin.ReleaseMode)
 	// Cached documents come in every format, compact variants included.
 	cfg.Cache.Formats = max(cfg.Cache.Formats, eureka.NumFormats)
-	s := &Server{cfg: cfg, cluster: c, log: log.Named("http"), started: time.Now()}
+	s := &Server{cfg: cfg, cluster: c, log: log.Named("http"), started: time.Now(),
+		refusals: nodeapi.NewRefusalLog(nodeapi.RefusalLogEvery)}
 	s.views = newViews(c.Read, cfg)
 	s.durableViews = newViews(c.ReadDurable, cfg)
 	var err error

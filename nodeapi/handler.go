@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/opapi"
 )
@@ -53,6 +55,9 @@ type HandlerConfig struct {
 	// unknown): a call naming another cluster (ClusterHeader) is refused
 	// with ErrOtherCluster, both identities in the message.
 	Cluster func() string
+	// Log, if set, receives the calls refused for want of the secret,
+	// rate-limited per remote host (RefusalLog.CallRefused).
+	Log hclog.Logger
 }
 
 // Handler serves the node-to-node endpoints under Prefix.
@@ -145,7 +150,7 @@ func Handler(b Backend, cfg HandlerConfig) http.Handler {
 		h = s.sameCluster(mux)
 	}
 	if cfg.Secret != "" {
-		return requireSecret(cfg.Secret, h)
+		return requireSecret(cfg.Secret, cfg.Log, h)
 	}
 	return h
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // SecretHeader carries the cluster secret on every node-to-node HTTP call
@@ -51,8 +53,10 @@ func (t *secretTransport) CloseIdleConnections() {
 }
 
 // requireSecret refuses, with 401 (missing) or 403 (wrong), every request
-// that does not carry the cluster secret.
-func requireSecret(secret string, next http.Handler) http.Handler {
+// that does not carry the cluster secret, and logs the refusals to log
+// (rate-limited per remote host).
+func requireSecret(secret string, log hclog.Logger, next http.Handler) http.Handler {
+	refusals := NewRefusalLog(RefusalLogEvery)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if SecretMatches(r, secret) {
 			next.ServeHTTP(w, r)
@@ -62,6 +66,7 @@ func requireSecret(secret string, next http.Handler) http.Handler {
 		if r.Header.Get(SecretHeader) == "" {
 			status, msg = http.StatusUnauthorized, "cluster secret required"
 		}
+		refusals.CallRefused(log, r, msg)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(Reply{Code: codeUnauthorized, Message: msg})

@@ -31,6 +31,10 @@ const (
 	codeUnauthorized = "unauthorized"
 )
 
+// CallerHeader names the calling node on node-to-node calls and on a
+// node's own join request.
+const CallerHeader = forwardedBy
+
 // ClusterHeader carries the calling node's cluster identity on every
 // node-to-node call, when it knows it.
 const ClusterHeader = "X-Heureka-Cluster-ID"

@@ -233,8 +233,10 @@ func (p *project) waitHealthy(svcs ...string) {
 // status is the part of /v1/status the tests read.
 type status struct {
 	Node           string `json:"node"`
+	ClusterID      string `json:"cluster_id"`
 	State          string `json:"state"`
 	Leader         string `json:"leader"`
+	Term           uint64 `json:"term"`
 	CommitIndex    uint64 `json:"commit_index"`
 	AppliedIndex   uint64 `json:"applied_index"`
 	Mode           string `json:"mode"`
@@ -243,6 +245,8 @@ type status struct {
 	Ready          bool   `json:"ready"`
 	JournalEntries int    `json:"journal_entries"`
 	Instances      int    `json:"instances"`
+	// RegistryVersion is the Raft index of the last change to the registry.
+	RegistryVersion uint64 `json:"registry_version"`
 }
 
 // client reaches nodes through their published ports; a node cut off from

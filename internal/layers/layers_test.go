@@ -36,6 +36,10 @@ var allowed = map[string][]string{
 	"internal/memlimit": {"internal/tick"},
 	"internal/tick":     nil,
 	"cmd/heureka":       {"*"},
+
+	// The intruder speaks the node-to-node protocols (its package comment).
+	"e2e/intruder":         {"cluster", "fsm", "internal/launch", "nodeapi"},
+	"e2e/compose/intruder": {"e2e/intruder", "internal/launch", "opapi"},
 }
 
 func TestImportsPointOneWay(t *testing.T) {
