@@ -197,37 +197,7 @@ func startSSRig(t *testing.T, n int, starter bool, extraCallerArgs ...string) *s
 	for _, nd := range r.zone {
 		zone = append(zone, nd.BaseURL()+"/eureka/")
 	}
-	addr := FreeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	args := append(slices.Clone(jvmArgs), "-jar", jar,
-		"--server.port="+port, "--server.address=127.0.0.1",
-		"--eureka.client.service-url.defaultZone="+strings.Join(zone, ","),
-		"--caller.target="+ssVIP, "--logging.level.io.heureka=DEBUG")
-	if !starter {
-		args = append(args, "--heureka.enabled=false")
-	}
-	args = append(args, extraCallerArgs...)
-	name := "springcaller-starter"
-	if !starter {
-		name = "springcaller-stock"
-	}
-	r.caller = StartProc(t, name, exec.Command(java, args...))
-	r.base = "http://" + addr
-	t.Cleanup(func() {
-		if t.Failed() {
-			var starter []string
-			all, _ := os.ReadFile(r.caller.LogPath)
-			for _, l := range strings.Split(string(all), "\n") {
-				if strings.Contains(l, "heureka") || strings.Contains(l, " WARN ") || strings.Contains(l, " ERROR ") {
-					starter = append(starter, l)
-				}
-			}
-			if len(starter) > 200 {
-				starter = starter[len(starter)-200:]
-			}
-			t.Logf("caller log, the starter's lines and warnings:\n%s", strings.Join(starter, "\n"))
-		}
-	})
+	r.caller, r.base = startCallerApp(t, java, jar, zone, starter, extraCallerArgs...)
 	// The caller reaches every instance (the stock one within its first fetches).
 	WaitFor(t, 120*time.Second, func() bool {
 		ch, err := chosenOf(r.base)
@@ -246,6 +216,48 @@ func startSSRig(t *testing.T, n int, starter bool, extraCallerArgs ...string) *s
 		t.Fatalf("caller: starter=%v following=%v fellBack=%v, want starter=%v following", ch.Starter, ch.Following, ch.FellBack, starter)
 	}
 	return r
+}
+
+// startCallerApp starts the caller app (e2e/springcaller) calling ssVIP
+// through the service URLs zone, with the starter or (heureka.enabled=false)
+// without; it returns the process and the app's base URL. The starter logs
+// at DEBUG unless extra sets --logging.level.io.heureka. If the test
+// fails, the starter's lines and the app's warnings are logged.
+func startCallerApp(t *testing.T, java, jar string, zone []string, starter bool, extra ...string) (*Proc, string) {
+	addr := FreeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	args := append(slices.Clone(jvmArgs), "-jar", jar,
+		"--server.port="+port, "--server.address=127.0.0.1",
+		"--eureka.client.service-url.defaultZone="+strings.Join(zone, ","),
+		"--caller.target="+ssVIP)
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--logging.level.io.heureka=") }) {
+		args = append(args, "--logging.level.io.heureka=DEBUG")
+	}
+	if !starter {
+		args = append(args, "--heureka.enabled=false")
+	}
+	args = append(args, extra...)
+	name := "springcaller-starter"
+	if !starter {
+		name = "springcaller-stock"
+	}
+	caller := StartProc(t, name, exec.Command(java, args...))
+	t.Cleanup(func() {
+		if t.Failed() {
+			var lines []string
+			all, _ := os.ReadFile(caller.LogPath)
+			for _, l := range strings.Split(string(all), "\n") {
+				if strings.Contains(l, "heureka") || strings.Contains(l, " WARN ") || strings.Contains(l, " ERROR ") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) > 200 {
+				lines = lines[len(lines)-200:]
+			}
+			t.Logf("caller log, the starter's lines and warnings:\n%s", strings.Join(lines, "\n"))
+		}
+	})
+	return caller, "http://" + addr
 }
 
 // startHeartbeats renews every instance that is not paused twice a second,
