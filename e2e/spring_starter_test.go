@@ -526,41 +526,136 @@ func TestSpringStarterSubscribed(t *testing.T) {
 	}
 }
 
+// callerView is the caller app's GET /view: the Eureka client's registry copy.
+type callerView struct {
+	Now       int64          `json:"now"`
+	Instances int            `json:"instances"`
+	Apps      map[string]int `json:"apps"`
+}
+
+func viewOf(base string) (callerView, error) {
+	var v callerView
+	code, body, _, err := TryDo("GET", base+"/view", nil)
+	if err != nil {
+		return v, err
+	}
+	if code != 200 {
+		return v, fmt.Errorf("GET /view: %d", code)
+	}
+	return v, json.Unmarshal(body, &v)
+}
+
 // TestSpringStarterKeepsViewAcrossClusterKill: kill -9 of every heureka
-// node leaves the caller's view as it was (the Eureka client keeps its copy
-// through failed fetches, and the starter's failed blocking queries change
-// nothing); once the cluster is back, the starter follows it again: a
-// cancel reaches the caller within a second.
+// node, then a restart in random order, leaves the caller's view as it
+// was: 100 instances of four other applications and the three it calls,
+// polled every 100 ms from before the kill until every node serves them
+// all again and 3 s after (the Eureka client keeps its copy through failed
+// fetches, and the refreshes the starter runs when a node comes back fetch
+// only from a node that serves the whole registry); the caller lists and
+// chooses all three throughout. Once the cluster is back, the starter
+// follows it again: a cancel reaches the caller within a second.
 func TestSpringStarterKeepsViewAcrossClusterKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and a JVM")
 	}
 	r := startSSRig(t, 3, true)
 	r.longLeases() // this test is about the client's view
+	var regs []reg
+	lease := map[string]any{"leaseInfo": map[string]any{"renewalIntervalInSecs": 30, "durationInSecs": 900}}
+	for a := range 4 {
+		for i := range 25 {
+			regs = append(regs, reg{app: fmt.Sprintf("SSKV%d", a), id: fmt.Sprintf("sskv-%d-%02d", a, i), extra: lease})
+		}
+	}
+	want := len(regs) + len(r.targets)
+	registerAll(t, r.writeTo.BaseURL(), regs, 8)
+	WaitFor(t, 30*time.Second, func() bool {
+		v, err := viewOf(r.base)
+		return err == nil && v.Instances == want
+	}, fmt.Sprintf("the caller's view holding all %d instances", want))
+
+	// The poller: the view's size, and the three listed and chosen.
+	var (
+		mu       sync.Mutex
+		polls    int
+		minView  = want
+		problems []string
+	)
+	note := func(format string, args ...any) {
+		if len(problems) < 20 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		for range 3000 { // at most 5 min at 100 ms; the test stops it long before
+			v, verr := viewOf(r.base)
+			ch, cerr := chosenOf(r.base)
+			at := time.Since(start).Seconds()
+			mu.Lock()
+			polls++
+			switch {
+			case verr != nil || cerr != nil:
+				note("%.1fs: the caller did not answer: %v %v", at, verr, cerr)
+			default:
+				minView = min(minView, v.Instances)
+				if v.Instances != want {
+					note("%.1fs: the caller's view holds %d instances, want %d (%v)", at, v.Instances, want, v.Apps)
+				}
+				for _, tg := range r.targets {
+					if !slices.Contains(ch.Listed, tg.addr) || ch.Now-ch.Last[tg.addr] > 1000 {
+						note("%.1fs: the caller lists %v and last chose %s at -%dms, want all three, chosen throughout",
+							at, ch.Listed, tg.id, ch.Now-ch.Last[tg.addr])
+					}
+				}
+			}
+			mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	stopPolling := func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	}
+	t.Cleanup(stopPolling)
+
+	time.Sleep(time.Second)
 	for _, nd := range r.c.Nodes {
 		nd.Kill()
 	}
-	down := time.Now()
-	for time.Since(down) < 10*time.Second {
-		ch, err := chosenOf(r.base)
-		if err != nil {
-			t.Fatalf("caller during the outage: %v", err)
-		}
-		for _, tg := range r.targets {
-			if !slices.Contains(ch.Listed, tg.addr) || ch.Now-ch.Last[tg.addr] > 1000 {
-				t.Fatalf("%.1fs into the outage the caller lists %v and last chose %s at -%dms, want all three, chosen throughout",
-					time.Since(down).Seconds(), ch.Listed, tg.id, ch.Now-ch.Last[tg.addr])
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Logf("10 s with every node killed: the caller kept listing and choosing all three instances")
-	for _, nd := range r.c.Nodes {
-		rsStart(t, nd)
+	killed := time.Since(start)
+	time.Sleep(10 * time.Second)
+	for _, i := range rand.Perm(len(r.c.Nodes)) {
+		time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
+		rsStart(t, r.c.Nodes[i])
 	}
 	for _, nd := range r.c.Nodes {
-		rsWaitServingN(t, nd, len(r.targets))
+		rsWaitServingN(t, nd, want)
 	}
+	serving := time.Since(start)
+	time.Sleep(3 * time.Second)
+	stopPolling()
+	mu.Lock()
+	t.Logf("killed at %.1fs, every node serving all %d instances again at %.1fs; %d polls of the caller, smallest view %d",
+		killed.Seconds(), want, serving.Seconds(), polls, minView)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	mu.Unlock()
+	if t.Failed() {
+		return
+	}
+
 	time.Sleep(6 * time.Second) // the starter's back-off after every node failed: at most 5 s
 	gone, back := r.ssRound("cancel", r.targets[:1], true, 70*time.Second)
 	if gone[0] > time.Second || back[0] > time.Second {
