@@ -147,16 +147,19 @@ type callerChosen struct {
 	Refreshes int64            `json:"refreshes"`
 }
 
-func chosenOf(base string) (callerChosen, error) {
-	var c callerChosen
-	code, body, _, err := TryDo("GET", base+"/chosen", nil)
+func chosenOf(base string) (callerChosen, error) { return callerGet[callerChosen](base, "/chosen") }
+
+// callerGet decodes the caller app's JSON answer to GET path.
+func callerGet[T any](base, path string) (T, error) {
+	var v T
+	code, body, _, err := TryDo("GET", base+path, nil)
 	if err != nil {
-		return c, err
+		return v, err
 	}
 	if code != 200 {
-		return c, fmt.Errorf("GET /chosen: %d", code)
+		return v, fmt.Errorf("GET %s: %d", path, code)
 	}
-	return c, json.Unmarshal(body, &c)
+	return v, json.Unmarshal(body, &v)
 }
 
 // ssRig is a cluster, the targets, their heartbeats and the caller app.
@@ -533,17 +536,7 @@ type callerView struct {
 	Apps      map[string]int `json:"apps"`
 }
 
-func viewOf(base string) (callerView, error) {
-	var v callerView
-	code, body, _, err := TryDo("GET", base+"/view", nil)
-	if err != nil {
-		return v, err
-	}
-	if code != 200 {
-		return v, fmt.Errorf("GET /view: %d", code)
-	}
-	return v, json.Unmarshal(body, &v)
-}
+func viewOf(base string) (callerView, error) { return callerGet[callerView](base, "/view") }
 
 // TestSpringStarterKeepsViewAcrossClusterKill: kill -9 of every heureka
 // node, then a restart in random order, leaves the caller's view as it
