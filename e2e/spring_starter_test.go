@@ -143,6 +143,7 @@ type callerChosen struct {
 	Starter   bool             `json:"starter"`
 	Following bool             `json:"following"`
 	FellBack  bool             `json:"fellBack"`
+	Subset    bool             `json:"subset"`
 	Changes   int64            `json:"changes"`
 	Refreshes int64            `json:"refreshes"`
 }
@@ -227,13 +228,24 @@ func startSSRig(t *testing.T, n int, starter bool, extraCallerArgs ...string) *s
 // at DEBUG unless extra sets --logging.level.io.heureka. If the test
 // fails, the starter's lines and the app's warnings are logged.
 func startCallerApp(t *testing.T, java, jar string, zone []string, starter bool, extra ...string) (*Proc, string) {
+	return startCallerAppJVM(t, java, jar, jvmArgs, zone, starter, extra...)
+}
+
+// startCallerAppJVM is startCallerApp with the JVM's options; extra may set
+// the target (--caller.target=, empty: no calls) instead of ssVIP.
+func startCallerAppJVM(t *testing.T, java, jar string, jvm, zone []string, starter bool, extra ...string) (*Proc, string) {
 	addr := FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
-	args := append(slices.Clone(jvmArgs), "-jar", jar,
+	args := append(slices.Clone(jvm), "-jar", jar,
 		"--server.port="+port, "--server.address=127.0.0.1",
-		"--eureka.client.service-url.defaultZone="+strings.Join(zone, ","),
-		"--caller.target="+ssVIP)
-	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--logging.level.io.heureka=") }) {
+		"--eureka.client.service-url.defaultZone="+strings.Join(zone, ","))
+	has := func(prefix string) bool {
+		return slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, prefix) })
+	}
+	if !has("--caller.target=") {
+		args = append(args, "--caller.target="+ssVIP)
+	}
+	if !has("--logging.level.io.heureka=") {
 		args = append(args, "--logging.level.io.heureka=DEBUG")
 	}
 	if !starter {

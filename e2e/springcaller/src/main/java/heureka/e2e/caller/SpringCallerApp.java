@@ -134,6 +134,7 @@ public class SpringCallerApp {
         if (w != null) {
             out.put("following", w.isRunning());
             out.put("fellBack", w.isFallenBack());
+            out.put("subset", w.isSubset());
             out.put("changes", w.getChanges());
             out.put("refreshes", w.getRefreshes());
         }
