@@ -18,12 +18,12 @@ import (
 	"time"
 )
 
-// TestSpringStarterEurekaServerFallsBack: the caller with the starter
+// TestSpringStarterFallsBackOnEurekaServer: the caller with the starter
 // against a ring of three eureka-server peers. The fetch interval and
 // LoadBalancer's cache are 2 s here instead of 30 s and 35 s (the same code
 // paths, so the test takes seconds); the starter is at its default log
 // level, the level an application runs it at.
-func TestSpringStarterEurekaServerFallsBack(t *testing.T) {
+func TestSpringStarterFallsBackOnEurekaServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three eureka-servers and a JVM")
 	}
