@@ -20,6 +20,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -331,6 +332,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
         String app = URLDecoder.decode(doc.substring("apps/".length()), StandardCharsets.UTF_8);
         Rotation rotation = new Rotation();
         boolean polling = false;
+        byte[] last = null; // polling: the last document read
         long index = 0;
         boolean seen = false;
         while (running && !Thread.currentThread().isInterrupted()) {
@@ -360,13 +362,13 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
                     }
                 }
                 if (code == 200) {
-                    Application a = EurekaJacksonCodec.getInstance().readValue(Application.class,
-                            new ByteArrayInputStream(r.body()));
                     long n = header.map(h -> Long.parseLong(h.trim())).orElse(-1L);
-                    boolean moved = n != index;
-                    if (polling || !seen || moved) {
-                        install(client, app, a);
+                    boolean moved = polling ? !Arrays.equals(r.body(), last) : n != index;
+                    if (!seen || moved) {
+                        install(client, app, EurekaJacksonCodec.getInstance().readValue(Application.class,
+                                new ByteArrayInputStream(r.body())));
                     }
+                    last = polling ? r.body() : null;
                     if (header.isPresent() && announced.compareAndSet(false, true)) {
                         log.info("heureka: following " + redact(base) + " by blocking queries on "
                                 + String.join(", ", watched) + "; the registry copy holds these applications only");
@@ -383,6 +385,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
                     // Not registered (any more): out of the copy. heureka
                     // answers this at once, so it is asked again in a second.
                     install(client, app, null);
+                    last = null;
                     index = 0;
                     seen = true;
                     rotation.failedInARow = 0;
