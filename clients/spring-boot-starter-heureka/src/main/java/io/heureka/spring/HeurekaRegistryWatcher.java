@@ -100,6 +100,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
     private final Map<String, Application> subsetApps = new TreeMap<>();
     private Field localRegionApps;
     private Method onCacheRefreshed;
+    private DiscoveryClient installedInto; // the client the copy was last put into (under subsetApps)
 
     public HeurekaRegistryWatcher(ObjectProvider<EurekaClient> eurekaClient, HeurekaProperties properties,
             ObjectProvider<HeurekaRegistryListener> listeners) {
@@ -341,6 +342,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
                 return;
             }
             EurekaClientConfig config = client.getEurekaClientConfig();
+            reinstallIfNew(client);
             String base = rotation.pick(config);
             if (base == null) {
                 continue;
@@ -410,6 +412,20 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
     }
 
     /**
+     * A DiscoveryClient made again (Spring Cloud's refresh scope rebuilds it
+     * after a configuration refresh) starts empty, and the documents it
+     * should hold may not change for a long while: the copy is put into it.
+     */
+    private void reinstallIfNew(DiscoveryClient client) {
+        synchronized (subsetApps) {
+            if (installedInto == null || installedInto == client) {
+                return;
+            }
+        }
+        install(client, null, null);
+    }
+
+    /**
      * Puts app (null: none) into the client's copy, which is rebuilt from the
      * subscribed applications and filtered and shuffled as the client does
      * after a fetch; then the client's and LoadBalancer's listeners follow.
@@ -417,7 +433,9 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
     @SuppressWarnings("unchecked")
     private void install(DiscoveryClient client, String name, Application app) {
         synchronized (subsetApps) {
-            if (app == null) {
+            if (name == null) {
+                // the same applications, into another client
+            } else if (app == null) {
                 if (subsetApps.remove(name) == null) {
                     return; // not in the copy: nothing changed
                 }
@@ -432,14 +450,16 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
             apps.shuffleInstances(client.getEurekaClientConfig().shouldFilterOnlyUpInstances());
             try {
                 ((AtomicReference<Applications>) localRegionApps.get(client)).set(apps);
+                installedInto = client;
             } catch (IllegalAccessException | RuntimeException e) {
                 log.warn("heureka: installing " + name + " in the Eureka client's registry copy failed: " + e);
                 return;
             }
         }
         if (log.isDebugEnabled()) {
-            log.debug("heureka: " + name + (app == null ? " is not registered" : " has " + app.getInstances().size()
-                    + " instances") + " in the Eureka client's registry copy");
+            log.debug("heureka: " + (name == null ? "the subscribed applications put into a new Eureka client"
+                    : name + (app == null ? " is not registered" : " has " + app.getInstances().size() + " instances")
+                    + " in the Eureka client's registry copy"));
         }
         changed();
     }
