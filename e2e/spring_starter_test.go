@@ -143,20 +143,24 @@ type callerChosen struct {
 	Starter   bool             `json:"starter"`
 	Following bool             `json:"following"`
 	FellBack  bool             `json:"fellBack"`
+	Subset    bool             `json:"subset"`
 	Changes   int64            `json:"changes"`
 	Refreshes int64            `json:"refreshes"`
 }
 
-func chosenOf(base string) (callerChosen, error) {
-	var c callerChosen
-	code, body, _, err := TryDo("GET", base+"/chosen", nil)
+func chosenOf(base string) (callerChosen, error) { return callerGet[callerChosen](base, "/chosen") }
+
+// callerGet decodes the caller app's JSON answer to GET path.
+func callerGet[T any](base, path string) (T, error) {
+	var v T
+	code, body, _, err := TryDo("GET", base+path, nil)
 	if err != nil {
-		return c, err
+		return v, err
 	}
 	if code != 200 {
-		return c, fmt.Errorf("GET /chosen: %d", code)
+		return v, fmt.Errorf("GET %s: %d", path, code)
 	}
-	return c, json.Unmarshal(body, &c)
+	return v, json.Unmarshal(body, &v)
 }
 
 // ssRig is a cluster, the targets, their heartbeats and the caller app.
@@ -197,37 +201,7 @@ func startSSRig(t *testing.T, n int, starter bool, extraCallerArgs ...string) *s
 	for _, nd := range r.zone {
 		zone = append(zone, nd.BaseURL()+"/eureka/")
 	}
-	addr := FreeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	args := append(slices.Clone(jvmArgs), "-jar", jar,
-		"--server.port="+port, "--server.address=127.0.0.1",
-		"--eureka.client.service-url.defaultZone="+strings.Join(zone, ","),
-		"--caller.target="+ssVIP, "--logging.level.io.heureka=DEBUG")
-	if !starter {
-		args = append(args, "--heureka.enabled=false")
-	}
-	args = append(args, extraCallerArgs...)
-	name := "springcaller-starter"
-	if !starter {
-		name = "springcaller-stock"
-	}
-	r.caller = StartProc(t, name, exec.Command(java, args...))
-	r.base = "http://" + addr
-	t.Cleanup(func() {
-		if t.Failed() {
-			var starter []string
-			all, _ := os.ReadFile(r.caller.LogPath)
-			for _, l := range strings.Split(string(all), "\n") {
-				if strings.Contains(l, "heureka") || strings.Contains(l, " WARN ") || strings.Contains(l, " ERROR ") {
-					starter = append(starter, l)
-				}
-			}
-			if len(starter) > 200 {
-				starter = starter[len(starter)-200:]
-			}
-			t.Logf("caller log, the starter's lines and warnings:\n%s", strings.Join(starter, "\n"))
-		}
-	})
+	r.caller, r.base = startCallerApp(t, java, jar, zone, starter, extraCallerArgs...)
 	// The caller reaches every instance (the stock one within its first fetches).
 	WaitFor(t, 120*time.Second, func() bool {
 		ch, err := chosenOf(r.base)
@@ -246,6 +220,59 @@ func startSSRig(t *testing.T, n int, starter bool, extraCallerArgs ...string) *s
 		t.Fatalf("caller: starter=%v following=%v fellBack=%v, want starter=%v following", ch.Starter, ch.Following, ch.FellBack, starter)
 	}
 	return r
+}
+
+// startCallerApp starts the caller app (e2e/springcaller) calling ssVIP
+// through the service URLs zone, with the starter or (heureka.enabled=false)
+// without; it returns the process and the app's base URL. The starter logs
+// at DEBUG unless extra sets --logging.level.io.heureka. If the test
+// fails, the starter's lines and the app's warnings are logged.
+func startCallerApp(t *testing.T, java, jar string, zone []string, starter bool, extra ...string) (*Proc, string) {
+	return startCallerAppJVM(t, java, jar, jvmArgs, zone, starter, extra...)
+}
+
+// startCallerAppJVM is startCallerApp with the JVM's options; extra may set
+// the target (--caller.target=, empty: no calls) instead of ssVIP.
+func startCallerAppJVM(t *testing.T, java, jar string, jvm, zone []string, starter bool, extra ...string) (*Proc, string) {
+	addr := FreeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	args := append(slices.Clone(jvm), "-jar", jar,
+		"--server.port="+port, "--server.address=127.0.0.1",
+		"--eureka.client.service-url.defaultZone="+strings.Join(zone, ","))
+	has := func(prefix string) bool {
+		return slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, prefix) })
+	}
+	if !has("--caller.target=") {
+		args = append(args, "--caller.target="+ssVIP)
+	}
+	if !has("--logging.level.io.heureka=") {
+		args = append(args, "--logging.level.io.heureka=DEBUG")
+	}
+	if !starter {
+		args = append(args, "--heureka.enabled=false")
+	}
+	args = append(args, extra...)
+	name := "springcaller-starter"
+	if !starter {
+		name = "springcaller-stock"
+	}
+	caller := StartProc(t, name, exec.Command(java, args...))
+	t.Cleanup(func() {
+		if t.Failed() {
+			var lines []string
+			all, _ := os.ReadFile(caller.LogPath)
+			for _, l := range strings.Split(string(all), "\n") {
+				if strings.Contains(l, "heureka") || strings.Contains(l, " WARN ") || strings.Contains(l, " ERROR ") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) > 200 {
+				lines = lines[len(lines)-200:]
+			}
+			t.Logf("caller log, the starter's lines and warnings:\n%s", strings.Join(lines, "\n"))
+		}
+	})
+	return caller, "http://" + addr
 }
 
 // startHeartbeats renews every instance that is not paused twice a second,
@@ -514,41 +541,126 @@ func TestSpringStarterSubscribed(t *testing.T) {
 	}
 }
 
+// callerView is the caller app's GET /view: the Eureka client's registry copy.
+type callerView struct {
+	Now       int64          `json:"now"`
+	Instances int            `json:"instances"`
+	Apps      map[string]int `json:"apps"`
+}
+
+func viewOf(base string) (callerView, error) { return callerGet[callerView](base, "/view") }
+
 // TestSpringStarterKeepsViewAcrossClusterKill: kill -9 of every heureka
-// node leaves the caller's view as it was (the Eureka client keeps its copy
-// through failed fetches, and the starter's failed blocking queries change
-// nothing); once the cluster is back, the starter follows it again: a
-// cancel reaches the caller within a second.
+// node, then a restart in random order, leaves the caller's view as it
+// was: 100 instances of four other applications and the three it calls,
+// polled every 100 ms from before the kill until every node serves them
+// all again and 3 s after (the Eureka client keeps its copy through failed
+// fetches, and the refreshes the starter runs when a node comes back fetch
+// only from a node that serves the whole registry); the caller lists and
+// chooses all three throughout. Once the cluster is back, the starter
+// follows it again: a cancel reaches the caller within a second.
 func TestSpringStarterKeepsViewAcrossClusterKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and a JVM")
 	}
 	r := startSSRig(t, 3, true)
 	r.longLeases() // this test is about the client's view
+	var regs []reg
+	lease := map[string]any{"leaseInfo": map[string]any{"renewalIntervalInSecs": 30, "durationInSecs": 900}}
+	for a := range 4 {
+		for i := range 25 {
+			regs = append(regs, reg{app: fmt.Sprintf("SSKV%d", a), id: fmt.Sprintf("sskv-%d-%02d", a, i), extra: lease})
+		}
+	}
+	want := len(regs) + len(r.targets)
+	registerAll(t, r.writeTo.BaseURL(), regs, 8)
+	WaitFor(t, 30*time.Second, func() bool {
+		v, err := viewOf(r.base)
+		return err == nil && v.Instances == want
+	}, fmt.Sprintf("the caller's view holding all %d instances", want))
+
+	// The poller: the view's size, and the three listed and chosen.
+	var (
+		mu       sync.Mutex
+		polls    int
+		minView  = want
+		problems []string
+	)
+	note := func(format string, args ...any) {
+		if len(problems) < 20 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		for range 3000 { // at most 5 min at 100 ms; the test stops it long before
+			v, verr := viewOf(r.base)
+			ch, cerr := chosenOf(r.base)
+			at := time.Since(start).Seconds()
+			mu.Lock()
+			polls++
+			switch {
+			case verr != nil || cerr != nil:
+				note("%.1fs: the caller did not answer: %v %v", at, verr, cerr)
+			default:
+				minView = min(minView, v.Instances)
+				if v.Instances != want {
+					note("%.1fs: the caller's view holds %d instances, want %d (%v)", at, v.Instances, want, v.Apps)
+				}
+				for _, tg := range r.targets {
+					if !slices.Contains(ch.Listed, tg.addr) || ch.Now-ch.Last[tg.addr] > 1000 {
+						note("%.1fs: the caller lists %v and last chose %s at -%dms, want all three, chosen throughout",
+							at, ch.Listed, tg.id, ch.Now-ch.Last[tg.addr])
+					}
+				}
+			}
+			mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	stopPolling := func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	}
+	t.Cleanup(stopPolling)
+
+	time.Sleep(time.Second)
 	for _, nd := range r.c.Nodes {
 		nd.Kill()
 	}
-	down := time.Now()
-	for time.Since(down) < 10*time.Second {
-		ch, err := chosenOf(r.base)
-		if err != nil {
-			t.Fatalf("caller during the outage: %v", err)
-		}
-		for _, tg := range r.targets {
-			if !slices.Contains(ch.Listed, tg.addr) || ch.Now-ch.Last[tg.addr] > 1000 {
-				t.Fatalf("%.1fs into the outage the caller lists %v and last chose %s at -%dms, want all three, chosen throughout",
-					time.Since(down).Seconds(), ch.Listed, tg.id, ch.Now-ch.Last[tg.addr])
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Logf("10 s with every node killed: the caller kept listing and choosing all three instances")
-	for _, nd := range r.c.Nodes {
-		rsStart(t, nd)
+	killed := time.Since(start)
+	time.Sleep(10 * time.Second)
+	for _, i := range rand.Perm(len(r.c.Nodes)) {
+		time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
+		rsStart(t, r.c.Nodes[i])
 	}
 	for _, nd := range r.c.Nodes {
-		rsWaitServingN(t, nd, len(r.targets))
+		rsWaitServingN(t, nd, want)
 	}
+	serving := time.Since(start)
+	time.Sleep(3 * time.Second)
+	stopPolling()
+	mu.Lock()
+	t.Logf("killed at %.1fs, every node serving all %d instances again at %.1fs; %d polls of the caller, smallest view %d",
+		killed.Seconds(), want, serving.Seconds(), polls, minView)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	mu.Unlock()
+	if t.Failed() {
+		return
+	}
+
 	time.Sleep(6 * time.Second) // the starter's back-off after every node failed: at most 5 s
 	gone, back := r.ssRound("cancel", r.targets[:1], true, 70*time.Second)
 	if gone[0] > time.Second || back[0] > time.Second {

@@ -14,6 +14,7 @@ import org.springframework.cloud.loadbalancer.cache.LoadBalancerCacheManager;
 import org.springframework.cloud.loadbalancer.core.CachingServiceInstanceListSupplier;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.Environment;
 
 /**
  * Makes Spring Cloud Netflix's Eureka client follow heureka by blocking
@@ -30,8 +31,19 @@ public class HeurekaAutoConfiguration {
 
     @Bean
     public HeurekaRegistryWatcher heurekaRegistryWatcher(ObjectProvider<EurekaClient> eurekaClient,
-            HeurekaProperties properties, ObjectProvider<HeurekaRegistryListener> listeners) {
-        return new HeurekaRegistryWatcher(eurekaClient, properties, listeners);
+            HeurekaProperties properties, ObjectProvider<HeurekaRegistryListener> listeners,
+            ObjectProvider<HeurekaSubsetConfigurer> subset) {
+        return new HeurekaRegistryWatcher(eurekaClient, properties, listeners, subset.getIfAvailable());
+    }
+
+    /**
+     * heureka.subset: the Eureka client's own fetch is turned off before the
+     * client is made (a post-processor, hence static and early).
+     */
+    @Bean
+    @ConditionalOnProperty(name = "heureka.subset", havingValue = "true")
+    static HeurekaSubsetConfigurer heurekaSubsetConfigurer(Environment environment) {
+        return new HeurekaSubsetConfigurer(environment);
     }
 
     /**

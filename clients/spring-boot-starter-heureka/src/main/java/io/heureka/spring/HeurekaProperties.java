@@ -20,6 +20,14 @@ public class HeurekaProperties {
      */
     private List<String> subscribe = new ArrayList<>();
 
+    /**
+     * Hold only the subscribed applications: the Eureka client fetches no
+     * registry of its own (eureka.client.fetch-registry is turned off before
+     * it starts), and its copy is the subscribed applications' documents,
+     * each fetched when it changes. Needs subscribe.
+     */
+    private boolean subset = false;
+
     /** How long one blocking query waits on the server before it answers unchanged. */
     private Duration wait = Duration.ofSeconds(20);
 
@@ -48,6 +56,14 @@ public class HeurekaProperties {
 
     public void setSubscribe(List<String> subscribe) {
         this.subscribe = subscribe;
+    }
+
+    public boolean isSubset() {
+        return subset;
+    }
+
+    public void setSubset(boolean subset) {
+        this.subset = subset;
     }
 
     public Duration getWait() {

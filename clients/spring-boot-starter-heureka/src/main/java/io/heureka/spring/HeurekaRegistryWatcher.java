@@ -3,6 +3,10 @@ package io.heureka.spring;
 import com.netflix.discovery.DiscoveryClient;
 import com.netflix.discovery.EurekaClient;
 import com.netflix.discovery.EurekaClientConfig;
+import com.netflix.discovery.converters.EurekaJacksonCodec;
+import com.netflix.discovery.shared.Application;
+import com.netflix.discovery.shared.Applications;
+import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.lang.reflect.Field;
 import java.lang.reflect.InvocationTargetException;
@@ -16,16 +20,20 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Optional;
+import java.util.TreeMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.Lock;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
@@ -53,6 +61,13 @@ import org.springframework.context.SmartLifecycle;
  * the watcher logs that once and stops, leaving the stock fetch. A node that
  * fails, refuses or does not answer within the wait is failed over to the
  * next service URL.
+ *
+ * <p>With heureka.subset (HeurekaSubsetConfigurer turned the client's own
+ * fetch off), each subscribed application's document is read by blocking
+ * GETs instead ({@code GET apps/NAME?index=N&wait=20s}); a new version's
+ * body becomes that application in the client's copy, which holds the
+ * subscribed applications only. Against a Eureka server without blocking
+ * queries the documents are read at the client's fetch interval instead.
  */
 public class HeurekaRegistryWatcher implements SmartLifecycle {
     /** The header that carries a registry document's version. */
@@ -78,12 +93,31 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
     private ScheduledExecutorService followUps;
     private Method refreshRegistry;
     private Field updateLock;
+    // heureka.subset: the client's copy, the applications in it by name, and
+    // the DiscoveryClient's hooks it is installed through.
+    private final HeurekaSubsetConfigurer subsetConfigurer;
+    private volatile boolean subset;
+    private final Map<String, Application> subsetApps = new TreeMap<>();
+    private Field localRegionApps;
+    private Method onCacheRefreshed;
+    private DiscoveryClient installedInto; // the client the copy was last put into (under subsetApps)
 
     public HeurekaRegistryWatcher(ObjectProvider<EurekaClient> eurekaClient, HeurekaProperties properties,
             ObjectProvider<HeurekaRegistryListener> listeners) {
+        this(eurekaClient, properties, listeners, null);
+    }
+
+    public HeurekaRegistryWatcher(ObjectProvider<EurekaClient> eurekaClient, HeurekaProperties properties,
+            ObjectProvider<HeurekaRegistryListener> listeners, HeurekaSubsetConfigurer subsetConfigurer) {
         this.eurekaClient = eurekaClient;
         this.properties = properties;
         this.listeners = listeners;
+        this.subsetConfigurer = subsetConfigurer;
+    }
+
+    /** Whether the client's copy holds the subscribed applications only (heureka.subset). */
+    public boolean isSubset() {
+        return subset;
     }
 
     /** How many changes heureka reported and how many refreshes they caused (for tests and metrics). */
@@ -109,16 +143,30 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
         if (client == null) {
             return;
         }
-        if (!client.getEurekaClientConfig().shouldFetchRegistry()) {
+        subset = subsetConfigurer != null && subsetConfigurer.tookOver();
+        if (!subset && !client.getEurekaClientConfig().shouldFetchRegistry()) {
             log.info("heureka: eureka.client.fetch-registry is false, nothing to follow");
             return;
         }
         try {
-            refreshRegistry = DiscoveryClient.class.getDeclaredMethod("refreshRegistry");
-            refreshRegistry.setAccessible(true);
-            updateLock = DiscoveryClient.class.getDeclaredField("fetchRegistryUpdateLock");
-            updateLock.setAccessible(true);
+            if (subset) {
+                localRegionApps = DiscoveryClient.class.getDeclaredField("localRegionApps");
+                localRegionApps.setAccessible(true);
+                onCacheRefreshed = DiscoveryClient.class.getDeclaredMethod("onCacheRefreshed");
+                onCacheRefreshed.setAccessible(true);
+            } else {
+                refreshRegistry = DiscoveryClient.class.getDeclaredMethod("refreshRegistry");
+                refreshRegistry.setAccessible(true);
+                updateLock = DiscoveryClient.class.getDeclaredField("fetchRegistryUpdateLock");
+                updateLock.setAccessible(true);
+            }
         } catch (ReflectiveOperationException | RuntimeException e) {
+            if (subset) {
+                // The client's own fetch is off: without a copy to fill the application would see no registry.
+                log.error("heureka: heureka.subset cannot hold the subscribed applications in this eureka-client ("
+                        + e + "); remove heureka.subset");
+                return;
+            }
             fallBack("this eureka-client has no DiscoveryClient.refreshRegistry to call (" + e + ")");
             return;
         }
@@ -140,7 +188,13 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
         }
         watched = List.copyOf(docs);
         for (String doc : docs) {
-            threads.add(daemon(() -> watch(doc), "heureka-watch-" + doc));
+            threads.add(daemon(() -> {
+                if (subset) {
+                    watchSubset(doc);
+                } else {
+                    watch(doc);
+                }
+            }, "heureka-watch-" + doc));
         }
         threads.forEach(Thread::start);
     }
@@ -190,27 +244,28 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
 
     // ---- watching
 
+    /** heureka.wait in whole seconds, at least one. */
+    private long waitSecs() {
+        return Math.max(1, properties.getWait().toSeconds());
+    }
+
     private void watch(String doc) {
         long index = 0;
         boolean seen = false;
-        int next = 0;
-        int failedInARow = 0;
-        long waitSecs = Math.max(1, properties.getWait().toSeconds());
+        Rotation rotation = new Rotation();
         while (running && !Thread.currentThread().isInterrupted()) {
             DiscoveryClient client = client();
             if (client == null) {
                 return;
             }
-            List<String> urls = serviceUrls(client.getEurekaClientConfig());
-            if (urls.isEmpty()) {
-                sleep(Duration.ofSeconds(1));
+            String base = rotation.pick(client.getEurekaClientConfig());
+            if (base == null) {
                 continue;
             }
-            String base = urls.get(Math.floorMod(next, urls.size()));
             long start = System.nanoTime();
             try {
-                HttpResponse<Void> r = http.send(request(base, doc + "?index=" + index + "&wait=" + waitSecs + "s",
-                        Duration.ofSeconds(waitSecs).plus(GRACE)), HttpResponse.BodyHandlers.discarding());
+                HttpResponse<Void> r = http.send(request(base, doc + "?index=" + index + "&wait=" + waitSecs() + "s", "HEAD",
+                        Duration.ofSeconds(waitSecs()).plus(GRACE)), HttpResponse.BodyHandlers.discarding());
                 int code = r.statusCode();
                 Optional<String> header = r.headers().firstValue(INDEX_HEADER);
                 if (header.isEmpty()) {
@@ -242,7 +297,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
                     log.info("heureka: following " + redact(base) + " by blocking queries on "
                             + String.join(", ", watched) + "; registry changes are fetched at once");
                 }
-                failedInARow = 0;
+                rotation.failedInARow = 0;
                 boolean moved = n != index;
                 if (!seen || moved) {
                     // The first answer also refreshes: a change between the
@@ -251,7 +306,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
                 }
                 if (seen && !moved && Duration.ofNanos(System.nanoTime() - start).toMillis() < 100) {
                     // Answered at once, unchanged: this node does not block. Next one.
-                    next++;
+                    rotation.next++;
                     sleep(Duration.ofSeconds(1));
                 }
                 index = n;
@@ -262,15 +317,179 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
                 if (!running) {
                     return;
                 }
-                next++;
-                failedInARow++;
-                if (log.isDebugEnabled()) {
-                    log.debug("heureka: blocking query on " + redact(base) + " failed (" + e + "); trying the next service URL");
+                rotation.failed("blocking query", base, e);
+            }
+        }
+    }
+
+    /**
+     * heureka.subset: follows one application's document (doc is
+     * "apps/NAME") by blocking GETs and installs each new version in the
+     * client's copy; a 404 removes the application from it. A server that
+     * answers without X-Heureka-Index is read at the client's fetch interval
+     * instead.
+     */
+    private void watchSubset(String doc) {
+        String app = URLDecoder.decode(doc.substring("apps/".length()), StandardCharsets.UTF_8);
+        Rotation rotation = new Rotation();
+        boolean polling = false;
+        byte[] last = null; // polling: the last document read
+        long index = 0;
+        boolean seen = false;
+        while (running && !Thread.currentThread().isInterrupted()) {
+            DiscoveryClient client = client();
+            if (client == null) {
+                return;
+            }
+            EurekaClientConfig config = client.getEurekaClientConfig();
+            reinstallIfNew(client);
+            String base = rotation.pick(config);
+            if (base == null) {
+                continue;
+            }
+            Duration interval = Duration.ofSeconds(Math.max(1, config.getRegistryFetchIntervalSeconds()));
+            long start = System.nanoTime();
+            try {
+                String q = polling ? doc : doc + "?index=" + index + "&wait=" + waitSecs() + "s";
+                HttpResponse<byte[]> r = http.send(request(base, q, "GET", Duration.ofSeconds(waitSecs()).plus(GRACE)),
+                        HttpResponse.BodyHandlers.ofByteArray());
+                int code = r.statusCode();
+                Optional<String> header = r.headers().firstValue(INDEX_HEADER);
+                if (header.isEmpty() && !polling && !seen && (code == 200 || (code == 404 && isPlainEureka(base)))) {
+                    polling = true;
+                    if (fellBack.compareAndSet(false, true)) {
+                        log.warn("heureka: " + redact(base) + " answered without " + INDEX_HEADER + ", so it is a Eureka server"
+                                + " without blocking queries, not heureka; the subscribed applications are fetched every "
+                                + interval.toSeconds() + " s (eureka.client.registry-fetch-interval-seconds)");
+                    }
                 }
-                if (failedInARow % urls.size() == 0) {
-                    // Every service URL failed: back off, up to 5 s.
-                    sleep(Duration.ofMillis(Math.min(5000, 250L * (failedInARow / urls.size()))));
+                if (code == 200) {
+                    long n = header.map(h -> Long.parseLong(h.trim())).orElse(-1L);
+                    boolean moved = polling ? !Arrays.equals(r.body(), last) : n != index;
+                    if (!seen || moved) {
+                        install(client, app, EurekaJacksonCodec.getInstance().readValue(Application.class,
+                                new ByteArrayInputStream(r.body())));
+                    }
+                    last = polling ? r.body() : null;
+                    if (header.isPresent() && announced.compareAndSet(false, true)) {
+                        log.info("heureka: following " + redact(base) + " by blocking queries on "
+                                + String.join(", ", watched) + "; the registry copy holds these applications only");
+                    }
+                    if (!polling && seen && !moved && Duration.ofNanos(System.nanoTime() - start).toMillis() < 100) {
+                        // Answered at once, unchanged: this node does not block. Next one.
+                        rotation.next++;
+                        sleep(Duration.ofSeconds(1));
+                    }
+                    index = n;
+                    seen = true;
+                    rotation.failedInARow = 0;
+                } else if (code == 404) {
+                    // Not registered (any more): out of the copy. heureka
+                    // answers this at once, so it is asked again in a second.
+                    install(client, app, null);
+                    last = null;
+                    index = 0;
+                    seen = true;
+                    rotation.failedInARow = 0;
+                    if (!polling && Duration.ofNanos(System.nanoTime() - start).toMillis() < 1000) {
+                        sleep(Duration.ofSeconds(1));
+                    }
+                } else {
+                    throw new IOException("HTTP " + code);
                 }
+                if (polling) {
+                    sleep(interval);
+                }
+            } catch (InterruptedException e) {
+                return;
+            } catch (IOException | RuntimeException e) {
+                if (!running) {
+                    return;
+                }
+                rotation.failed("reading " + doc, base, e);
+            }
+        }
+    }
+
+    /**
+     * A DiscoveryClient made again (Spring Cloud's refresh scope rebuilds it
+     * after a configuration refresh) starts empty, and the documents it
+     * should hold may not change for a long while: the copy is put into it.
+     */
+    private void reinstallIfNew(DiscoveryClient client) {
+        synchronized (subsetApps) {
+            if (installedInto == null || installedInto == client) {
+                return;
+            }
+        }
+        install(client, null, null);
+    }
+
+    /**
+     * Puts app (null: none) into the client's copy, which is rebuilt from the
+     * subscribed applications and filtered and shuffled as the client does
+     * after a fetch; then the client's and LoadBalancer's listeners follow.
+     */
+    @SuppressWarnings("unchecked")
+    private void install(DiscoveryClient client, String name, Application app) {
+        synchronized (subsetApps) {
+            if (name == null) {
+                // the same applications, into another client
+            } else if (app == null) {
+                if (subsetApps.remove(name) == null) {
+                    return; // not in the copy: nothing changed
+                }
+            } else {
+                subsetApps.put(name, app);
+            }
+            Applications apps = new Applications();
+            for (Application a : subsetApps.values()) {
+                apps.addApplication(a);
+            }
+            apps.setAppsHashCode(apps.getReconcileHashCode());
+            apps.shuffleInstances(client.getEurekaClientConfig().shouldFilterOnlyUpInstances());
+            try {
+                ((AtomicReference<Applications>) localRegionApps.get(client)).set(apps);
+                installedInto = client;
+            } catch (IllegalAccessException | RuntimeException e) {
+                log.warn("heureka: installing " + name + " in the Eureka client's registry copy failed: " + e);
+                return;
+            }
+        }
+        if (log.isDebugEnabled()) {
+            log.debug("heureka: " + (name == null ? "the subscribed applications put into a new Eureka client"
+                    : name + (app == null ? " is not registered" : " has " + app.getInstances().size() + " instances")
+                    + " in the Eureka client's registry copy"));
+        }
+        changed();
+    }
+
+    /** Which service URL a watching thread asks next, and how many failed in a row. */
+    private final class Rotation {
+        int next;
+        int failedInARow;
+        int urls = 1;
+
+        /** The service URL to ask, or null (after a second) if the client has none. */
+        String pick(EurekaClientConfig config) {
+            List<String> list = serviceUrls(config);
+            if (list.isEmpty()) {
+                sleep(Duration.ofSeconds(1));
+                return null;
+            }
+            urls = list.size();
+            return list.get(Math.floorMod(next, urls));
+        }
+
+        /** A failed query: the next service URL; when every one failed in a row, a back-off of up to 5 s. */
+        void failed(String what, String base, Exception e) {
+            next++;
+            failedInARow++;
+            if (log.isDebugEnabled()) {
+                log.debug("heureka: " + what + " on " + redact(base) + " failed (" + e + "); trying the next service URL");
+            }
+            if (failedInARow % urls == 0) {
+                sleep(Duration.ofMillis(Math.min(5000, 250L * (failedInARow / urls))));
             }
         }
     }
@@ -278,7 +497,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
     /** A 404 without the header for a subscribed application: a plain Eureka server if its apps document has none either. */
     private boolean isPlainEureka(String base) {
         try {
-            HttpResponse<Void> r = http.send(request(base, "apps", Duration.ofSeconds(10)),
+            HttpResponse<Void> r = http.send(request(base, "apps", "HEAD", Duration.ofSeconds(10)),
                     HttpResponse.BodyHandlers.discarding());
             return r.statusCode() == 200 && r.headers().firstValue(INDEX_HEADER).isEmpty();
         } catch (IOException e) {
@@ -289,7 +508,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
         }
     }
 
-    private HttpRequest request(String base, String pathAndQuery, Duration timeout) {
+    private HttpRequest request(String base, String pathAndQuery, String method, Duration timeout) {
         URI u = URI.create(base);
         String auth = u.getRawUserInfo();
         String path = u.getRawPath() == null ? "/" : u.getRawPath();
@@ -298,7 +517,7 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
         }
         URI target = URI.create(u.getScheme() + "://" + u.getRawAuthority().substring(auth == null ? 0 : auth.length() + 1)
                 + path + pathAndQuery);
-        HttpRequest.Builder b = HttpRequest.newBuilder(target).method("HEAD", HttpRequest.BodyPublishers.noBody())
+        HttpRequest.Builder b = HttpRequest.newBuilder(target).method(method, HttpRequest.BodyPublishers.noBody())
                 .timeout(timeout).header("Accept", "application/json");
         if (auth != null) {
             String plain = URLDecoder.decode(auth, StandardCharsets.UTF_8);
@@ -388,6 +607,18 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
         if (client == null) {
             return;
         }
+        if (subset) {
+            // The copy was installed already; the client's listeners
+            // (Spring Cloud's HeartbeatEvent) and LoadBalancer's cache follow.
+            try {
+                onCacheRefreshed.invoke(client);
+            } catch (IllegalAccessException | InvocationTargetException | RuntimeException e) {
+                log.warn("heureka: the Eureka client's cache-refreshed event failed: " + e);
+            }
+            refreshes.incrementAndGet();
+            runListeners();
+            return;
+        }
         try {
             Lock lock = (Lock) updateLock.get(client);
             lock.lock();
@@ -404,6 +635,10 @@ public class HeurekaRegistryWatcher implements SmartLifecycle {
         if (log.isDebugEnabled()) {
             log.debug("heureka: refreshed the Eureka client's registry");
         }
+        runListeners();
+    }
+
+    private void runListeners() {
         for (HeurekaRegistryListener l : listeners) {
             try {
                 l.registryChanged();

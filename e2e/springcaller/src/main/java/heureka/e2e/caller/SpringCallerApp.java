@@ -2,6 +2,7 @@ package heureka.e2e.caller;
 
 import io.heureka.spring.HeurekaRegistryWatcher;
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
 import java.net.URI;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -9,6 +10,8 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import com.netflix.discovery.EurekaClient;
+import com.netflix.discovery.shared.Application;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringApplication;
@@ -31,7 +34,9 @@ import org.springframework.web.client.RestTemplate;
  * caller.interval-ms on one thread, and records, per instance address
  * (host:port) LoadBalancer chose, when it was last chosen (epoch ms) and how
  * often. GET /chosen reports that; the test reads it to see when the caller
- * stopped choosing a dead instance.
+ * stopped choosing a dead instance. GET /view reports what the Eureka
+ * client's registry copy holds, GET /heap the heap in use after a full
+ * collection.
  */
 @SpringBootApplication
 @RestController
@@ -42,6 +47,7 @@ public class SpringCallerApp {
     private final AtomicLong failures = new AtomicLong();
     private final ObjectProvider<HeurekaRegistryWatcher> watcher;
     private final DiscoveryClient discovery;
+    private final ObjectProvider<EurekaClient> eureka;
 
     @Value("${caller.target:}")
     private String target;
@@ -49,9 +55,11 @@ public class SpringCallerApp {
     @Value("${caller.interval-ms:10}")
     private long intervalMs;
 
-    public SpringCallerApp(ObjectProvider<HeurekaRegistryWatcher> watcher, DiscoveryClient discovery) {
+    public SpringCallerApp(ObjectProvider<HeurekaRegistryWatcher> watcher, DiscoveryClient discovery,
+            ObjectProvider<EurekaClient> eureka) {
         this.watcher = watcher;
         this.discovery = discovery;
+        this.eureka = eureka;
     }
 
     public static void main(String[] args) {
@@ -126,9 +134,49 @@ public class SpringCallerApp {
         if (w != null) {
             out.put("following", w.isRunning());
             out.put("fellBack", w.isFallenBack());
+            out.put("subset", w.isSubset());
             out.put("changes", w.getChanges());
             out.put("refreshes", w.getRefreshes());
         }
+        return out;
+    }
+
+    /**
+     * The Eureka client's registry copy: instances per application (every
+     * status) and in all.
+     */
+    @GetMapping("/view")
+    public Map<String, Object> view() {
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("now", System.currentTimeMillis());
+        Map<String, Integer> apps = new TreeMap<>();
+        int total = 0;
+        EurekaClient client = eureka.getIfAvailable();
+        if (client != null) {
+            for (Application a : client.getApplications().getRegisteredApplications()) {
+                int n = a.getInstancesAsIsFromEureka().size();
+                apps.put(a.getName(), n);
+                total += n;
+            }
+        }
+        out.put("instances", total);
+        out.put("apps", apps);
+        return out;
+    }
+
+    /** The heap in use after full collections (bytes), for the registry copy's footprint. */
+    @GetMapping("/heap")
+    public Map<String, Object> heap() throws InterruptedException {
+        var mem = ManagementFactory.getMemoryMXBean();
+        long used = Long.MAX_VALUE;
+        for (int i = 0; i < 3; i++) {
+            System.gc();
+            Thread.sleep(100);
+            used = Math.min(used, mem.getHeapMemoryUsage().getUsed());
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("used", used);
+        out.put("committed", mem.getHeapMemoryUsage().getCommitted());
         return out;
     }
 }
