@@ -164,6 +164,15 @@ func (fb *fallback) buildOverlay() *fsm.Registry {
 	return ov
 }
 
+// rebuildOverlay sets the overlay from the FSM and the journal records
+// still to replay, or drops it when there are none. fb.mu must be held.
+func (fb *fallback) rebuildOverlay() {
+	fb.overlay = nil
+	if fb.pending() > 0 {
+		fb.overlay = fb.buildOverlay()
+	}
+}
+
 // pending is how many journal records wait for their replay. fb.mu must be
 // held.
 func (fb *fallback) pending() int { return fb.journal.Len() - fb.replayed }
@@ -197,10 +206,7 @@ func (fb *fallback) repairOverlay() {
 	fb.mu.Lock()
 	err = fb.checkOverlay()
 	if err != nil {
-		fb.overlay = nil
-		if fb.pending() > 0 {
-			fb.overlay = fb.buildOverlay()
-		}
+		fb.rebuildOverlay()
 	}
 	fb.mu.Unlock()
 	if err != nil {
@@ -402,10 +408,7 @@ func (fb *fallback) trimReplayed() error {
 	if err == nil {
 		fb.replayed = 0
 	}
-	fb.overlay = nil
-	if fb.pending() > 0 {
-		fb.overlay = fb.buildOverlay()
-	}
+	fb.rebuildOverlay()
 	fb.mu.Unlock()
 	fb.n.publish(fsm.Change{All: true})
 	if err != nil {

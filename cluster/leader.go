@@ -310,21 +310,21 @@ func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int) []fsm.KeyBody {
 	if len(expired) == 0 {
 		return left
 	}
-	if err := k.n.applyLocalCmd(fsm.CmdEvict, &fsm.EvictBody{Keys: expired}); err != nil {
-		k.n.log.Warn("eviction failed", "instances", len(expired), "error", err)
-		if errors.Is(err, errNotCommitted) {
-			// It may still commit: charge it, so that it cannot come on
-			// top of a full budget.
-			k.mu.Lock()
-			k.window.record(time.Now(), len(expired))
-			k.mu.Unlock()
+	err := k.n.applyLocalCmd(fsm.CmdEvict, &fsm.EvictBody{Keys: expired})
+	// An eviction whose commit is unknown may still commit: it is charged
+	// too, so that it cannot come on top of a full budget.
+	if err == nil || errors.Is(err, errNotCommitted) {
+		k.mu.Lock()
+		k.window.record(time.Now(), len(expired))
+		if err == nil {
+			k.evicted += uint64(len(expired))
 		}
+		k.mu.Unlock()
+	}
+	if err != nil {
+		k.n.log.Warn("eviction failed", "instances", len(expired), "error", err)
 		return append(left, expired...)
 	}
-	k.mu.Lock()
-	k.evicted += uint64(len(expired))
-	k.window.record(time.Now(), len(expired))
-	k.mu.Unlock()
 	k.n.log.Info("evicted expired leases", "instances", len(expired))
 	return left
 }

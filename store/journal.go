@@ -2,7 +2,6 @@ package store
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -171,10 +170,7 @@ func (j *Journal) Append(rec []byte) error {
 	if len(rec) > maxJournalRecord {
 		return fmt.Errorf("journal record of %d bytes is too large", len(rec))
 	}
-	buf := make([]byte, 8+len(rec))
-	binary.BigEndian.PutUint32(buf[:4], uint32(len(rec)))
-	binary.BigEndian.PutUint32(buf[4:8], crc32.Checksum(rec, crcTable))
-	copy(buf[8:], rec)
+	buf := appendFrame(make([]byte, 0, 8+len(rec)), rec)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.maxEntries > 0 && len(j.records) >= j.maxEntries {
@@ -244,33 +240,29 @@ func (j *Journal) DropFirst(n int) error {
 		return nil
 	}
 	rest := j.records[n:]
-	var buf bytes.Buffer
+	var buf []byte
 	for _, rec := range rest {
-		var head [8]byte
-		binary.BigEndian.PutUint32(head[:4], uint32(len(rec)))
-		binary.BigEndian.PutUint32(head[4:], crc32.Checksum(rec, crcTable))
-		buf.Write(head[:])
-		buf.Write(rec)
+		buf = appendFrame(buf, rec)
 	}
 	// A new file renamed over the old one: cut in place, a failed rewrite
 	// (a full disk) left the records not replayed yet neither in the file
 	// nor anywhere else once the node stopped.
 	path := j.f.Name()
-	if err := WriteFileAtomic(path, buf.Bytes()); err != nil {
+	if err := WriteFileAtomic(path, buf); err != nil {
 		return j.disk.Check(fmt.Errorf("rewrite journal: %w", err))
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("reopen journal: %w", err)
 	}
-	if _, err := f.Seek(int64(buf.Len()), io.SeekStart); err != nil {
+	if _, err := f.Seek(int64(len(buf)), io.SeekStart); err != nil {
 		f.Close()
 		return fmt.Errorf("seek journal: %w", err)
 	}
 	_ = j.f.Close()
 	j.f = f
 	j.records = append([][]byte(nil), rest...)
-	j.size = int64(buf.Len())
+	j.size = int64(len(buf))
 	return nil
 }
 
@@ -279,4 +271,12 @@ func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.f.Close()
+}
+
+// appendFrame appends rec to dst as the journal stores it: its length and
+// CRC-32C, 4 bytes each, big-endian, then its bytes.
+func appendFrame(dst, rec []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(rec)))
+	dst = binary.BigEndian.AppendUint32(dst, crc32.Checksum(rec, crcTable))
+	return append(dst, rec...)
 }
