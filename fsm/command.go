@@ -29,6 +29,10 @@ const (
 	// CmdSetClusterID names the cluster once (the first leader writes it,
 	// with CmdIgnoreUnknown set, so a node that predates it skips it).
 	CmdSetClusterID CmdType = 11
+	// CmdRegionUpdate changes the copy of a remote region (region.go). It
+	// is written with CmdIgnoreUnknown set: a node that predates it serves
+	// no remote region, and its local registry is the same without it.
+	CmdRegionUpdate CmdType = 12
 
 	// CmdIgnoreUnknown, set on a type byte, tells an older FSM that does not
 	// know the command that skipping it is safe. Without it an unknown command

@@ -108,6 +108,10 @@ var commands = map[CmdType]cmdSpec{
 			r.setClusterID(cmd.Body.(*ClusterIDBody).ID)
 			return nil
 		}},
+	CmdRegionUpdate: {name: "region_update", newBody: func() any { return &RegionUpdateBody{} },
+		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
+			return r.regionUpdate(idx, cmd.Ts, cmd.Body.(*RegionUpdateBody), c)
+		}},
 	CmdSetMode: {name: "set_mode", newBody: func() any { return &ModeBody{} },
 		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
 			r.setMode(cmd.Body.(*ModeBody).Mode)

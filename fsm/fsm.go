@@ -129,6 +129,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for _, e := range st.Entries {
 		e.Instance = e.Instance.clone()
 	}
+	for _, rs := range st.Regions {
+		if rs.Copy != nil {
+			for _, e := range rs.Copy.Entries {
+				e.Instance = e.Instance.clone()
+			}
+		}
+	}
 	reg := importState(st, f.retentionMs)
 	f.mu.Lock()
 	f.reg = reg

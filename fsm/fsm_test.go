@@ -45,7 +45,7 @@ func randomCommands(t testing.TB, seed uint64, n int) [][]byte {
 		app := apps[rng.IntN(len(apps))]
 		id := fmt.Sprintf("i-%d", rng.IntN(12))
 		var e []byte
-		switch rng.IntN(9) {
+		switch rng.IntN(10) {
 		case 0, 1, 2:
 			in := testInstance(app, id, statuses[rng.IntN(len(statuses))], ts-int64(rng.IntN(10000)))
 			if rng.IntN(4) == 0 {
@@ -64,10 +64,28 @@ func randomCommands(t testing.TB, seed uint64, n int) [][]byte {
 			e = mustEncode(t, CmdMetadata, ts, &MetadataBody{App: app, ID: id, Metadata: map[string]string{"k": fmt.Sprint(i)}})
 		case 8:
 			e = mustEncode(t, CmdEvict, ts, &EvictBody{Keys: []KeyBody{{App: app, ID: id}}})
+		case 9:
+			e = mustEncode(t, CmdRegionUpdate|CmdIgnoreUnknown, ts, randomRegionUpdate(rng, app, id, ts))
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// randomRegionUpdate is one chunk of a remote region's sync pass: puts
+// and deletes in one of two regions, staged or final, with a status.
+func randomRegionUpdate(rng *rand.Rand, app, id string, ts int64) *RegionUpdateBody {
+	b := &RegionUpdateBody{Region: []string{"west", "legacy"}[rng.IntN(2)], Pass: uint64(rng.IntN(3)), Final: rng.IntN(2) == 0}
+	if rng.IntN(3) > 0 {
+		in := testInstance(app, id, []string{StatusUp, StatusDown}[rng.IntN(2)], ts)
+		b.Put = append(b.Put, &Entry{App: app, ID: id, Instance: in, RegistrationTs: ts, LastRenewalTs: ts})
+	} else {
+		b.Delete = append(b.Delete, KeyBody{App: app, ID: id})
+	}
+	if b.Final {
+		b.Status = &RegionStatus{Loaded: true, Reachable: rng.IntN(4) > 0, Kind: "heureka", SyncedAt: ts}
+	}
+	return b
 }
 
 func applyAll(f *FSM, entries [][]byte) []any {
@@ -276,7 +294,7 @@ func FuzzDecodeCommand(f *testing.F) {
 // the command table (name, body, apply), so Decode, String and Apply agree.
 func TestCommandTableCoversEveryType(t *testing.T) {
 	names := map[string]bool{}
-	for ct := CmdRegister; ct <= CmdSetClusterID; ct++ {
+	for ct := CmdRegister; ct <= CmdRegionUpdate; ct++ {
 		spec, ok := commands[ct]
 		if !ok || spec.name == "" || spec.newBody == nil || spec.apply == nil {
 			t.Errorf("command type %d has no complete row in the command table", ct)
@@ -290,8 +308,8 @@ func TestCommandTableCoversEveryType(t *testing.T) {
 			t.Errorf("%d with the ignore bit: String() = %q, want %q", ct, got, spec.name)
 		}
 	}
-	if len(commands) != int(CmdSetClusterID) {
-		t.Errorf("the table has %d rows for %d command types", len(commands), CmdSetClusterID)
+	if len(commands) != int(CmdRegionUpdate) {
+		t.Errorf("the table has %d rows for %d command types", len(commands), CmdRegionUpdate)
 	}
 }
 

@@ -192,7 +192,13 @@ func TestMetadata_LogEntryCompatibleWithMapShape(t *testing.T) {
 // and is written back unchanged.
 func TestMetadata_SnapshotCompatibleWithMapShape(t *testing.T) {
 	f := New(0, nil)
-	entries := randomCommands(t, 7, 300)
+	// The previous code's state has no remote regions: leave them out.
+	var entries [][]byte
+	for _, e := range randomCommands(t, 7, 300) {
+		if TypeOf(e)&^CmdIgnoreUnknown != CmdRegionUpdate {
+			entries = append(entries, e)
+		}
+	}
 	for _, in := range mdInstances() {
 		entries = append(entries, mustEncode(t, CmdRegister, 5000, &RegisterBody{Instance: in}))
 	}

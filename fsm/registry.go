@@ -58,6 +58,9 @@ type Change struct {
 	// Replicated is set when an Eureka peer replicated the change to this
 	// cluster.
 	Replicated bool
+	// Region is set when the change is to the copy of that remote region:
+	// Apps, VIPs and SVIPs are then the copy's, and Keys is empty.
+	Region string
 }
 
 // Empty reports whether the change touched no registry content (renewals,
@@ -78,8 +81,10 @@ type Registry struct {
 	// scanning the queue.
 	deltaOrder []*DeltaEntry
 	members    map[string]Member
-	mode       string
-	clusterID  string
+	// regions are the copies of remote regions (region.go).
+	regions   map[string]*regionCopy
+	mode      string
+	clusterID string
 	// version is the Raft index of the last command that changed registry
 	// content; deltaSeq orders the delta queue.
 	version  uint64
@@ -107,6 +112,7 @@ func newRegistry(retentionMs int64) *Registry {
 		apps:         map[string]*Application{},
 		delta:        map[deltaID]*DeltaEntry{},
 		members:      map[string]Member{},
+		regions:      map[string]*regionCopy{},
 		statusCounts: map[string]int{},
 		retentionMs:  retentionMs,
 	}
@@ -605,6 +611,9 @@ func (r *Registry) Apply(idx uint64, cmd Command, c *Change) error {
 	}
 	if spec.content {
 		r.pruneDelta(cmd.Ts)
+		for _, rc := range r.regions {
+			rc.reg.pruneDelta(cmd.Ts)
+		}
 	}
 	return spec.apply(r, idx, cmd, c)
 }

@@ -35,6 +35,8 @@ type State struct {
 	Delta     []DeltaEntry `codec:"d"`
 	// AppVersions is each application's content version.
 	AppVersions map[string]uint64 `codec:"av"`
+	// Regions are the copies of remote regions (region.go).
+	Regions []RegionState `codec:"rg,omitempty"`
 }
 
 func (r *Registry) export(lastIndex uint64) *State {
@@ -51,6 +53,7 @@ func (r *Registry) export(lastIndex uint64) *State {
 		st.Delta = append(st.Delta, *d)
 	}
 	sort.Slice(st.Delta, func(i, j int) bool { return st.Delta[i].Seq < st.Delta[j].Seq })
+	st.Regions = r.exportRegions()
 	return st
 }
 
@@ -73,12 +76,18 @@ func importState(st *State, retentionMs int64) *Registry {
 		r.delta[deltaID{d.App, d.ID}] = d
 		r.deltaOrder = append(r.deltaOrder, d)
 	}
+	r.importRegions(st.Regions)
 	return r
 }
 
 // sortEntries puts the entries in application and id order, so that the
 // same state always encodes to the same bytes.
 func (st *State) sortEntries() {
+	for _, rs := range st.Regions {
+		if rs.Copy != nil {
+			rs.Copy.sortEntries()
+		}
+	}
 	sort.Slice(st.Entries, func(i, j int) bool {
 		a, b := st.Entries[i], st.Entries[j]
 		if a.App != b.App {
@@ -161,7 +170,7 @@ func (st *State) check() error {
 		}
 		keys[deltaID{d.App, d.ID}] = true
 	}
-	return nil
+	return st.checkRegions()
 }
 
 // ReadSnapshot decodes a snapshot stream (for tools and tests).
