@@ -26,6 +26,7 @@ import (
 	"io"
 	"maps"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,10 @@ func (e Entity) String() string {
 }
 
 // Key names one cached document. Format is opaque here (the codec's format
-// number); gzip is not part of the key: a Value holds both encodings.
+// number); gzip is not part of the key: a Value holds both encodings. The
+// Name of a registry-wide document (EntityApps, EntityDelta) is empty for
+// the local registry, or names the remote regions merged into it, sorted
+// and comma-separated ("legacy,west").
 type Key struct {
 	Entity Entity
 	Name   string
@@ -319,6 +323,12 @@ type Cache struct {
 	wmu      sync.Mutex
 	watchers map[topic]chan struct{}
 
+	// regionSets are the names of the registry-wide documents with
+	// remote regions ever requested ("east,west"; see Key), which a change
+	// reaches besides the local ones (registryNames).
+	rsMu       sync.RWMutex
+	regionSets map[string]struct{}
+
 	stats counters
 	stop  chan struct{}
 	done  chan struct{}
@@ -341,7 +351,7 @@ func New(cfg Config, build Builder, log hclog.Logger) (*Cache, error) {
 	}
 	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{},
 		plain:    newPlainKeeper(cfg.PlainBudget, cfg.PlainKeep),
-		instKeys: map[string]map[Key]struct{}{}, watchers: map[topic]chan struct{}{},
+		instKeys: map[string]map[Key]struct{}{}, watchers: map[topic]chan struct{}{}, regionSets: map[string]struct{}{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range c.lanes {
 		c.lanes[i] = newLane(i)
@@ -373,6 +383,9 @@ func (c *Cache) Close() {
 // are registered (fargo skips registering on a 200), so they must reflect a
 // cancel at once; readWrite's precise invalidation gives exactly that.
 func (c *Cache) Get(key Key) (*Value, error) {
+	if key.Name != "" && (key.Entity == EntityApps || key.Entity == EntityDelta) {
+		c.noteRegionSet(key.Name)
+	}
 	useRO := c.cfg.UseReadOnly && key.Entity != EntityInstance
 	if useRO {
 		if v, ok := c.ro.Load(key); ok {
@@ -561,8 +574,10 @@ func (c *Cache) invalidateRW(ch fsm.Change) {
 			}
 		}
 	}
-	drop(EntityApps, "")
-	drop(EntityDelta, "")
+	for _, name := range c.registryNames(ch) {
+		drop(EntityApps, name)
+		drop(EntityDelta, name)
+	}
 	for _, a := range ch.Apps {
 		drop(EntityApp, a)
 		for k := range c.instKeys[a] {
@@ -689,4 +704,35 @@ func (c *Cache) Stats() Stats {
 		Invalidations: c.stats.invalidations.Load(), Refreshes: c.stats.refreshes.Load(), Pushes: c.stats.pushes.Load(),
 		ReadWriteKeys: rwKeys, ReadOnlyKeys: roKeys, Bytes: c.stats.bytes.Load(),
 	}
+}
+
+// noteRegionSet records a registry-wide document name with remote regions.
+func (c *Cache) noteRegionSet(name string) {
+	c.rsMu.RLock()
+	_, ok := c.regionSets[name]
+	c.rsMu.RUnlock()
+	if !ok {
+		c.rsMu.Lock()
+		c.regionSets[name] = struct{}{}
+		c.rsMu.Unlock()
+	}
+}
+
+// registryNames lists the names of the registry-wide documents a change
+// reaches: a local change reaches the local one and every one with remote
+// regions (they merge the local registry); a change to a remote region's
+// copy reaches those that merge that region only.
+func (c *Cache) registryNames(ch fsm.Change) []string {
+	c.rsMu.RLock()
+	defer c.rsMu.RUnlock()
+	var names []string
+	if ch.Region == "" {
+		names = append(names, "")
+	}
+	for set := range c.regionSets {
+		if ch.Region == "" || slices.Contains(strings.Split(set, ","), ch.Region) {
+			names = append(names, set)
+		}
+	}
+	return names
 }

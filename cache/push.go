@@ -116,7 +116,7 @@ func (c *Cache) changed(ch fsm.Change) {
 		if ch.All {
 			c.notify(nil, true)
 		} else {
-			c.notifyList(changeTopics(ch))
+			c.notifyList(c.changeTopics(ch))
 		}
 		return
 	}
@@ -125,7 +125,7 @@ func (c *Cache) changed(ch fsm.Change) {
 		if ch.All {
 			l.all = true
 		} else {
-			for _, t := range changeTopics(ch) {
+			for _, t := range c.changeTopics(ch) {
 				if laneOf(t) == i {
 					l.pending[t] = struct{}{}
 				}
@@ -139,9 +139,13 @@ func (c *Cache) changed(ch fsm.Change) {
 }
 
 // changeTopics lists the topics a change touches.
-func changeTopics(ch fsm.Change) []topic {
-	ts := make([]topic, 0, 3+2*len(ch.Apps)+len(ch.VIPs)+len(ch.SVIPs))
-	ts = append(ts, topic{EntityApps, ""}, topic{EntityDelta, ""}, topic{EntityInstance, ""})
+func (c *Cache) changeTopics(ch fsm.Change) []topic {
+	names := c.registryNames(ch)
+	ts := make([]topic, 0, 1+2*len(names)+2*len(ch.Apps)+len(ch.VIPs)+len(ch.SVIPs))
+	for _, n := range names {
+		ts = append(ts, topic{EntityApps, n}, topic{EntityDelta, n})
+	}
+	ts = append(ts, topic{EntityInstance, ""})
 	for _, a := range ch.Apps {
 		ts = append(ts, topic{EntityApp, a}, topic{EntityInstance, a})
 	}

@@ -70,8 +70,8 @@ func newLeaseKeeper(n *Node) *leaseKeeper {
 // the application (renewals are not changes here: a renewed lease is
 // rescheduled when its old deadline comes, see dueExpired).
 func (k *leaseKeeper) onChange(c fsm.Change) {
-	if !k.tracking.Load() || c.Empty() {
-		return
+	if !k.tracking.Load() || c.Empty() || c.Region != "" {
+		return // a remote region's copy holds no lease of this cluster
 	}
 	k.dirtyMu.Lock()
 	switch {

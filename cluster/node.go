@@ -766,3 +766,22 @@ func (w *appliedWaiter) wait(ctx context.Context, idx uint64) error {
 		}
 	}
 }
+
+// ApplyCommitted writes an encoded command through the Raft log only:
+// without quorum it fails (ErrNoQuorum) in either mode instead of
+// journaling it. It is for writes that only the committed log may carry,
+// such as a remote region's copy, which a replay after a partition could
+// only set back.
+func (n *Node) ApplyCommitted(ctx context.Context, entry []byte) (uint64, error) {
+	if err := n.checkMember(); err != nil {
+		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), err)
+	}
+	if n.QuorumLost() {
+		return 0, fmt.Errorf("apply %s: %w", fsm.TypeOf(entry), ErrNoQuorum)
+	}
+	idx, err := n.applyThrough(ctx, entry)
+	if errors.Is(err, errQuorumLost) {
+		return 0, fmt.Errorf("apply %s: %v: %w", fsm.TypeOf(entry), err, ErrNoQuorum)
+	}
+	return idx, err
+}

@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // Remote regions (docs/regions.md): the leader of the local cluster copies
@@ -216,4 +219,24 @@ func (st *State) checkRegions() error {
 		}
 	}
 	return nil
+}
+
+// SameRecord reports whether two records of one instance hold the same
+// registration: the instance as registered, its status and the lease
+// times a change moves. The last renewal is left out (a renewal is not a
+// change: the remote region's delta does not list it), and so are the
+// fields the copy sets itself (ModifyIndex, ActionType).
+func SameRecord(a, b *Entry) bool {
+	if a == nil || b == nil || a.Instance == nil || b.Instance == nil {
+		return a == b
+	}
+	if a.App != b.App || a.ID != b.ID || a.Override != b.Override || a.RegistrationTs != b.RegistrationTs ||
+		a.EvictionTs != b.EvictionTs || a.ServiceUpTs != b.ServiceUpTs || a.LastUpdatedTs != b.LastUpdatedTs {
+		return false
+	}
+	var ba, bb bytes.Buffer
+	if codec.NewEncoder(&ba, msgpackHandle).Encode(a.Instance) != nil || codec.NewEncoder(&bb, msgpackHandle).Encode(b.Instance) != nil {
+		return false
+	}
+	return bytes.Equal(ba.Bytes(), bb.Bytes())
 }

@@ -45,6 +45,8 @@ func errorStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, cluster.ErrMemberConflict), errors.Is(err, cluster.ErrOtherCluster):
 		return http.StatusConflict
+	case errors.Is(err, errRegionNotReady):
+		return http.StatusForbidden
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed
 	case errors.Is(err, errMediaType):

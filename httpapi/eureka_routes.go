@@ -396,9 +396,20 @@ func optionalMillis(c *gin.Context, name string) (int64, error) {
 	return n, nil
 }
 
-func (s *Server) getApps(c *gin.Context) { s.serve(c, cache.EntityApps, "") }
+func (s *Server) getApps(c *gin.Context) { s.serveRegistry(c, cache.EntityApps) }
 
-func (s *Server) getDelta(c *gin.Context) { s.serve(c, cache.EntityDelta, "") }
+func (s *Server) getDelta(c *gin.Context) { s.serveRegistry(c, cache.EntityDelta) }
+
+// serveRegistry serves the full registry or the delta, with the remote
+// regions the read asks for merged in.
+func (s *Server) serveRegistry(c *gin.Context, ent cache.Entity) {
+	name, err := s.regionSet(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.serve(c, ent, name)
+}
 
 func (s *Server) getApp(c *gin.Context, app string) { s.serve(c, cache.EntityApp, app) }
 

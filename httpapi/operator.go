@@ -69,6 +69,7 @@ func (s *Server) status(c *gin.Context) {
 	if ls, err := s.cluster.LeaseStatus(c.Request.Context()); err == nil {
 		st.Leases = &ls
 	}
+	st.Regions = s.regionStatus()
 	c.JSON(http.StatusOK, st)
 }
 

@@ -77,6 +77,8 @@ type Config struct {
 	// PeerTLS is the client TLS configuration of node-to-node calls (nil:
 	// plain HTTP); the dashboard probes other members with it.
 	PeerTLS *tls.Config
+	// Regions are the remote regions served (regions.go).
+	Regions RegionConfig
 }
 
 // DefaultConfig returns the defaults.

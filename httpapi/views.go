@@ -90,8 +90,14 @@ func (v *views) build(k cache.Key) ([]cache.Segment, uint64, error) {
 	f := eureka.Format(k.Format)
 	switch k.Entity {
 	case cache.EntityApps:
+		if k.Name != "" {
+			return v.regionApps(f, strings.Split(k.Name, ","))
+		}
 		return v.apps(f)
 	case cache.EntityDelta:
+		if k.Name != "" {
+			return v.regionDelta(f, strings.Split(k.Name, ","))
+		}
 		return v.delta(f)
 	case cache.EntityApp:
 		return v.app(f, k.Name)
@@ -372,6 +378,8 @@ func (v *views) app(f eureka.Format, name string) ([]cache.Segment, uint64, erro
 			// with it, and blocking reads of it wake only then.
 			p = v.wholeApp(r, f, name)
 			version = p.version
+		} else {
+			p, version, found = v.fallbackApp(r, name)
 		}
 	})
 	if !found {
@@ -433,10 +441,13 @@ func (v *views) vip(f eureka.Format, secure bool, vip string) ([]cache.Segment, 
 func (v *views) instance(f eureka.Format, app, id string) ([]cache.Segment, uint64, error) {
 	var e *fsm.Entry
 	v.read(func(r *fsm.Registry) {
-		if app == "" {
+		switch {
+		case app == "":
 			e = r.FindByID(id)
-		} else {
+		case r.AppVersion(app) != 0: // the local region holds the application
 			e = r.Get(app, id)
+		default:
+			e = v.fallbackInstance(r, app, id)
 		}
 	})
 	if e == nil {

@@ -9,6 +9,28 @@ type Status struct {
 	// Leases is the leader's view; nil when no leader answered.
 	Leases *LeaseStatus `json:"leases,omitempty"`
 	Memory Memory       `json:"memory"`
+	// Regions are the copies of remote regions this node serves.
+	Regions []RegionStatus `json:"regions,omitempty"`
+}
+
+// RegionStatus is one remote region's copy as a node holds it (the same on
+// every node of the cluster: the copy is written through the log).
+type RegionStatus struct {
+	Name string `json:"name"`
+	// Loaded is set once a whole copy was taken; until then regions= reads
+	// are refused (403).
+	Loaded bool `json:"loaded"`
+	// Reachable is false while the region does not answer: its last copy
+	// is served, marked.
+	Reachable bool   `json:"reachable"`
+	Kind      string `json:"kind,omitempty"`
+	Source    string `json:"source,omitempty"`
+	Instances int    `json:"instances"`
+	// SyncedAtMs is when the copy was last confirmed equal to the region's
+	// registry (epoch ms); SinceMs when Reachable last changed.
+	SyncedAtMs int64  `json:"synced_at_ms"`
+	SinceMs    int64  `json:"since_ms"`
+	Error      string `json:"error,omitempty"`
 }
 
 // NodeStatus is the node's Raft and registry state.

@@ -59,6 +59,7 @@ type serveConfig struct {
 	raftTLS           bool
 	eurekaPeers       string
 	eurekaSyncTimeout time.Duration
+	regions           regionFlags
 
 	// Derived by check.
 	memory memlimit.Policy
@@ -124,6 +125,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.eurekaPeers, "eureka-peers", "", "service URLs of an eureka-server ring to join as a peer (http://host:8761/eureka/,...): copy its registry before serving reads, replicate this cluster's own changes to it (docs/migrate-from-eureka.md)")
 	fs.DurationVar(&c.eurekaSyncTimeout, "eureka-sync-timeout", time.Minute, "how long a start with --eureka-peers tries to copy the ring's registry before serving reads without it")
 	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM CA bundle peers' certificates are checked against (default: --tls-client-ca, else the system roots)")
+	addRegionFlags(fs, &c.regions)
 	return fs
 }
 
@@ -151,6 +153,7 @@ func parseServe(args []string, env func(string) string) (*serveConfig, *flag.Fla
 	if envErr != nil {
 		return nil, fs, envErr
 	}
+	c.regions.envRegions(given, env)
 	return c, fs, c.check()
 }
 
@@ -197,6 +200,9 @@ func (c *serveConfig) check() error {
 	}
 	if strings.TrimSpace(c.dataDir) == "" {
 		return errors.New("--data-dir must not be empty")
+	}
+	if err := c.regions.check(); err != nil {
+		return err
 	}
 	// Addresses are checked here, not when listening, so that a typo is a
 	// usage error before the data directory is opened.
@@ -360,7 +366,9 @@ func serve(args []string) int {
 	if len(peers) > 0 {
 		startPeering(node, c.api.StrictInput, peers, c.eurekaSyncTimeout, synced, log)
 	}
+	startRegions(node, &c.regions, log)
 	hcfg := c.api
+	hcfg.Regions = c.regions.read
 	hcfg.Users = c.users
 	hcfg.ClusterSecret = c.secret
 	if c.tls != nil {

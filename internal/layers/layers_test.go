@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"httpapi":           {"cache", "cluster", "fsm", "httpapi/eureka", "internal/collect", "internal/tick", "limits", "nodeapi", "opapi"},
 	"faultproxy":        {"cluster"},
 	"peering":           {"fsm", "httpapi/eureka", "internal/collect"},
+	"region":            {"fsm", "httpapi/eureka", "internal/collect"},
 	"lab":               {"faultproxy", "internal/instance", "internal/launch", "opapi"},
 	"bench":             {"internal/instance", "internal/launch", "internal/tick", "opapi"},
 	"e2e":               {"internal/instance", "internal/launch", "internal/tick", "opapi"},

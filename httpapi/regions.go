@@ -1,0 +1,267 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/httpapi/eureka"
+	"github.com/heureka-registry/heureka/opapi"
+)
+
+// Remote regions on the read path (docs/regions.md): GET /apps and
+// /apps/delta with ?regions=a,b merge the copies of those remote regions
+// into the local registry as eureka-server does; GET /apps/{app} and
+// /apps/{app}/{id} fall back to a remote region when the local one has no
+// instance of the application.
+
+// RegionStaleHeader names, on a regions= read, the requested regions whose
+// copy is served while the region cannot be reached (comma-separated).
+const RegionStaleHeader = "X-Heureka-Region-Stale"
+
+// errRegionNotReady refuses regions= reads until every configured remote
+// region was copied once, as eureka-server does (403).
+var errRegionNotReady = errors.New("remote region not copied yet")
+
+// RegionConfig is the remote regions' read settings.
+type RegionConfig struct {
+	// Names are the configured remote regions (lower case).
+	Names []string
+	// Whitelist limits, per region (or "global" for every region without
+	// a list of its own), the applications a regions= read merges; a
+	// region absent from it, with no global list, merges them all.
+	Whitelist map[string][]string
+	// NoFallback turns off the fallback of GET /apps/{app} to a remote
+	// region (eureka-server's disableTransparentFallbackToOtherRegion).
+	NoFallback bool
+}
+
+// allows reports whether the whitelist lets region's app into a regions=
+// read (eureka-server's shouldFetchFromRemoteRegistry).
+func (rc RegionConfig) allows(region, app string) bool {
+	list, ok := rc.Whitelist[region]
+	if !ok {
+		if list, ok = rc.Whitelist["global"]; !ok {
+			return true
+		}
+	}
+	return slices.Contains(list, app)
+}
+
+// regionSet reads ?regions= the way eureka-server does (lower-cased, split
+// on commas, not trimmed, sorted; names not configured are left out) and
+// returns the cache name of the document. A regions= read is refused
+// until every configured region was copied once; a requested region that
+// cannot be reached is named in RegionStaleHeader.
+func (s *Server) regionSet(c *gin.Context) (string, error) {
+	rc := s.cfg.Regions
+	if len(rc.Names) == 0 || c.Request.URL.RawQuery == "" {
+		return "", nil
+	}
+	raw := c.Query("regions")
+	if raw == "" {
+		return "", nil
+	}
+	var names []string
+	for _, n := range strings.Split(strings.ToLower(raw), ",") {
+		if slices.Contains(rc.Names, n) && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	var notReady, stale []string
+	s.views.read(func(r *fsm.Registry) {
+		for _, n := range rc.Names {
+			rr, ok := r.RemoteRegion(n)
+			if !ok || !rr.Status.Loaded {
+				notReady = append(notReady, n)
+			} else if !rr.Status.Reachable && slices.Contains(names, n) {
+				stale = append(stale, n)
+			}
+		}
+	})
+	if len(notReady) > 0 {
+		return "", fmt.Errorf("remote region %s: regions= reads are refused until every remote region was copied once, as eureka-server does: %w",
+			strings.Join(notReady, ", "), errRegionNotReady)
+	}
+	if len(stale) > 0 {
+		c.Header(RegionStaleHeader, strings.Join(stale, ","))
+	}
+	return strings.Join(names, ","), nil
+}
+
+// merged is the local registry with remote regions merged in.
+type merged struct {
+	// order lists the applications: the local ones, then those only the
+	// remote regions hold, in region order.
+	order []string
+	// apps holds the merged instances of the applications a remote region
+	// added to (the others are the local application as it is).
+	apps    map[string][]*fsm.Entry
+	counts  map[string]int
+	version uint64
+}
+
+// mergeRegions merges the whitelisted applications of regions (sorted)
+// into the local registry, as eureka-server's
+// getApplicationsFromMultipleRegions: instances of an application held in
+// several regions go into one application, a later region's instance
+// replacing an earlier one of the same id. The version is the newest of
+// the local registry's and the regions' (all Raft indexes).
+func (v *views) mergeRegions(r *fsm.Registry, regions []string) merged {
+	m := merged{order: r.AppNames(), apps: map[string][]*fsm.Entry{}, counts: r.StatusCounts(), version: r.Version()}
+	pos := map[string]map[string]int{}
+	for _, rn := range regions {
+		rr, ok := r.RemoteRegion(rn)
+		if !ok {
+			continue
+		}
+		m.version = max(m.version, rr.Copy.Version())
+		for _, app := range rr.Copy.AppNames() {
+			if !v.cfg.Regions.allows(rn, app) {
+				continue
+			}
+			cur, ok := m.apps[app]
+			if !ok {
+				local := r.AppEntries(app)
+				if len(local) == 0 {
+					m.order = append(m.order, app)
+				}
+				cur = local
+				pos[app] = make(map[string]int, len(local))
+				for i, e := range local {
+					pos[app][e.ID] = i
+				}
+			}
+			for _, e := range rr.Copy.AppEntries(app) {
+				if i, dup := pos[app][e.ID]; dup {
+					m.counts[cur[i].Instance.Status]--
+					cur[i] = e
+				} else {
+					pos[app][e.ID] = len(cur)
+					cur = append(cur, e)
+				}
+				m.counts[e.Instance.Status]++
+			}
+			m.apps[app] = cur
+		}
+	}
+	return m
+}
+
+// regionApps is GET /apps?regions=: versions__delta 1 and the hash of what
+// it lists. Applications no region adds to share the local fragments.
+func (v *views) regionApps(f eureka.Format, regions []string) ([]cache.Segment, uint64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var parts []part
+	var m merged
+	v.read(func(r *fsm.Registry) {
+		m = v.mergeRegions(r, regions)
+		for _, name := range m.order {
+			if entries, ok := m.apps[name]; ok {
+				parts = append(parts, part{name: name, entries: entries})
+			} else {
+				parts = append(parts, v.wholeApp(r, f, name))
+			}
+		}
+	})
+	return v.collectionLocked(f, "1", fsm.HashCode(m.counts), parts), m.version, nil
+}
+
+// regionDelta is GET /apps/delta?regions=: the local recently-changed
+// queue and each region's (whitelisted), merged per application in order
+// of first appearance, with the hash of the merged full registry from the
+// same view, as the Java client reconciles it.
+func (v *views) regionDelta(f eureka.Format, regions []string) ([]cache.Segment, uint64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var parts []part
+	var m merged
+	v.read(func(r *fsm.Registry) {
+		since := v.cfg.Now().Add(-r.DeltaRetention()).UnixMilli()
+		index := map[string]int{}
+		pos := map[string]map[string]int{}
+		add := func(e *fsm.Entry) {
+			i, ok := index[e.App]
+			if !ok {
+				i = len(parts)
+				index[e.App] = i
+				pos[e.App] = map[string]int{}
+				parts = append(parts, part{name: e.App})
+			}
+			if j, dup := pos[e.App][e.ID]; dup {
+				parts[i].entries[j] = e
+				return
+			}
+			pos[e.App][e.ID] = len(parts[i].entries)
+			parts[i].entries = append(parts[i].entries, e)
+		}
+		for _, d := range r.Delta(since) {
+			add(d.Entry)
+		}
+		for _, rn := range regions {
+			if rr, ok := r.RemoteRegion(rn); ok {
+				for _, d := range rr.Copy.Delta(since) {
+					if v.cfg.Regions.allows(rn, d.Entry.App) {
+						add(d.Entry)
+					}
+				}
+			}
+		}
+		m = v.mergeRegions(r, regions)
+	})
+	return v.collectionLocked(f, strconv.FormatUint(m.version, 10), fsm.HashCode(m.counts), parts), m.version, nil
+}
+
+// fallbackApp is the application of the first remote region (in name
+// order) that holds it, for GET /apps/{app} when the local region has no
+// instance of it; no whitelist applies (as in eureka-server).
+func (v *views) fallbackApp(r *fsm.Registry, name string) (part, uint64, bool) {
+	if v.cfg.Regions.NoFallback {
+		return part{}, 0, false
+	}
+	for _, rn := range v.cfg.Regions.Names {
+		if rr, ok := r.RemoteRegion(rn); ok {
+			if entries := rr.Copy.AppEntries(name); len(entries) > 0 {
+				return part{name: name, entries: entries}, rr.Copy.AppVersion(name), true
+			}
+		}
+	}
+	return part{}, 0, false
+}
+
+// fallbackInstance is GET /apps/{app}/{id} of an application the local
+// region lacks: the instance of the first remote region that holds the
+// application (eureka-server looks there whatever its fallback switch).
+func (v *views) fallbackInstance(r *fsm.Registry, app, id string) *fsm.Entry {
+	for _, rn := range v.cfg.Regions.Names {
+		if rr, ok := r.RemoteRegion(rn); ok && len(rr.Copy.AppEntries(app)) > 0 {
+			return rr.Copy.Get(app, id)
+		}
+	}
+	return nil
+}
+
+// regionStatus is the remote regions' part of GET /v1/status.
+func (s *Server) regionStatus() []opapi.RegionStatus {
+	var out []opapi.RegionStatus
+	s.views.read(func(r *fsm.Registry) {
+		for _, n := range s.cfg.Regions.Names {
+			rs := opapi.RegionStatus{Name: n}
+			if rr, ok := r.RemoteRegion(n); ok {
+				st := rr.Status
+				rs.Loaded, rs.Reachable, rs.Kind, rs.Source = st.Loaded, st.Reachable, st.Kind, st.Source
+				rs.Instances, rs.SyncedAtMs, rs.SinceMs, rs.Error = rr.Copy.Count(), st.SyncedAt, st.Since, st.Error
+			}
+			out = append(out, rs)
+		}
+	})
+	return out
+}

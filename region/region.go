@@ -1,0 +1,499 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/httpapi/eureka"
+)
+
+// Kinds of remote region, as fsm.RegionStatus.Kind names them.
+const (
+	KindHeureka = "heureka"
+	KindEureka  = "eureka"
+)
+
+// indexHeader is the header in which a heureka node gives the version of a
+// document it serves (its blocking-query index). Its presence is how a
+// remote region is known to be heureka.
+const indexHeader = "X-Heureka-Index"
+
+// maxDocument bounds a remote region's document.
+const maxDocument = 1 << 30
+
+// Remote is one remote region: its name and its Eureka service URLs
+// (http://host:8761/eureka/), tried in order.
+type Remote struct {
+	Name string
+	URLs []string
+}
+
+// ParseRemote parses NAME=URL[,URL...] (the --remote-region flag).
+func ParseRemote(s string) (Remote, error) {
+	name, urls, ok := strings.Cut(s, "=")
+	name = strings.ToLower(strings.TrimSpace(name))
+	if !ok || name == "" || urls == "" {
+		return Remote{}, fmt.Errorf("remote region %q: want NAME=URL[,URL...]", s)
+	}
+	if strings.ContainsAny(name, ", /") {
+		return Remote{}, fmt.Errorf("remote region name %q: no commas, spaces or slashes", name)
+	}
+	r := Remote{Name: name}
+	for _, u := range strings.Split(urls, ",") {
+		u = strings.TrimSpace(u)
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return Remote{}, fmt.Errorf("remote region %s: URL %q: want http(s)://host:port/eureka/", name, u)
+		}
+		if !strings.HasSuffix(u, "/") {
+			u += "/"
+		}
+		r.URLs = append(r.URLs, u)
+	}
+	return r, nil
+}
+
+// ParseRemotes parses a list of NAME=URL[,URL...] values; a region named
+// twice is an error.
+func ParseRemotes(values []string) ([]Remote, error) {
+	var out []Remote
+	seen := map[string]bool{}
+	for _, v := range values {
+		r, err := ParseRemote(v)
+		if err != nil {
+			return nil, err
+		}
+		if seen[r.Name] {
+			return nil, fmt.Errorf("remote region %s given twice", r.Name)
+		}
+		seen[r.Name] = true
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Config tunes the sync loops.
+type Config struct {
+	Remotes []Remote
+	// FetchInterval is how often an eureka-server region's delta is
+	// fetched (eureka-server's remoteRegionRegistryFetchInterval, 30 s),
+	// and the longest wait between retries of an unreachable region.
+	FetchInterval time.Duration
+	// BlockingWait is how long one blocking query on a heureka region
+	// waits for a change.
+	BlockingWait time.Duration
+	// StatusEvery is how often the copy's status is confirmed through the
+	// log while nothing changes (it moves SyncedAt).
+	StatusEvery time.Duration
+	// RetryDelay is the first wait after a failed fetch; it doubles up to
+	// FetchInterval.
+	RetryDelay time.Duration
+	// Timeout bounds one request (beyond BlockingWait).
+	Timeout time.Duration
+	// Chunk bounds the records of one log entry; a larger pass is staged.
+	Chunk int
+}
+
+// DefaultConfig returns the settings heureka serves with.
+func DefaultConfig() Config {
+	return Config{FetchInterval: 30 * time.Second, BlockingWait: 10 * time.Second, StatusEvery: 10 * time.Second,
+		RetryDelay: time.Second, Timeout: 30 * time.Second, Chunk: 500}
+}
+
+// Cluster is what the syncer needs from the node it runs on.
+type Cluster interface {
+	// ReadRegion runs fn with the copy of region name (ok false when the
+	// registry holds none yet) under the registry's read lock.
+	ReadRegion(name string, fn func(rr fsm.RemoteRegion, ok bool))
+	// ApplyRegion writes an update through the Raft log; it fails rather
+	// than journal it when the cluster has no quorum.
+	ApplyRegion(ctx context.Context, b *fsm.RegionUpdateBody) error
+}
+
+// Syncer follows the remote regions while its node leads.
+type Syncer struct {
+	cfg    Config
+	c      Cluster
+	client *http.Client
+	log    hclog.Logger
+	stats  map[string]*counters
+}
+
+// counters are one region's sync counters (this node's, while it leads).
+type counters struct {
+	fetches, failures, reconciles, writes, records atomic.Uint64
+}
+
+// Stats are one region's sync counters on this node.
+type Stats struct {
+	Fetches    uint64 `json:"fetches"`
+	Failures   uint64 `json:"failures"`
+	Reconciles uint64 `json:"reconciles"`
+	Writes     uint64 `json:"writes"`
+	Records    uint64 `json:"records"`
+}
+
+// New returns a syncer of cfg.Remotes on c.
+func New(cfg Config, c Cluster, log hclog.Logger) *Syncer {
+	d := DefaultConfig()
+	if cfg.FetchInterval <= 0 {
+		cfg.FetchInterval = d.FetchInterval
+	}
+	if cfg.BlockingWait <= 0 {
+		cfg.BlockingWait = d.BlockingWait
+	}
+	if cfg.StatusEvery <= 0 {
+		cfg.StatusEvery = d.StatusEvery
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = d.RetryDelay
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = d.Timeout
+	}
+	if cfg.Chunk <= 0 {
+		cfg.Chunk = d.Chunk
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	s := &Syncer{cfg: cfg, c: c, log: log.Named("region"), stats: map[string]*counters{},
+		client: &http.Client{Timeout: cfg.Timeout + cfg.BlockingWait}}
+	for _, r := range cfg.Remotes {
+		s.stats[r.Name] = &counters{}
+	}
+	return s
+}
+
+// Stats returns each region's counters.
+func (s *Syncer) Stats() map[string]Stats {
+	out := make(map[string]Stats, len(s.stats))
+	for name, c := range s.stats {
+		out[name] = Stats{Fetches: c.fetches.Load(), Failures: c.failures.Load(), Reconciles: c.reconciles.Load(),
+			Writes: c.writes.Load(), Records: c.records.Load()}
+	}
+	return out
+}
+
+// Run follows every region until stop closes (the node's leader work).
+func (s *Syncer) Run(stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, r := range s.cfg.Remotes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.follow(ctx, r)
+		}()
+	}
+	wg.Wait()
+}
+
+// follower is one region's sync state while this node leads.
+type follower struct {
+	s     *Syncer
+	r     Remote
+	stats *counters
+	// needFull asks for a full fetch next (at the start, after a failure,
+	// after a reconcile hash mismatch).
+	needFull bool
+	kind     string
+	// index is the heureka region's delta version to wait past.
+	index uint64
+	// url is the index in r.URLs of the URL that answered last.
+	url  int
+	pass uint64
+	// status is the status last written (or read at the start).
+	status fsm.RegionStatus
+	known  bool
+}
+
+func (s *Syncer) follow(ctx context.Context, r Remote) {
+	f := &follower{s: s, r: r, stats: s.stats[r.Name], needFull: true, pass: uint64(time.Now().UnixNano())}
+	s.c.ReadRegion(r.Name, func(rr fsm.RemoteRegion, ok bool) { f.status, f.known = rr.Status, ok })
+	f.kind = f.status.Kind
+	delay := s.cfg.RetryDelay
+	for ctx.Err() == nil {
+		err := f.step(ctx)
+		if err == nil {
+			delay = s.cfg.RetryDelay
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		f.stats.failures.Add(1)
+		f.needFull = true
+		if werr := f.unreachable(ctx, err); werr != nil && ctx.Err() == nil {
+			s.log.Debug("recording an unreachable region failed", "region", r.Name, "error", werr)
+		}
+		if !sleep(ctx, delay) {
+			return
+		}
+		delay = min(2*delay, s.cfg.FetchInterval)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// step runs one fetch and writes what it found.
+func (f *follower) step(ctx context.Context) error {
+	if f.needFull {
+		return f.full(ctx)
+	}
+	if f.kind != KindHeureka && !sleep(ctx, f.s.cfg.FetchInterval) {
+		return ctx.Err()
+	}
+	return f.delta(ctx)
+}
+
+// full copies the whole registry and writes the difference from the copy.
+func (f *follower) full(ctx context.Context) error {
+	doc, index, kind, src, err := f.get(ctx, "apps", "")
+	if err != nil {
+		return err
+	}
+	have := f.snapshot()
+	var puts []*fsm.Entry
+	var dels []fsm.KeyBody
+	seen := make(map[[2]string]bool, len(have))
+	for _, a := range doc.Applications {
+		for _, e := range a.Instances {
+			k := [2]string{e.App, e.ID}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if !fsm.SameRecord(have[k], e) {
+				puts = append(puts, e)
+			}
+		}
+	}
+	for k := range have {
+		if !seen[k] {
+			dels = append(dels, fsm.KeyBody{App: k[0], ID: k[1]})
+		}
+	}
+	f.kind, f.index = kind, index
+	if err := f.write(ctx, puts, dels, f.synced(src, true)); err != nil {
+		return err
+	}
+	f.needFull = false
+	f.s.log.Debug("copied remote region", "region", f.r.Name, "kind", kind, "from", src,
+		"instances", len(seen), "changed", len(puts), "removed", len(dels))
+	return nil
+}
+
+// delta applies the region's recently-changed queue; for a heureka region
+// it first waits for a change past the last version seen.
+func (f *follower) delta(ctx context.Context) error {
+	query := ""
+	if f.kind == KindHeureka {
+		query = "index=" + strconv.FormatUint(f.index, 10) + "&wait=" + f.s.cfg.BlockingWait.String()
+	}
+	doc, index, kind, src, err := f.get(ctx, "apps/delta", query)
+	if err != nil {
+		return err
+	}
+	if kind != f.kind {
+		f.needFull = true // the region was replaced by another kind of server
+		return nil
+	}
+	f.index = index
+	have := f.snapshot()
+	var puts []*fsm.Entry
+	var dels []fsm.KeyBody
+	for _, a := range doc.Applications {
+		for _, e := range a.Instances {
+			k := [2]string{e.App, e.ID}
+			switch {
+			case e.ActionType == fsm.ActionDeleted:
+				if have[k] != nil {
+					dels = append(dels, fsm.KeyBody{App: k[0], ID: k[1]})
+					delete(have, k)
+				}
+			case !fsm.SameRecord(have[k], e):
+				puts = append(puts, e)
+				have[k] = e
+			}
+		}
+	}
+	// The copy as it will be after this delta must hash like the region.
+	counts := map[string]int{}
+	for _, e := range have {
+		counts[e.Instance.Status]++
+	}
+	if got := fsm.HashCode(counts); doc.AppsHashCode != "" && got != doc.AppsHashCode {
+		f.stats.reconciles.Add(1)
+		f.s.log.Debug("remote region hash differs after a delta: fetching it whole", "region", f.r.Name,
+			"copy", got, "region_hash", doc.AppsHashCode)
+		f.needFull = true
+		return nil
+	}
+	var st *fsm.RegionStatus
+	if len(puts)+len(dels) > 0 || !f.status.Reachable || f.status.Source != src ||
+		time.Since(time.UnixMilli(f.status.SyncedAt)) >= f.s.cfg.StatusEvery {
+		st = f.synced(src, f.status.Loaded)
+	}
+	if st == nil {
+		return nil
+	}
+	return f.write(ctx, puts, dels, st)
+}
+
+// snapshot returns the copy's records by key (entries are immutable, so
+// they are compared outside the registry's lock).
+func (f *follower) snapshot() map[[2]string]*fsm.Entry {
+	var have map[[2]string]*fsm.Entry
+	f.s.c.ReadRegion(f.r.Name, func(rr fsm.RemoteRegion, ok bool) {
+		if !ok {
+			have = map[[2]string]*fsm.Entry{}
+			return
+		}
+		have = make(map[[2]string]*fsm.Entry, rr.Copy.Count())
+		rr.Copy.Range(func(e *fsm.Entry) { have[[2]string{e.App, e.ID}] = e })
+	})
+	return have
+}
+
+// synced is the status of a copy just confirmed equal to the region's.
+func (f *follower) synced(src string, loaded bool) *fsm.RegionStatus {
+	now := time.Now().UnixMilli()
+	since := f.status.Since
+	if !f.status.Reachable || !f.known {
+		since = now
+	}
+	return &fsm.RegionStatus{Loaded: loaded, Reachable: true, Kind: f.kind, Source: src, SyncedAt: now, Since: since}
+}
+
+// unreachable records that no URL of the region answered, once per
+// outage (and again when the reason changes); the copy stays.
+func (f *follower) unreachable(ctx context.Context, cause error) error {
+	msg := cause.Error()
+	if f.known && !f.status.Reachable && f.status.Error == msg {
+		return nil
+	}
+	f.s.log.Warn("remote region unreachable: serving its last copy", "region", f.r.Name, "error", msg)
+	st := f.status
+	st.Reachable, st.Error = false, msg
+	if f.status.Reachable || !f.known {
+		st.Since = time.Now().UnixMilli()
+	}
+	return f.write(ctx, nil, nil, &st)
+}
+
+// write writes one pass: chunks of at most cfg.Chunk records, staged, and
+// a final entry with the status.
+func (f *follower) write(ctx context.Context, puts []*fsm.Entry, dels []fsm.KeyBody, st *fsm.RegionStatus) error {
+	f.pass++
+	n := f.s.cfg.Chunk
+	for len(puts)+len(dels) > n {
+		b := &fsm.RegionUpdateBody{Region: f.r.Name, Pass: f.pass}
+		k := min(n, len(puts))
+		b.Put, puts = puts[:k], puts[k:]
+		if k < n {
+			d := min(n-k, len(dels))
+			b.Delete, dels = dels[:d], dels[d:]
+		}
+		if err := f.apply(ctx, b); err != nil {
+			return err
+		}
+	}
+	if err := f.apply(ctx, &fsm.RegionUpdateBody{Region: f.r.Name, Pass: f.pass, Put: puts, Delete: dels, Final: true, Status: st}); err != nil {
+		return err
+	}
+	f.status, f.known = *st, true
+	return nil
+}
+
+func (f *follower) apply(ctx context.Context, b *fsm.RegionUpdateBody) error {
+	if err := f.s.c.ApplyRegion(ctx, b); err != nil {
+		return fmt.Errorf("write the copy of region %s: %w", f.r.Name, err)
+	}
+	f.stats.writes.Add(1)
+	f.stats.records.Add(uint64(len(b.Put) + len(b.Delete)))
+	return nil
+}
+
+// errLocal marks a failure of this node (its log refused the write), not
+// of the region.
+var errLocal = errors.New("local")
+
+// get fetches a document of the region from the first URL that answers,
+// starting with the one that answered last. It returns the document, the
+// heureka index (0 for eureka-server), the kind of server and its URL.
+func (f *follower) get(ctx context.Context, path, query string) (*eureka.Applications, uint64, string, string, error) {
+	var errs []string
+	for i := range f.r.URLs {
+		u := f.r.URLs[(f.url+i)%len(f.r.URLs)]
+		doc, index, kind, err := f.fetch(ctx, u+path, query)
+		f.stats.fetches.Add(1)
+		if err == nil {
+			f.url = (f.url + i) % len(f.r.URLs)
+			return doc, index, kind, u, nil
+		}
+		if ctx.Err() != nil {
+			return nil, 0, "", "", ctx.Err()
+		}
+		errs = append(errs, err.Error())
+	}
+	return nil, 0, "", "", fmt.Errorf("region %s: %s", f.r.Name, strings.Join(errs, "; "))
+}
+
+func (f *follower) fetch(ctx context.Context, u, query string) (*eureka.Applications, uint64, string, error) {
+	if query != "" {
+		u += "?" + query
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := f.s.client.Do(req)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument))
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("read %s: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, 0, "", fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	doc, err := eureka.DecodeApplications(body, eureka.JSON)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("decode %s: %w", u, err)
+	}
+	kind, index := KindEureka, uint64(0)
+	if h := resp.Header.Get(indexHeader); h != "" {
+		kind = KindHeureka
+		if index, err = strconv.ParseUint(h, 10, 64); err != nil {
+			return nil, 0, "", fmt.Errorf("GET %s: %s %q: %w", u, indexHeader, h, err)
+		}
+	}
+	return doc, index, kind, nil
+}
