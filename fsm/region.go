@@ -147,7 +147,12 @@ func (r *Registry) regionUpdate(idx uint64, ts int64, b *RegionUpdateBody, c *Ch
 			action = ActionModified
 			touched(c, old.Instance)
 		}
-		e.ActionType = action
+		if e.ActionType != ActionAdded && e.ActionType != ActionModified {
+			// The record keeps the action the region served it with, as
+			// eureka-server's copy does; a record without one gets the
+			// copy's own.
+			e.ActionType = action
+		}
 		rc.reg.put(&e)
 		rc.reg.recordDelta(idx, ts, e.App, e.ID, action, nil, &scratch)
 		touched(c, e.Instance)
