@@ -1,0 +1,84 @@
+//go:build chaos
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heureka-registry/heureka/internal/launch"
+)
+
+// TestRegionPropagationCost measures how long a change in a remote region
+// takes to reach the local cluster's regions= reads, with default flags
+// (production Raft timings, the default fetch interval): a heureka region
+// with a few instances and with 10,000 just registered (their changes
+// still in its delta), and an eureka-server region. It asserts nothing on
+// time; BENCHMARKS.md, "Remote regions", has the figures.
+//
+//	go test -tags chaos ./e2e -run '^TestRegionPropagationCost$' -count=1 -timeout 30m -v
+func TestRegionPropagationCost(t *testing.T) {
+	java, jar := eurekaServerTools(t, "remote region propagation cost")
+	legacyAddrs := []string{FreeAddr(t), FreeAddr(t), FreeAddr(t)}
+	var legacyURLs []string
+	for _, a := range legacyAddrs {
+		legacyURLs = append(legacyURLs, "http://"+a+"/eureka/")
+	}
+	for i, a := range legacyAddrs {
+		host, port, _ := strings.Cut(a, ":")
+		// Stock settings (readOnly cache on, its 30 s refresh): the
+		// region is what an eureka-server ring is out of the box.
+		es := launch.EurekaServer{Jar: jar, JVMArgs: jvmArgs, Host: host, Port: port, Peers: legacyURLs,
+			Properties: []string{"--eureka.server.my-url=" + legacyURLs[i]}}
+		p := StartProc(t, fmt.Sprintf("legacy%d", i+1), exec.Command(java, es.Argv()...))
+		if err := launch.WaitEurekaServer(context.Background(), "http://"+a, 3*clientTimeout, p.Running); err != nil {
+			t.Fatalf("legacy %d: %v", i+1, err)
+		}
+	}
+	west := StartCluster(t, 3, Options{DefaultRaftTimings: true})
+	west.WaitLeader(t, 30*time.Second)
+	east := StartCluster(t, 3, Options{DefaultRaftTimings: true, ExtraArgs: []string{
+		"--remote-region", "west=" + serviceURLs(west.Nodes),
+		"--remote-region", "legacy=" + strings.Join(legacyURLs, ","),
+	}})
+	reader := east.Followers(east.WaitLeader(t, 30*time.Second))[0]
+
+	RegisterJSON(t, west.Nodes[0].BaseURL(), "WONLY", "w-1", regionLease)
+	RegisterJSON(t, "http://"+legacyAddrs[0], "LONLY", "l-0", regionLease)
+	WaitFor(t, 2*time.Minute, func() bool {
+		code, a, _, err := regionsRead(reader.BaseURL(), "apps", "west")
+		return err == nil && code == 200 && len(missingKeys(a, []string{"WONLY/w-1"})) == 0
+	}, "east's copy of west")
+
+	small := regionChangeSamples(t, west.Nodes[0], reader, 200)
+	t.Logf("RESULT heureka region, 1 instance: %s", latencySummary(small))
+
+	var regs []reg
+	for i := 0; i < 10000; i++ {
+		regs = append(regs, reg{app: fmt.Sprintf("bulk-%03d", i/20), id: fmt.Sprintf("bulk-%05d", i), extra: regionLease})
+	}
+	registerAll(t, west.Nodes[0].BaseURL(), regs, 16)
+	WaitFor(t, 2*time.Minute, func() bool {
+		code, a, _, err := regionsRead(reader.BaseURL(), "apps", "west")
+		return err == nil && code == 200 && len(a.Instances) >= 10001
+	}, "east's copy of west's 10,000")
+	bulk := regionChangeSamples(t, west.Nodes[0], reader, 100)
+	t.Logf("RESULT heureka region, 10,001 instances, 10,000 changed in the last 3 min: %s", latencySummary(bulk))
+
+	var legacy []time.Duration
+	for i := 1; i <= 5; i++ {
+		key := fmt.Sprintf("LONLY/l-%d", i)
+		RegisterJSON(t, "http://"+legacyAddrs[i%3], "LONLY", fmt.Sprintf("l-%d", i), regionLease)
+		start := time.Now()
+		WaitFor(t, 2*time.Minute, func() bool {
+			code, a, _, err := regionsRead(reader.BaseURL(), "apps", "legacy")
+			return err == nil && code == 200 && len(missingKeys(a, []string{key})) == 0
+		}, key+" in east's regions=legacy reads")
+		legacy = append(legacy, time.Since(start))
+	}
+	t.Logf("RESULT eureka-server region (stock: 30 s readOnly cache refresh there, 30 s fetch interval here): %s", latencySummary(legacy))
+}
