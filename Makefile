@@ -103,9 +103,10 @@ mutation-check:
 unit:
 	$(GO) test -short -count=1 ./...
 
-# e2e runs the system tests, which start real heureka (and etcd, node, chromium) processes.
+# e2e runs the system tests, which start real heureka (and etcd, node, chromium)
+# processes, and the container tests of e2e/compose.
 e2e: deps
-	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 30m ./e2e ./bench ./cmd/heureka
+	HEUREKA_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 30m ./e2e/... ./bench ./cmd/heureka
 
 # race runs the tests of the packages that hold concurrency under the race
 # detector (-short: the in-process tests, not the multi-process system tests).
