@@ -152,6 +152,13 @@ func (r *etcdRun) roles(ctx context.Context) error {
 }
 
 // W1: LeaseGrant + Put per instance, Writers clients spread over members.
+// instanceJSON is instance i's document inside its register body: what
+// the etcd mapping stores under the instance's key.
+func (s *Suite) instanceJSON(i int) []byte {
+	b := s.registerBodies()[i]
+	return b[len(`{"instance":`) : len(b)-1]
+}
+
 func (r *etcdRun) register(ctx context.Context) error {
 	s, wl, n := r.s, r.s.Workload, len(r.clients)
 	r.leases = make([]clientv3.LeaseID, wl.Instances)

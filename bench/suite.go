@@ -330,12 +330,6 @@ func (s *Suite) registerBodies() [][]byte {
 	return s.bodies
 }
 
-// instanceJSON is instance i's document inside its register body.
-func (s *Suite) instanceJSON(i int) []byte {
-	b := s.registerBodies()[i]
-	return b[len(`{"instance":`) : len(b)-1]
-}
-
 // logf writes one progress line.
 func (s *Suite) logf(system, format string, args ...any) {
 	if s.Progress == nil {

@@ -100,12 +100,6 @@ func (n *Node) nameCluster() {
 	}
 }
 
-// checkPeerCluster refuses a peer that names another cluster than this
-// node's; a peer or node that names none passes.
-func (n *Node) checkPeerCluster(peer string) error {
-	return sameCluster(n.ClusterID(), peer)
-}
-
 // admitDialer is the Raft acceptor's check of a dialer's identity: besides
 // sameCluster, a node that knows its cluster refuses a dialer that names
 // none unless it is in the node's Raft configuration (member). Only a

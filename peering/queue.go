@@ -37,11 +37,10 @@ type taskKey struct {
 }
 
 type task struct {
-	key     taskKey
-	kind    kind
-	queued  time.Time
-	dead    bool // superseded or dropped; skipped when taken
-	retries int
+	key    taskKey
+	kind   kind
+	queued time.Time
+	dead   bool // superseded or dropped; skipped when taken
 }
 
 // queue is one peer's bounded, coalescing task queue. It is not safe for

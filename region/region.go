@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -437,10 +436,6 @@ func (f *follower) apply(ctx context.Context, b *fsm.RegionUpdateBody) error {
 	f.stats.records.Add(uint64(len(b.Put) + len(b.Delete)))
 	return nil
 }
-
-// errLocal marks a failure of this node (its log refused the write), not
-// of the region.
-var errLocal = errors.New("local")
 
 // get fetches a document of the region from the first URL that answers,
 // starting with the one that answered last. It returns the document, the
