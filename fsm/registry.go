@@ -89,7 +89,12 @@ type Registry struct {
 	// content; deltaSeq orders the delta queue.
 	version  uint64
 	deltaSeq uint64
-	count    int
+	// prunedSeq is the highest sequence number of a change that aged out
+	// of the queue: the queue holds every change after it (DeltaAfter).
+	// It is not in snapshots; a restored queue counts everything before
+	// its oldest change as aged out.
+	prunedSeq uint64
+	count     int
 	// statusCounts counts instances per effective status, kept as entries
 	// change so the reconcile hash costs nothing to compute.
 	statusCounts map[string]int
@@ -299,6 +304,39 @@ func (r *Registry) Delta(sinceTs int64) []DeltaView {
 	return out
 }
 
+// DeltaSeq is the sequence number of the latest change the delta queue
+// took.
+func (r *Registry) DeltaSeq() uint64 { return r.deltaSeq }
+
+// DeltaAfter returns the changes with a sequence number above seq, in
+// change order, each as the instance's current entry or last record. It
+// returns false when the queue no longer holds every such change (some
+// aged out): the caller must read the whole registry instead. A seq above
+// the latest has nothing after it.
+func (r *Registry) DeltaAfter(seq uint64) ([]DeltaView, bool) {
+	if seq < r.prunedSeq {
+		return nil, false
+	}
+	i := len(r.deltaOrder)
+	for i > 0 && r.deltaOrder[i-1].Seq > seq {
+		i--
+	}
+	var out []DeltaView
+	for _, d := range r.deltaOrder[i:] {
+		if !r.current(d) {
+			continue // superseded: a later change of the instance follows
+		}
+		e := d.Deleted
+		if d.Action != ActionDeleted {
+			e = r.Get(d.App, d.ID)
+		}
+		if e != nil {
+			out = append(out, DeltaView{Entry: e, Action: d.Action, Ts: d.Ts, Replicated: d.Replicated})
+		}
+	}
+	return out, true
+}
+
 // DeltaView is one element of a delta payload.
 type DeltaView struct {
 	Entry  *Entry
@@ -369,6 +407,7 @@ func (r *Registry) pruneDelta(ts int64) {
 	for n < len(r.deltaOrder) && r.deltaOrder[n].Ts < cutoff {
 		if d := r.deltaOrder[n]; r.current(d) {
 			delete(r.delta, deltaID{d.App, d.ID})
+			r.prunedSeq = max(r.prunedSeq, d.Seq)
 		}
 		r.deltaOrder[n] = nil // let the superseded ones go
 		n++

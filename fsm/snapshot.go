@@ -71,10 +71,14 @@ func importState(st *State, retentionMs int64) *Registry {
 			a.Version = v
 		}
 	}
+	r.prunedSeq = r.deltaSeq
 	for i := range st.Delta {
 		d := &st.Delta[i]
 		r.delta[deltaID{d.App, d.ID}] = d
 		r.deltaOrder = append(r.deltaOrder, d)
+		if i == 0 {
+			r.prunedSeq = d.Seq - 1
+		}
 	}
 	r.importRegions(st.Regions)
 	return r

@@ -47,6 +47,8 @@ func errorStatus(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, errRegionNotReady):
 		return http.StatusForbidden
+	case errors.Is(err, errDeltaGone):
+		return http.StatusGone
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed
 	case errors.Is(err, errMediaType):

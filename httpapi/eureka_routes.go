@@ -403,6 +403,12 @@ func (s *Server) getDelta(c *gin.Context) { s.serveRegistry(c, cache.EntityDelta
 // serveRegistry serves the full registry or the delta, with the remote
 // regions the read asks for merged in.
 func (s *Server) serveRegistry(c *gin.Context, ent cache.Entity) {
+	if ent == cache.EntityDelta && c.Request.URL.RawQuery != "" {
+		if after, ok := c.GetQuery("after"); ok {
+			s.serveDeltaAfter(c, after)
+			return
+		}
+	}
 	name, err := s.regionSet(c)
 	if err != nil {
 		s.fail(c, err)

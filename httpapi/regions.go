@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,4 +265,86 @@ func (s *Server) regionStatus() []opapi.RegionStatus {
 		}
 	})
 	return out
+}
+
+// DeltaSeqHeader carries, on GET /apps/delta?after=, the sequence number
+// of the latest change the answer covers: the next read asks for the
+// changes after it.
+const DeltaSeqHeader = "X-Heureka-Delta-Seq"
+
+// errDeltaGone answers an ?after= whose changes aged out of the queue.
+var errDeltaGone = errors.New("changes no longer held")
+
+// serveDeltaAfter is GET /apps/delta?after=SEQ, heureka's extension for
+// the clusters that copy this one as a remote region: only the changes
+// after SEQ (a DeltaSeqHeader of an earlier answer), under the hash of the
+// whole registry, so that a follower of a large registry reads what
+// changed, not the whole recently-changed queue each time. It blocks with
+// ?index=&wait= like any registry read. When changes after SEQ have aged
+// out it answers 410: the follower reads /apps again. It is built fresh,
+// never cached: its readers are a few remote clusters' leaders.
+func (s *Server) serveDeltaAfter(c *gin.Context, raw string) {
+	after, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		s.fail(c, badRequestf("after "+strconv.Quote(raw)+": want a sequence number from "+DeltaSeqHeader))
+		return
+	}
+	f := responseFormat(c, cache.EntityDelta)
+	block, blocks, err := parseBlocking(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if _, err := s.readGate(c); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if blocks {
+		if err := s.awaitNewer(c, cache.Key{Entity: cache.EntityDelta, Format: uint8(f)}, block); err != nil {
+			c.Abort() // the client went away
+			return
+		}
+	}
+	segs, version, seq, err := s.views.deltaAfter(f, after)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	v := cache.NewValue(segs, version)
+	c.Header(DeltaSeqHeader, strconv.FormatUint(seq, 10))
+	gz := acceptsGzip(c.GetHeader("Accept-Encoding"))
+	docHeaders(c.Writer.Header(), v, f, gz)
+	c.Status(http.StatusOK)
+	writeDoc(c.Writer, v, gz)
+}
+
+// deltaAfter builds the changes after seq (serveDeltaAfter).
+func (v *views) deltaAfter(f eureka.Format, after uint64) ([]cache.Segment, uint64, uint64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var parts []part
+	var hash string
+	var version, seq uint64
+	complete := true
+	v.read(func(r *fsm.Registry) {
+		var changes []fsm.DeltaView
+		if changes, complete = r.DeltaAfter(after); !complete {
+			return
+		}
+		index := map[string]int{}
+		for _, d := range changes {
+			i, ok := index[d.Entry.App]
+			if !ok {
+				i = len(parts)
+				index[d.Entry.App] = i
+				parts = append(parts, part{name: d.Entry.App})
+			}
+			parts[i].entries = append(parts[i].entries, d.Entry)
+		}
+		hash, version, seq = r.HashCode(), r.Version(), r.DeltaSeq()
+	})
+	if !complete {
+		return nil, 0, 0, fmt.Errorf("delta after %d: %w", after, errDeltaGone)
+	}
+	return v.collectionLocked(f, strconv.FormatUint(version, 10), hash, parts), version, seq, nil
 }

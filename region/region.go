@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,6 +29,10 @@ const (
 // document it serves (its blocking-query index). Its presence is how a
 // remote region is known to be heureka.
 const indexHeader = "X-Heureka-Index"
+
+// deltaSeqHeader is the header in which a heureka node gives the change
+// sequence number an ?after= delta covers.
+const deltaSeqHeader = "X-Heureka-Delta-Seq"
 
 // maxDocument bounds a remote region's document.
 const maxDocument = 1 << 30
@@ -213,6 +218,11 @@ type follower struct {
 	kind     string
 	// index is the heureka region's delta version to wait past.
 	index uint64
+	// seq is the heureka region's change sequence number the copy holds
+	// every change up to (seqOK: the region answers ?after=, so only the
+	// changes after seq are read).
+	seq   uint64
+	seqOK bool
 	// url is the index in r.URLs of the URL that answered last.
 	url  int
 	pass uint64
@@ -220,6 +230,13 @@ type follower struct {
 	status fsm.RegionStatus
 	known  bool
 }
+
+// localError is a write this node's log refused: the region is not to
+// blame, so its status is left alone.
+type localError struct{ err error }
+
+func (e *localError) Error() string { return e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
 
 func (s *Syncer) follow(ctx context.Context, r Remote) {
 	f := &follower{s: s, r: r, stats: s.stats[r.Name], needFull: true, pass: uint64(time.Now().UnixNano())}
@@ -235,10 +252,15 @@ func (s *Syncer) follow(ctx context.Context, r Remote) {
 		if ctx.Err() != nil {
 			return
 		}
-		f.stats.failures.Add(1)
 		f.needFull = true
-		if werr := f.unreachable(ctx, err); werr != nil && ctx.Err() == nil {
-			s.log.Debug("recording an unreachable region failed", "region", r.Name, "error", werr)
+		var local *localError
+		if errors.As(err, &local) {
+			s.log.Debug("writing the copy of a remote region failed: trying again", "region", r.Name, "error", err)
+		} else {
+			f.stats.failures.Add(1)
+			if werr := f.unreachable(ctx, err); werr != nil && ctx.Err() == nil {
+				s.log.Debug("recording an unreachable region failed", "region", r.Name, "error", werr)
+			}
 		}
 		if !sleep(ctx, delay) {
 			return
@@ -269,9 +291,23 @@ func (f *follower) step(ctx context.Context) error {
 	return f.delta(ctx)
 }
 
+// latest asks for the changes after the largest sequence number: a heureka
+// region answers with none and its latest sequence number, where the copy
+// about to be taken starts. Anything else answers without one.
+const latest = "after=18446744073709551615"
+
 // full copies the whole registry and writes the difference from the copy.
+// Of a heureka region it first takes the position in its change queue, so
+// the changes read after the copy cover everything the copy may lack.
 func (f *follower) full(ctx context.Context) error {
-	doc, index, kind, src, err := f.get(ctx, "apps", "")
+	var base answer
+	if f.kind != KindEureka {
+		var err error
+		if base, err = f.get(ctx, "apps/delta", latest); err != nil {
+			return err
+		}
+	}
+	a, err := f.get(ctx, "apps", "")
 	if err != nil {
 		return err
 	}
@@ -279,8 +315,8 @@ func (f *follower) full(ctx context.Context) error {
 	var puts []*fsm.Entry
 	var dels []fsm.KeyBody
 	seen := make(map[[2]string]bool, len(have))
-	for _, a := range doc.Applications {
-		for _, e := range a.Instances {
+	for _, app := range a.doc.Applications {
+		for _, e := range app.Instances {
 			k := [2]string{e.App, e.ID}
 			if seen[k] {
 				continue
@@ -296,37 +332,49 @@ func (f *follower) full(ctx context.Context) error {
 			dels = append(dels, fsm.KeyBody{App: k[0], ID: k[1]})
 		}
 	}
-	f.kind, f.index = kind, index
-	if err := f.write(ctx, puts, dels, f.synced(src, true)); err != nil {
+	f.kind, f.index = a.kind, a.index
+	f.seq, f.seqOK = base.seq, base.hasSeq && a.kind == KindHeureka
+	if err := f.write(ctx, puts, dels, f.synced(a.src, true)); err != nil {
 		return err
 	}
 	f.needFull = false
-	f.s.log.Debug("copied remote region", "region", f.r.Name, "kind", kind, "from", src,
+	f.s.log.Debug("copied remote region", "region", f.r.Name, "kind", a.kind, "from", a.src,
 		"instances", len(seen), "changed", len(puts), "removed", len(dels))
 	return nil
 }
 
-// delta applies the region's recently-changed queue; for a heureka region
-// it first waits for a change past the last version seen.
+// delta applies the region's changes: of a heureka region those after the
+// last sequence number read, once one comes (a blocking query); of an
+// eureka-server its recently-changed queue.
 func (f *follower) delta(ctx context.Context) error {
 	query := ""
 	if f.kind == KindHeureka {
 		query = "index=" + strconv.FormatUint(f.index, 10) + "&wait=" + f.s.cfg.BlockingWait.String()
+		if f.seqOK {
+			query += "&after=" + strconv.FormatUint(f.seq, 10)
+		}
 	}
-	doc, index, kind, src, err := f.get(ctx, "apps/delta", query)
+	a, err := f.get(ctx, "apps/delta", query)
+	if errors.Is(err, errGone) {
+		f.needFull = true // changes after f.seq aged out there
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	if kind != f.kind {
+	if a.kind != f.kind {
 		f.needFull = true // the region was replaced by another kind of server
 		return nil
 	}
-	f.index = index
+	f.index = a.index
+	if f.seqOK && !a.hasSeq {
+		f.seqOK = false // a heureka without ?after=: its whole queue came
+	}
 	have := f.snapshot()
 	var puts []*fsm.Entry
 	var dels []fsm.KeyBody
-	for _, a := range doc.Applications {
-		for _, e := range a.Instances {
+	for _, app := range a.doc.Applications {
+		for _, e := range app.Instances {
 			k := [2]string{e.App, e.ID}
 			switch {
 			case e.ActionType == fsm.ActionDeleted:
@@ -345,22 +393,23 @@ func (f *follower) delta(ctx context.Context) error {
 	for _, e := range have {
 		counts[e.Instance.Status]++
 	}
-	if got := fsm.HashCode(counts); doc.AppsHashCode != "" && got != doc.AppsHashCode {
+	if got := fsm.HashCode(counts); a.doc.AppsHashCode != "" && got != a.doc.AppsHashCode {
 		f.stats.reconciles.Add(1)
 		f.s.log.Debug("remote region hash differs after a delta: fetching it whole", "region", f.r.Name,
-			"copy", got, "region_hash", doc.AppsHashCode)
+			"copy", got, "region_hash", a.doc.AppsHashCode)
 		f.needFull = true
 		return nil
 	}
-	var st *fsm.RegionStatus
-	if len(puts)+len(dels) > 0 || !f.status.Reachable || f.status.Source != src ||
+	if len(puts)+len(dels) > 0 || !f.status.Reachable || f.status.Source != a.src ||
 		time.Since(time.UnixMilli(f.status.SyncedAt)) >= f.s.cfg.StatusEvery {
-		st = f.synced(src, f.status.Loaded)
+		if err := f.write(ctx, puts, dels, f.synced(a.src, f.status.Loaded)); err != nil {
+			return err
+		}
 	}
-	if st == nil {
-		return nil
+	if a.hasSeq {
+		f.seq = a.seq
 	}
-	return f.write(ctx, puts, dels, st)
+	return nil
 }
 
 // snapshot returns the copy's records by key (entries are immutable, so
@@ -430,65 +479,89 @@ func (f *follower) write(ctx context.Context, puts []*fsm.Entry, dels []fsm.KeyB
 
 func (f *follower) apply(ctx context.Context, b *fsm.RegionUpdateBody) error {
 	if err := f.s.c.ApplyRegion(ctx, b); err != nil {
-		return fmt.Errorf("write the copy of region %s: %w", f.r.Name, err)
+		return &localError{fmt.Errorf("write the copy of region %s: %w", f.r.Name, err)}
 	}
 	f.stats.writes.Add(1)
 	f.stats.records.Add(uint64(len(b.Put) + len(b.Delete)))
 	return nil
 }
 
+// errGone is a heureka region's 410 to ?after=: the changes after the
+// sequence number asked for aged out of its queue.
+var errGone = errors.New("changes aged out of the region's queue")
+
+// answer is one document a region served.
+type answer struct {
+	doc   *eureka.Applications
+	index uint64 // the heureka index (0 for eureka-server)
+	kind  string
+	src   string // the URL that answered
+	// seq is the heureka change sequence number of an ?after= answer.
+	seq    uint64
+	hasSeq bool
+}
+
 // get fetches a document of the region from the first URL that answers,
-// starting with the one that answered last. It returns the document, the
-// heureka index (0 for eureka-server), the kind of server and its URL.
-func (f *follower) get(ctx context.Context, path, query string) (*eureka.Applications, uint64, string, string, error) {
+// starting with the one that answered last.
+func (f *follower) get(ctx context.Context, path, query string) (answer, error) {
 	var errs []string
 	for i := range f.r.URLs {
 		u := f.r.URLs[(f.url+i)%len(f.r.URLs)]
-		doc, index, kind, err := f.fetch(ctx, u+path, query)
+		a, err := f.fetch(ctx, u+path, query)
 		f.stats.fetches.Add(1)
-		if err == nil {
+		if err == nil || errors.Is(err, errGone) {
 			f.url = (f.url + i) % len(f.r.URLs)
-			return doc, index, kind, u, nil
+			a.src = u
+			return a, err
 		}
 		if ctx.Err() != nil {
-			return nil, 0, "", "", ctx.Err()
+			return answer{}, ctx.Err()
 		}
 		errs = append(errs, err.Error())
 	}
-	return nil, 0, "", "", fmt.Errorf("region %s: %s", f.r.Name, strings.Join(errs, "; "))
+	return answer{}, fmt.Errorf("region %s: %s", f.r.Name, strings.Join(errs, "; "))
 }
 
-func (f *follower) fetch(ctx context.Context, u, query string) (*eureka.Applications, uint64, string, error) {
+func (f *follower) fetch(ctx context.Context, u, query string) (answer, error) {
 	if query != "" {
 		u += "?" + query
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, 0, "", err
+		return answer{}, err
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := f.s.client.Do(req)
 	if err != nil {
-		return nil, 0, "", err
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument))
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("read %s: %w", u, err)
+		return answer{}, fmt.Errorf("read %s: %w", u, err)
+	}
+	if resp.StatusCode == http.StatusGone {
+		return answer{}, fmt.Errorf("GET %s: %w", u, errGone)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, 0, "", fmt.Errorf("GET %s: %s", u, resp.Status)
+		return answer{}, fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
 	doc, err := eureka.DecodeApplications(body, eureka.JSON)
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("decode %s: %w", u, err)
+		return answer{}, fmt.Errorf("decode %s: %w", u, err)
 	}
-	kind, index := KindEureka, uint64(0)
+	a := answer{doc: doc, kind: KindEureka}
 	if h := resp.Header.Get(indexHeader); h != "" {
-		kind = KindHeureka
-		if index, err = strconv.ParseUint(h, 10, 64); err != nil {
-			return nil, 0, "", fmt.Errorf("GET %s: %s %q: %w", u, indexHeader, h, err)
+		a.kind = KindHeureka
+		if a.index, err = strconv.ParseUint(h, 10, 64); err != nil {
+			return answer{}, fmt.Errorf("GET %s: %s %q: %w", u, indexHeader, h, err)
 		}
 	}
-	return doc, index, kind, nil
+	if h := resp.Header.Get(deltaSeqHeader); h != "" {
+		if a.seq, err = strconv.ParseUint(h, 10, 64); err != nil {
+			return answer{}, fmt.Errorf("GET %s: %s %q: %w", u, deltaSeqHeader, h, err)
+		}
+		a.hasSeq = true
+	}
+	return a, nil
 }
