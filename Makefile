@@ -125,7 +125,7 @@ fmt-check:
 # whole budget on a small machine.
 FUZZTIME ?= 10s
 FUZZ_TARGETS = ./fsm:FuzzDecodeCommand ./fsm:FuzzReadSnapshot ./store:FuzzReadJournal \
-	./cluster:FuzzDecodeRenewBatch ./httpapi/eureka:FuzzDecodeInstanceJSON ./httpapi/eureka:FuzzDecodeInstanceXML
+	./cluster:FuzzDecodeRenewBatch ./eureka:FuzzDecodeInstanceJSON ./eureka:FuzzDecodeInstanceXML
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \

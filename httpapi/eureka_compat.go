@@ -16,8 +16,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // This file holds the parts of the Eureka API that eureka-server serves

@@ -14,7 +14,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/cluster"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/internal/tick"
 )
 

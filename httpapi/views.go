@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // views builds the Eureka read documents, each from one consistent FSM
