@@ -34,7 +34,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 	"github.com/heureka-registry/heureka/opapi"
 )
 

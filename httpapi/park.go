@@ -15,7 +15,7 @@ import (
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/eureka"
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 )
 
 // The parking lot: where blocking reads wait when they can. A request

@@ -20,7 +20,7 @@ import (
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi"
-	"github.com/heureka-registry/heureka/internal/memlimit"
+	"github.com/heureka-registry/heureka/internal/runtime/memlimit"
 	"github.com/heureka-registry/heureka/store"
 )
 

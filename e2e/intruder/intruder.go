@@ -21,7 +21,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 	"github.com/heureka-registry/heureka/nodeapi"
 )
 

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/e2e/intruder"
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 	"github.com/heureka-registry/heureka/opapi"
 )
 

@@ -10,7 +10,7 @@ import (
 // TestRepositoryReferences is the check itself: every documentation file
 // and heading the repository names exists, and nothing points outside it.
 func TestRepositoryReferences(t *testing.T) {
-	problems, err := Check(filepath.Join("..", ".."))
+	problems, err := Check(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

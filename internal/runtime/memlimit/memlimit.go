@@ -24,7 +24,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 )
 
 // Auto and Off are the --memory-limit values besides a size.
