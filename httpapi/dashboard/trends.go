@@ -1,12 +1,10 @@
-package httpapi
+package dashboard
 
 import (
 	"context"
 	"math"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The dashboard's trends come from the node's own recent history: a
@@ -37,41 +35,21 @@ type trendReading struct {
 }
 
 // readTrends reads the node's counters for the sampler.
-func (s *Server) readTrends() trendReading {
+func (d *Dashboard) readTrends() trendReading {
 	r := trendReading{RenewsPerMin: math.NaN(), Threshold: math.NaN(),
-		Registrations: s.registrations.Load(), Cancels: s.cancels.Load()}
+		Registrations: d.registrations.Load(), Cancels: d.cancels.Load()}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	ls, err := s.cluster.LeaseStatus(ctx)
+	ls, err := d.node.LeaseStatus(ctx)
 	cancel()
 	if err == nil {
 		r.RenewsPerMin, r.Threshold = float64(ls.RenewsLastMin), float64(ls.Threshold)
 	}
 	// A read the readOnly level misses may still hit readWrite; only a
 	// readWrite miss builds the document.
-	cs := s.cache.Stats()
+	cs := d.cfg.CacheStats()
 	r.CacheHits, r.CacheMisses = cs.ReadOnlyHits+cs.ReadWriteHits, cs.ReadWriteMisses
-	r.CommitMsSum, r.CommitCount = raftCommitSummary()
+	r.CommitMsSum, r.CommitCount = d.cfg.CommitTime()
 	return r
-}
-
-// raftCommitSummary reads hashicorp/raft's commitTime histogram from the
-// metrics bridge (see raftmetrics.go): its sum in ms and its count.
-func raftCommitSummary() (float64, uint64) {
-	families, err := prometheus.DefaultGatherer.Gather()
-	if err != nil && len(families) == 0 {
-		return 0, 0
-	}
-	for _, f := range families {
-		if f.GetName() != metricsNamespace+"_raft_commitTime" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if h := m.GetHistogram(); h != nil {
-				return h.GetSampleSum(), h.GetSampleCount()
-			}
-		}
-	}
-	return 0, 0
 }
 
 // trendPoint is one sample of every series.

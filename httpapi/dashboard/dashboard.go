@@ -1,4 +1,4 @@
-package httpapi
+package dashboard
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -24,14 +25,83 @@ import (
 	"github.com/heureka-registry/heureka/nodeapi"
 )
 
-// The dashboard at / is a server-rendered page in the spirit of Eureka's
-// status page: this node and the cluster, the self-preservation EMERGENCY
-// banner, the registered applications with their instances, and the
-// response cache. It only reads (the registry through the node's Read) and
-// reloads itself with a meta refresh.
+// Node is what the page reads of this node and of the cluster; httpapi's
+// Cluster (the cluster node) has these methods.
+type Node interface {
+	ID() string
+	Status() cluster.Status
+	LeaseStatus(ctx context.Context) (cluster.LeaseStatus, error)
+	Members() ([]cluster.MemberInfo, error)
+	Read(fn func(r *fsm.Registry))
+	ReadDurable(fn func(r *fsm.Registry))
+}
 
-//go:embed dashboard/index.html.tmpl dashboard/style.css
-var dashboardFS embed.FS
+// Config is what the dashboard needs besides the node.
+type Config struct {
+	// TrendInterval is how often the trends are sampled; the charts reach
+	// back trendCapacity samples (0: every 10 s, an hour).
+	TrendInterval time.Duration
+	// PeerTLS and ClusterSecret are how the nodes reach each other; the
+	// page probes the other members with them.
+	PeerTLS       *tls.Config
+	ClusterSecret string
+	// CacheStats reads the response cache's counters (nil: none).
+	CacheStats func() cache.Stats
+	// CommitTime reads hashicorp/raft's commit-time histogram: its sum in
+	// ms and its count (nil: none).
+	CommitTime func() (sumMs float64, count uint64)
+	// Fail answers a request that failed (nil: a bare 500).
+	Fail func(c *gin.Context, err error)
+}
+
+// Dashboard is the page and the trend sampler behind it.
+type Dashboard struct {
+	cfg    Config
+	node   Node
+	probe  *memberProber
+	trends *trendSampler
+	// registrations and cancels count the changes applied on this node,
+	// for the trends.
+	registrations, cancels atomic.Uint64
+}
+
+// New starts the trend sampler of a dashboard for node; Close stops it.
+func New(cfg Config, node Node) *Dashboard {
+	if cfg.CacheStats == nil {
+		cfg.CacheStats = func() cache.Stats { return cache.Stats{} }
+	}
+	if cfg.CommitTime == nil {
+		cfg.CommitTime = func() (float64, uint64) { return 0, 0 }
+	}
+	if cfg.Fail == nil {
+		cfg.Fail = func(c *gin.Context, _ error) { c.AbortWithStatus(http.StatusInternalServerError) }
+	}
+	interval := cfg.TrendInterval
+	if interval <= 0 {
+		interval = defaultTrendInterval
+	}
+	d := &Dashboard{cfg: cfg, node: node, probe: newMemberProber(cfg.PeerTLS, cfg.ClusterSecret)}
+	d.trends = newTrendSampler(trendCapacity, interval, d.readTrends)
+	d.trends.start()
+	return d
+}
+
+// Observe counts a change applied on this node (registrations and cancels
+// are trends).
+func (d *Dashboard) Observe(ch fsm.Change) {
+	switch ch.Type {
+	case fsm.CmdRegister:
+		d.registrations.Add(1)
+	case fsm.CmdCancel:
+		d.cancels.Add(1)
+	}
+}
+
+// Close stops the trend sampler.
+func (d *Dashboard) Close() { d.trends.close() }
+
+//go:embed index.html.tmpl style.css
+var assets embed.FS
 
 const (
 	// dashboardRefresh is the default reload interval in seconds (?refresh=N overrides).
@@ -61,8 +131,8 @@ var (
 			}
 			return fmt.Sprintf("%.1f%%", 100*float64(hits)/float64(hits+misses))
 		},
-	}).ParseFS(dashboardFS, "dashboard/index.html.tmpl"))
-	dashboardCSS = mustRead(dashboardFS, "dashboard/style.css")
+	}).ParseFS(assets, "index.html.tmpl"))
+	dashboardCSS = mustRead(assets, "style.css")
 )
 
 func mustRead(fs embed.FS, name string) string {
@@ -120,12 +190,6 @@ type instanceRow struct {
 	Port                                 int32
 }
 
-// dashboardRoutes registers GET / (the dashboard).
-func (s *Server) dashboardRoutes(e *gin.Engine) {
-	s.probe = newMemberProber(s.cfg.PeerTLS, s.cfg.ClusterSecret)
-	e.GET("/", s.dashboard)
-}
-
 // memberProber asks other members for their status the way the nodes reach
 // each other: over HTTPS when node-to-node calls use TLS, with the cluster
 // secret when one is set, and with the viewer's own credentials (every
@@ -147,17 +211,18 @@ func newMemberProber(peerTLS *tls.Config, secret string) *memberProber {
 	return &memberProber{client: &http.Client{Timeout: memberProbeTimeout, Transport: tr}, scheme: scheme, secret: secret}
 }
 
-func (s *Server) dashboard(c *gin.Context) {
+// Serve is GET /: it renders the page.
+func (d *Dashboard) Serve(c *gin.Context) {
 	refresh := dashboardRefresh
 	if v, err := strconv.Atoi(c.Query("refresh")); err == nil && v >= 1 && v <= 3600 {
 		refresh = v
 	}
 	now := time.Now()
 	p := dashboardPage{Now: now.UTC().Format("2006-01-02 15:04:05 MST"), Refresh: refresh,
-		CSS: template.CSS(dashboardCSS), Node: s.cluster.Status(), Cache: s.cache.Stats()}
+		CSS: template.CSS(dashboardCSS), Node: d.node.Status(), Cache: d.cfg.CacheStats()}
 	p.Fallback = p.Node.Fallback
 	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
-	ls, err := s.cluster.LeaseStatus(ctx)
+	ls, err := d.node.LeaseStatus(ctx)
 	cancel()
 	if err == nil {
 		p.Leases = &ls
@@ -166,20 +231,20 @@ func (s *Server) dashboard(c *gin.Context) {
 	} else {
 		p.LeaseErr = err.Error()
 	}
-	p.Trends = dashboardTrends(s.trends.points(), now, s.trends.span())
-	p.TrendWindow = shortDuration(s.trends.span())
-	p.Members, p.MembersErr = s.memberRows(c.Request.Context(), c.GetHeader("Authorization"))
+	p.Trends = dashboardTrends(d.trends.points(), now, d.trends.span())
+	p.TrendWindow = shortDuration(d.trends.span())
+	p.Members, p.MembersErr = d.memberRows(c.Request.Context(), c.GetHeader("Authorization"))
 	// The registry view follows the read gate: nothing partly replayed.
 	switch p.Node.ReadGate {
 	case cluster.GateOpen, "":
-		s.cluster.Read(func(r *fsm.Registry) { p.fillRegistry(r, now) })
+		d.node.Read(func(r *fsm.Registry) { p.fillRegistry(r, now) })
 	case cluster.GateDurable:
-		s.cluster.ReadDurable(func(r *fsm.Registry) { p.fillRegistry(r, now) })
+		d.node.ReadDurable(func(r *fsm.Registry) { p.fillRegistry(r, now) })
 	}
 
 	var buf bytes.Buffer
 	if err := dashboardTmpl.Execute(&buf, &p); err != nil {
-		s.fail(c, fmt.Errorf("render dashboard: %w", err))
+		d.cfg.Fail(c, fmt.Errorf("render dashboard: %w", err))
 		return
 	}
 	c.Header("Cache-Control", "no-store")
@@ -188,17 +253,17 @@ func (s *Server) dashboard(c *gin.Context) {
 
 // memberRows lists the members with a health probe of each (GET /v1/status).
 // authorization is the viewer's Authorization header, passed on.
-func (s *Server) memberRows(ctx context.Context, authorization string) ([]memberRow, string) {
-	members, err := s.cluster.Members()
+func (d *Dashboard) memberRows(ctx context.Context, authorization string) ([]memberRow, string) {
+	members, err := d.node.Members()
 	if err != nil {
 		return nil, "members unavailable: " + err.Error()
 	}
 	rows := make([]memberRow, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
-		rows[i] = memberRow{MemberInfo: m, Self: m.ID == s.cluster.ID()}
+		rows[i] = memberRow{MemberInfo: m, Self: m.ID == d.node.ID()}
 		if rows[i].Self {
-			rows[i].Healthy, rows[i].State = true, s.cluster.Status().State
+			rows[i].Healthy, rows[i].State = true, d.node.Status().State
 			continue
 		}
 		if m.HTTPAddr == "" {
@@ -208,7 +273,7 @@ func (s *Server) memberRows(ctx context.Context, authorization string) ([]member
 		wg.Add(1)
 		go func(r *memberRow) {
 			defer wg.Done()
-			r.Healthy, r.State = s.probe.status(ctx, r.HTTPAddr, authorization)
+			r.Healthy, r.State = d.probe.status(ctx, r.HTTPAddr, authorization)
 		}(&rows[i])
 	}
 	wg.Wait()
