@@ -43,7 +43,8 @@
 //
 // The tests run with a plain `go test ./e2e/`; they need no build tag.
 //
-// The harness talks to nodes over HTTP only: it imports internal/testkit/launch and
-// opapi and must not import the server's packages (fsm, store, cluster,
-// cache, httpapi).
+// The harness talks to nodes over HTTP only. It imports
+// internal/testkit/instance, internal/testkit/launch and opapi only; it
+// must not import the server's packages (fsm, store, cluster, cache,
+// httpapi).
 package e2e

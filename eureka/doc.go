@@ -50,6 +50,6 @@
 //   - Entry.ModifyIndex is not on the wire; Entry.Override is derived from
 //     the instance's overriddenStatus (UNKNOWN means none).
 //
-// It owns the codec only: it imports fsm (the model it maps) and must not
-// import httpapi, cluster or cache, and knows nothing of HTTP.
+// It owns the codec only and knows nothing of HTTP. It imports fsm (the
+// model it maps) only; it must not import httpapi, cluster or cache.
 package eureka

@@ -4,8 +4,9 @@
 // mode, and reports what clients saw on each side of the faults.
 //
 // It drives real processes over HTTP, started and stopped by
-// internal/testkit/launch, and imports only faultproxy, internal/testkit/launch and opapi of
-// heureka; it must not import the server's packages.
+// internal/testkit/launch. It imports faultproxy, internal/testkit/instance
+// and internal/testkit/launch only; it must not import the server's
+// packages.
 package lab
 
 import (

@@ -1,7 +1,8 @@
 // Package store owns heureka's data directory: the Raft log and stable store
 // (raft-boltdb), the file snapshot store, and the lock that keeps a second
-// process out. Nothing above it touches bolt directly. It must import no other
-// heureka package.
+// process out. Nothing above it touches bolt directly.
+//
+// It imports no heureka package, and must import none.
 package store
 
 import (

@@ -20,5 +20,5 @@
 //     of a tracker the repository does not hold (cite an upstream issue by
 //     its URL).
 //
-// It owns only this check and imports nothing of heureka.
+// It owns only this check. It imports no heureka package.
 package docref

@@ -1,79 +1,106 @@
 package layers
 
 import (
-	"os/exec"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/heureka-registry/heureka/internal/checks/tree"
 )
 
-const module = "github.com/heureka-registry/heureka/"
-
-// allowed lists, per package, the heureka packages its non-test code may
-// import. A package missing here fails the test until it is given a line.
-var allowed = map[string][]string{
-	"fsm":                       nil,
-	"store":                     nil,
-	"opapi":                     nil,
-	"eureka":                    {"fsm"},
-	"cache":                     {"fsm", "internal/runtime/tick", "opapi"},
-	"limits":                    {"fsm"},
-	"nodeapi":                   {"fsm", "opapi"},
-	"cluster":                   {"fsm", "internal/runtime/tick", "limits", "nodeapi", "store", "opapi"},
-	"httpapi/dashboard":         {"cache", "cluster", "fsm", "nodeapi"},
-	"httpapi":                   {"cache", "cluster", "fsm", "eureka", "httpapi/dashboard", "internal/runtime/collect", "internal/runtime/tick", "limits", "nodeapi", "opapi"},
-	"faultproxy":                {"cluster"},
-	"peering":                   {"fsm", "eureka", "internal/runtime/collect"},
-	"lab":                       {"faultproxy", "internal/testkit/instance", "internal/testkit/launch", "opapi"},
-	"bench":                     {"internal/testkit/instance", "internal/testkit/launch", "internal/runtime/tick", "opapi"},
-	"e2e":                       {"internal/testkit/instance", "internal/testkit/launch", "internal/runtime/tick", "opapi"},
-	"e2e/compose":               {"e2e", "opapi"},
-	"internal/runtime/collect":  nil,
-	"internal/checks/docref":    nil,
-	"internal/testkit/instance": nil,
-	"internal/testkit/launch":   {"opapi"},
-	"internal/checks/layers":    nil,
-	"internal/runtime/memlimit": {"internal/runtime/tick"},
-	"internal/runtime/tick":     nil,
-	"cmd/heureka":               {"*"},
-
-	// The intruder speaks the node-to-node protocols (its package comment).
-	"e2e/intruder":         {"cluster", "fsm", "internal/testkit/launch", "nodeapi"},
-	"e2e/compose/intruder": {"e2e/intruder", "internal/testkit/launch", "opapi"},
+func TestImportsPointOneWay(t *testing.T) {
+	imports := map[string][]string{}
+	for _, p := range tree.ModuleOrFail(t).Packages {
+		imports[p.Path] = p.Imports
+	}
+	for _, p := range Check(imports, Allowed) {
+		t.Error(p)
+	}
 }
 
-func TestImportsPointOneWay(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
+// The check itself, on made-up import lists: a back-arrow (fsm importing
+// httpapi) is reported, and so is a package nobody placed; "*" allows
+// anything.
+func TestCheckRejectsBackArrow(t *testing.T) {
+	got := Check(map[string][]string{
+		"fsm":         {"httpapi"},
+		"httpapi":     {"cluster", "fsm"},
+		"cluster":     {"fsm"},
+		"newpkg":      nil,
+		"cmd/heureka": {"httpapi", "store"},
+	}, map[string][]string{
+		"fsm":         nil,
+		"cluster":     {"fsm"},
+		"httpapi":     {"cluster", "fsm"},
+		"cmd/heureka": {"*"},
+	})
+	want := []string{
+		"fsm imports httpapi; it may import only []",
+		"package newpkg has no entry in allowed: say which heureka packages it may import",
 	}
-	seen := 0
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		pkg := strings.TrimPrefix(f[0], module)
-		ok, known := allowed[pkg]
-		if !known {
-			t.Errorf("package %s has no entry in allowed: say which heureka packages it may import", pkg)
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The real table refuses the same back-arrow.
+	if got := Check(map[string][]string{"fsm": {"httpapi"}}, Allowed); len(got) != 1 || !strings.Contains(got[0], "fsm imports httpapi") {
+		t.Fatalf("Allowed lets fsm import httpapi: %v", got)
+	}
+}
+
+// TestDocsListImports: every package comment that lists the package's
+// imports lists exactly them, and every package on the main paths has
+// such a list.
+func TestDocsListImports(t *testing.T) {
+	tr := tree.ModuleOrFail(t)
+	known := map[string]bool{}
+	for _, p := range tr.Packages {
+		known[p.Path] = true
+	}
+	for _, p := range tr.Packages {
+		listed, ok := Listed(p.Doc)
+		if !ok {
+			if tree.OnMainPath(p.Path) {
+				t.Errorf("%s: the package comment does not say what it imports (\"It imports ...\"); it imports %s", p.Path, orNone(p.Imports))
+			}
 			continue
 		}
-		seen++
-		var bad []string
-		for _, imp := range f[1:] {
-			dep, ours := strings.CutPrefix(imp, module)
-			if !ours || (len(ok) == 1 && ok[0] == "*") {
-				continue
-			}
-			if !slices.Contains(ok, dep) {
-				bad = append(bad, dep)
+		for _, name := range listed {
+			if !known[name] {
+				t.Errorf("%s: the package comment lists %q, which is no heureka package", p.Path, name)
 			}
 		}
-		sort.Strings(bad)
-		if len(bad) > 0 {
-			t.Errorf("%s imports %s; it may import only %v", pkg, strings.Join(bad, ", "), ok)
+		if !slices.Equal(listed, p.Imports) {
+			t.Errorf("%s: the package comment says it imports %s; it imports %s", p.Path, orNone(listed), orNone(p.Imports))
 		}
 	}
-	if seen < 10 {
-		t.Fatalf("go list named only %d packages:\n%s", seen, out)
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "no heureka package"
+	}
+	return strings.Join(list, ", ")
+}
+
+func TestListed(t *testing.T) {
+	for _, c := range []struct {
+		doc  string
+		want []string
+		ok   bool
+	}{
+		{"Package a does things.\n\nIt imports fsm, nodeapi, store and opapi only; it must not\nimport httpapi.", []string{"fsm", "nodeapi", "opapi", "store"}, true},
+		{"It imports fsm (change notices), internal/runtime/tick (its\nrefresh loop) and opapi (its counters' wire type) only.", []string{"fsm", "internal/runtime/tick", "opapi"}, true},
+		{"It imports only internal/testkit/launch and opapi of heureka; it must not import the server.", []string{"internal/testkit/launch", "opapi"}, true},
+		{"It imports no heureka package, and must import none.", []string{}, true},
+		{"It imports cluster (for the preamble) only.", []string{"cluster"}, true},
+		{"It imports no heureka package.", []string{}, true},
+		{"It owns only this check and imports nothing of heureka.", nil, false},
+		{"It imports nothing of heureka.", []string{}, true},
+		{"Package a says nothing of its imports.", nil, false},
+	} {
+		got, ok := Listed(c.doc)
+		if ok != c.ok || !slices.Equal(got, c.want) {
+			t.Errorf("Listed(%q) = %q, %v; want %q, %v", c.doc, got, ok, c.want, c.ok)
+		}
 	}
 }

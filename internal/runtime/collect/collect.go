@@ -3,8 +3,9 @@
 // the peer replicator's in peering): a Set declares the series and
 // remembers every descriptor it made, so that a collector's Describe cannot
 // leave one out, and Out sends the samples. Find and Value read a
-// gathered or parsed exposition back, as tests check it. It imports no
-// heureka package.
+// gathered or parsed exposition back, as tests check it.
+//
+// It imports no heureka package.
 package collect
 
 import "github.com/prometheus/client_golang/prometheus"

@@ -6,7 +6,9 @@
 // (--memory-limit 512MiB) or automatic: the live heap after the last
 // collection plus a half, followed as the registry grows and shrinks,
 // and never above 90 % of the container's cgroup memory limit when one is
-// set. It imports nothing of heureka.
+// set.
+//
+// It imports internal/runtime/tick only.
 package memlimit
 
 import (

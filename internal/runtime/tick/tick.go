@@ -1,7 +1,9 @@
 // Package tick runs a function on a ticker until a stop channel closes: the
 // loop the node's background work (cache refresh, quorum and readiness
 // watches, renewal forwarding, parked-read sweeps, the memory limit) and
-// the tools' pollers share. It imports no heureka package.
+// the tools' pollers share.
+//
+// It imports no heureka package.
 package tick
 
 import "time"

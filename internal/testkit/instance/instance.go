@@ -6,6 +6,8 @@
 // other, so the shape is kept here once; AppIDs reads back the instance
 // ids of an application document, for the tools that check what a node
 // lists (the lab, the compose tests).
+//
+// It imports no heureka package.
 package instance
 
 import "encoding/json"

@@ -19,8 +19,7 @@
 //     eureka-server (the Spring Cloud jar the tests and `heureka bench` set
 //     beside heureka), and WaitEurekaServer waits until it serves.
 //
-// It talks to the nodes only over HTTP, as an operator would, so it must
-// import no heureka package other than opapi (the operator API's wire
-// types), and nothing of testing: callers turn its errors into test
-// failures or command errors.
+// It talks to the nodes only over HTTP, as an operator would. It imports
+// opapi (the operator API's wire types) only, and nothing of testing:
+// callers turn its errors into test failures or command errors.
 package launch
