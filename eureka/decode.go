@@ -296,73 +296,7 @@ func (d *decoder) instance(n *node) (*fsm.Entry, error) {
 		CountryID:        1,
 	}
 	e := &fsm.Entry{Instance: in}
-	err := d.members("instance", n, func(name string, v *node) (err error) {
-		switch name {
-		case "instanceId":
-			in.InstanceID, err = d.text(name, v)
-		case "hostName":
-			in.HostName, err = d.text(name, v)
-		case "app":
-			in.App, err = d.text(name, v)
-			in.App = upperASCII(in.App)
-		case "ipAddr":
-			in.IPAddr, err = d.text(name, v)
-		case "sid":
-			var s string
-			if s, err = d.text(name, v); s != "" {
-				in.Sid = s
-			}
-		case "status":
-			in.Status, err = d.status(name, v)
-		case "overriddenStatus", "overriddenstatus":
-			in.OverriddenStatus, err = d.status(name, v)
-		case "port":
-			in.Port, in.PortEnabled, err = d.port(name, v, in.Port, in.PortEnabled, false)
-		case "securePort":
-			in.SecurePort, in.SecurePortEnabled, err = d.port(name, v, in.SecurePort, in.SecurePortEnabled, true)
-		case "countryId":
-			in.CountryID, err = d.int32(name, v, in.CountryID)
-		case "dataCenterInfo":
-			in.DataCenterInfo, err = d.dataCenter(v)
-		case "leaseInfo":
-			err = d.lease(v, e)
-		case "metadata":
-			in.Metadata, err = d.metadata(name, v)
-		case "appGroupName":
-			in.AppGroupName, err = d.text(name, v)
-			in.AppGroupName = upperASCII(in.AppGroupName)
-		case "homePageUrl":
-			in.HomePageURL, err = d.text(name, v)
-		case "statusPageUrl":
-			in.StatusPageURL, err = d.text(name, v)
-		case "healthCheckUrl":
-			in.HealthCheckURL, err = d.text(name, v)
-		case "secureHealthCheckUrl":
-			in.SecureHealthCheckURL, err = d.text(name, v)
-		case "vipAddress":
-			in.VIPAddress, err = d.text(name, v)
-		case "secureVipAddress":
-			in.SecureVIPAddress, err = d.text(name, v)
-		case "lastDirtyTimestamp":
-			in.LastDirtyTimestamp, err = d.int64(name, v, in.LastDirtyTimestamp)
-		case "asgName":
-			in.ASGName, err = d.text(name, v)
-		// Server-owned fields: a registrant cannot set them (docs/eureka-api.md, "Instance").
-		case "isCoordinatingDiscoveryServer":
-			if d.full {
-				in.IsCoordinatingDiscoveryServer, err = d.bool(name, v)
-			}
-		case "lastUpdatedTimestamp":
-			if d.full {
-				e.LastUpdatedTs, err = d.int64(name, v, 0)
-			}
-		case "actionType":
-			if d.full {
-				e.ActionType, err = d.text(name, v)
-			}
-		}
-		return err
-	})
+	err := d.members("instance", n, func(name string, v *node) error { return d.instanceMember(e, name, v) })
 	if err != nil {
 		return nil, err
 	}
@@ -374,6 +308,89 @@ func (d *decoder) instance(n *node) (*fsm.Entry, error) {
 		e.Override = in.OverriddenStatus
 	}
 	return e, nil
+}
+
+// instanceText is where a member of an instance that is plain text goes,
+// or nil for the other members.
+func instanceText(in *fsm.Instance, name string) *string {
+	switch name {
+	case "instanceId":
+		return &in.InstanceID
+	case "hostName":
+		return &in.HostName
+	case "ipAddr":
+		return &in.IPAddr
+	case "homePageUrl":
+		return &in.HomePageURL
+	case "statusPageUrl":
+		return &in.StatusPageURL
+	case "healthCheckUrl":
+		return &in.HealthCheckURL
+	case "secureHealthCheckUrl":
+		return &in.SecureHealthCheckURL
+	case "vipAddress":
+		return &in.VIPAddress
+	case "secureVipAddress":
+		return &in.SecureVIPAddress
+	case "asgName":
+		return &in.ASGName
+	}
+	return nil
+}
+
+// instanceMember reads one member of an instance object into e; members
+// it does not know are ignored.
+func (d *decoder) instanceMember(e *fsm.Entry, name string, v *node) (err error) {
+	in := e.Instance
+	if p := instanceText(in, name); p != nil {
+		*p, err = d.text(name, v)
+		return err
+	}
+	switch name {
+	case "app":
+		in.App, err = d.text(name, v)
+		in.App = upperASCII(in.App)
+	case "sid":
+		var s string
+		if s, err = d.text(name, v); s != "" {
+			in.Sid = s
+		}
+	case "status":
+		in.Status, err = d.status(name, v)
+	case "overriddenStatus", "overriddenstatus":
+		in.OverriddenStatus, err = d.status(name, v)
+	case "port":
+		in.Port, in.PortEnabled, err = d.port(name, v, in.Port, in.PortEnabled, false)
+	case "securePort":
+		in.SecurePort, in.SecurePortEnabled, err = d.port(name, v, in.SecurePort, in.SecurePortEnabled, true)
+	case "countryId":
+		in.CountryID, err = d.int32(name, v, in.CountryID)
+	case "dataCenterInfo":
+		in.DataCenterInfo, err = d.dataCenter(v)
+	case "leaseInfo":
+		err = d.lease(v, e)
+	case "metadata":
+		in.Metadata, err = d.metadata(name, v)
+	case "appGroupName":
+		in.AppGroupName, err = d.text(name, v)
+		in.AppGroupName = upperASCII(in.AppGroupName)
+	case "lastDirtyTimestamp":
+		in.LastDirtyTimestamp, err = d.int64(name, v, in.LastDirtyTimestamp)
+	// Server-owned fields: a registrant cannot set them (docs/eureka-api.md, "Instance").
+	case "isCoordinatingDiscoveryServer":
+		if d.full {
+			in.IsCoordinatingDiscoveryServer, err = d.bool(name, v)
+		}
+	case "lastUpdatedTimestamp":
+		if d.full {
+			e.LastUpdatedTs, err = d.int64(name, v, 0)
+		}
+	case "actionType":
+		if d.full {
+			e.ActionType, err = d.text(name, v)
+		}
+	}
+	return err
 }
 
 // dataCenter reads dataCenterInfo (docs/eureka-api.md, "Data center"). @class is optional; a present
