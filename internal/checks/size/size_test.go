@@ -23,13 +23,6 @@ func TestPackageSize(t *testing.T) {
 	}
 }
 
-// notYetCut are the functions over MaxFunc lines that are still to be cut
-// into named steps; each leaves the list when it is.
-var notYetCut = map[string]bool{
-	"cmd/heureka.benchCmd": true,
-	"httpapi.views.delta":  true,
-}
-
 // TestFunctionLength: no function on a main path (tree.Main) has a body
 // of more than MaxFunc lines; a longer one reads as a line of named steps.
 func TestFunctionLength(t *testing.T) {
@@ -41,7 +34,7 @@ func TestFunctionLength(t *testing.T) {
 		}
 		for _, f := range Funcs(tr, p) {
 			checked++
-			if f.Lines > MaxFunc && !notYetCut[p.Path+"."+f.Name] {
+			if f.Lines > MaxFunc {
 				t.Errorf("%s: %s has a body of %d lines, more than %d", f.Pos, f.Name, f.Lines, MaxFunc)
 			}
 		}
