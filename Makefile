@@ -110,7 +110,7 @@ e2e: deps
 
 # race runs the tests of the packages that hold concurrency under the race
 # detector (-short: the in-process tests, not the multi-process system tests).
-RACE_PKGS = ./cache ./fsm ./store ./httpapi/... ./cluster ./nodeapi ./internal/launch ./faultproxy ./lab ./peering ./internal/memlimit
+RACE_PKGS = ./cache ./fsm ./store ./httpapi/... ./cluster ./nodeapi ./internal/testkit/launch ./faultproxy ./lab ./peering ./internal/runtime/memlimit
 race:
 	$(GO) test -race -short -count=1 $(RACE_PKGS)
 
@@ -142,7 +142,7 @@ fmt-check:
 # whole budget on a small machine.
 FUZZTIME ?= 10s
 FUZZ_TARGETS = ./fsm:FuzzDecodeCommand ./fsm:FuzzReadSnapshot ./fsm:FuzzMetadataDecode ./store:FuzzReadJournal \
-	./cluster:FuzzDecodeRenewBatch ./httpapi/eureka:FuzzDecodeInstanceJSON ./httpapi/eureka:FuzzDecodeInstanceXML
+	./cluster:FuzzDecodeRenewBatch ./eureka:FuzzDecodeInstanceJSON ./eureka:FuzzDecodeInstanceXML
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \

@@ -16,7 +16,7 @@ import (
 
 	"github.com/heureka-registry/heureka/bench"
 	"github.com/heureka-registry/heureka/e2e"
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 func TestMain(m *testing.M) {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 // EurekaServerLocalArgs are the Spring properties a local bench

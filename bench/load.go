@@ -6,9 +6,10 @@
 // cluster and against etcd, reported as one table (Suite, Report).
 //
 // It talks to the systems it measures over HTTP (and etcd's client, with
-// the etcdclient build tag), starts local clusters with internal/launch, and
-// imports only internal/launch and opapi of heureka; it must not import the
-// server's packages, so it measures what clients see.
+// the etcdclient build tag) and starts local clusters with
+// internal/testkit/launch. It imports internal/runtime/tick,
+// internal/testkit/instance, internal/testkit/launch and opapi only; it
+// must not import the server's packages, so it measures what clients see.
 package bench
 
 import (
@@ -22,7 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 // Request is one request template; Next, if set, varies the URL per call.

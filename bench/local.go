@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 	"github.com/heureka-registry/heureka/opapi"
 )
 

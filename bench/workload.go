@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/heureka-registry/heureka/internal/instance"
+	"github.com/heureka-registry/heureka/internal/testkit/instance"
 )
 
 // Workload is the fixed, documented population `heureka bench` registers

@@ -15,8 +15,8 @@
 // answers inflate them, and a document being read plain keeps a plain copy
 // for a while, within a byte budget (plain.go). The package knows nothing
 // of HTTP or of the Eureka encoding: the builder is injected. It imports
-// fsm (change notices) and opapi (its counters' wire type) only; it must
-// not import httpapi or cluster.
+// fsm (change notices), internal/runtime/tick (the refresh loop) and opapi
+// (its counters' wire type) only; it must not import httpapi or cluster.
 package cache
 
 import (
@@ -35,7 +35,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 	"github.com/heureka-registry/heureka/opapi"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 )
 
 func withPush(cfg *Config) { cfg.PushWindow = time.Millisecond }

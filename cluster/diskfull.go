@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 	"github.com/heureka-registry/heureka/store"
 )
 

@@ -6,7 +6,8 @@
 // one log entry per interval; lease expiry, self-preservation, the AP/CP
 // mode and the AP fallback (docs/design.md, "The path of a write").
 //
-// It imports fsm, nodeapi, store and opapi only; it must not import httpapi,
-// cache or any tool package (bench, lab, e2e). It writes no HTTP status of
+// It imports fsm, internal/runtime/tick, limits, nodeapi, opapi and store
+// only; it must not import httpapi, cache or any tool package (bench, lab,
+// e2e). It writes no HTTP status of
 // its own: InternalHandler takes httpapi's table.
 package cluster

@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 	"github.com/heureka-registry/heureka/store"
 )
 

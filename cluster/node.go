@@ -108,25 +108,40 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	n := newNode(cfg, d, f, log)
+	journal, err := store.OpenJournal(d.journalDir)
+	if err != nil {
+		return nil, err
+	}
+	journal.SetLimits(cfg.JournalMaxEntries, cfg.JournalMaxBytes)
+	journal.SetDiskWatch(d.disk)
+	n.fb = newFallback(n, journal)
+	hasState, err := n.startRaft(log)
+	if err != nil {
+		// Raft is not running, so there is no node to shut down: the
+		// journal file would stay open (and the data directory busy).
+		_ = journal.Close()
+		return nil, err
+	}
+	if err := n.takePlace(hasState); err != nil {
+		return nil, err
+	}
+	n.startBackground()
+	return n, nil
+}
+
+// newNode is a node on its resolved stores and transport, before Raft
+// runs: its read gate, its client for the node-to-node calls, its view of
+// the registry's mode and cluster id (kept current by an observer of
+// every applied change), and its leader-side workers, not yet running.
+func newNode(cfg Config, d raftDeps, f *fsm.FSM, log hclog.Logger) *Node {
 	n := &Node{cfg: cfg, deps: d, fsm: f, log: log.Named("cluster"), stopCh: make(chan struct{})}
 	n.rd.started, n.rd.readyCh = time.Now(), make(chan struct{})
 	n.rd.gap = max(cfg.LeaderLeaseTimeout, minTouchGap)
 	if cfg.ReadHold != nil {
 		n.rd.holds = append(n.rd.holds, cfg.ReadHold)
 	}
-	var rt http.RoundTripper = &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-		TLSClientConfig:     cfg.clientTLS(),
-	}
-	if cfg.ClusterSecret != "" {
-		rt = nodeapi.WithSecret(rt, cfg.ClusterSecret)
-	}
-	if cfg.hooks != nil && cfg.hooks.transport != nil {
-		rt = cfg.hooks.transport(rt)
-	}
-	n.client = &http.Client{Timeout: cfg.ApplyTimeout + time.Second, Transport: rt}
+	n.client = newNodeClient(&cfg)
 	n.applied.ch = make(chan struct{})
 	n.applied.idx = f.AppliedIndex()
 	n.refreshMode()
@@ -147,57 +162,79 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	n.leases = newLeaseKeeper(n)
 	n.nudger = newCommitNudger()
 	n.health = newPeerHealth()
-	journal, err := store.OpenJournal(d.journalDir)
-	if err != nil {
-		return nil, err
-	}
-	journal.SetLimits(cfg.JournalMaxEntries, cfg.JournalMaxBytes)
-	journal.SetDiskWatch(d.disk)
-	n.fb = newFallback(n, journal)
-	started := false
-	defer func() {
-		// Every failure below returns without a node to shut down: the
-		// journal file would stay open (and the data directory busy).
-		if !started && n.raft == nil {
-			_ = journal.Close()
-		}
-	}()
+	return n
+}
 
-	rc := cfg.raftConfig()
+// newNodeClient is the HTTP client of the node-to-node calls: TLS as
+// configured, the cluster secret on every call.
+func newNodeClient(cfg *Config) *http.Client {
+	var rt http.RoundTripper = &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:     cfg.clientTLS(),
+	}
+	if cfg.ClusterSecret != "" {
+		rt = nodeapi.WithSecret(rt, cfg.ClusterSecret)
+	}
+	if cfg.hooks != nil && cfg.hooks.transport != nil {
+		rt = cfg.hooks.transport(rt)
+	}
+	return &http.Client{Timeout: cfg.ApplyTimeout + time.Second, Transport: rt}
+}
+
+// startRaft listens on the Raft transport and starts Raft on the node's
+// stores; hasState says whether they held a cluster's state already. On
+// an error Raft is not running and the transport is closed.
+func (n *Node) startRaft(log hclog.Logger) (hasState bool, err error) {
+	d := &n.deps
+	rc := n.cfg.raftConfig()
 	rc.Logger = log.Named("raft")
-
-	if err := n.deps.listen(&cfg, log, n.ClusterID, n.configured); err != nil {
-		return nil, err
+	if err := d.listen(&n.cfg, log, n.ClusterID, n.configured); err != nil {
+		return false, err
 	}
-	hasState, err := raft.HasExistingState(d.logs, d.stable, d.snaps)
+	hasState, err = raft.HasExistingState(d.logs, d.stable, d.snaps)
 	if err != nil {
-		n.deps.closeTransport()
-		return nil, fmt.Errorf("check existing state: %w", err)
+		d.closeTransport()
+		return false, fmt.Errorf("check existing state: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, f, d.logs, d.stable, d.snaps, n.deps.trans)
+	r, err := raft.NewRaft(rc, n.fsm, d.logs, d.stable, d.snaps, d.trans)
 	if err != nil {
-		n.deps.closeTransport()
-		return nil, fmt.Errorf("start raft: %w", err)
+		d.closeTransport()
+		return false, fmt.Errorf("start raft: %w", err)
 	}
+	n.raft = r
 	n.started.Store(n.raft)
 	n.refreshClusterID() // from the snapshot Raft restored
 	n.rd.bootIndex = n.raft.LastIndex()
 	n.scanLogMode()
 	n.fb.loadOverlay()
+	return hasState, nil
+}
+
+// takePlace makes the running node a member: one of the cluster its
+// stores hold, a joiner asking cfg.Join for admission, or the bootstrap
+// of a new cluster (the node is shut down if that fails).
+func (n *Node) takePlace(hasState bool) error {
 	switch {
 	case hasState:
 		n.log.Info("found existing state; bootstrap and join settings ignored")
 		n.checkInitialCluster()
-	case cfg.Join != "":
+	case n.cfg.Join != "":
 		n.wg.Add(1)
 		go n.joinLoop()
 	default:
 		if err := n.bootstrap(); err != nil {
 			n.Shutdown()
-			return nil, err
+			return err
 		}
 	}
-	// Each goroutine below calls n.wg.Done when it ends.
+	return nil
+}
+
+// startBackground starts the node's background work; each goroutine calls
+// n.wg.Done when it ends.
+func (n *Node) startBackground() {
 	background := []func(){
 		n.leaderLoop, n.watchReady, n.registerSelf, n.watchDisk,
 		func() { defer n.wg.Done(); n.nudger.run(n.raft, n.stopCh) },
@@ -210,8 +247,6 @@ func New(cfg Config, deps Deps, f *fsm.FSM, log hclog.Logger) (*Node, error) {
 	for _, run := range background {
 		go run()
 	}
-	started = true
-	return n, nil
 }
 
 func (n *Node) bootstrap() error {

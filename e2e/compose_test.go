@@ -11,7 +11,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 // docker-compose.yml run as local processes: every service becomes a

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 // diskModeEnv=inject makes TestDiskFull_RefusedVisibleRecovered use the

@@ -3,7 +3,7 @@
 // with its own data directory and log file, and drives them over HTTP.
 //
 // The harness (harness.go, http.go, extproc.go) is a testing front of
-// internal/launch, which starts, waits for and stops the processes (the same
+// internal/testkit/launch, which starts, waits for and stops the processes (the same
 // launcher heureka bench and heureka lab use); besides it the harness uses
 // only the standard library, testing and the operator API types of opapi, so
 // tests in any package may import it:
@@ -43,7 +43,8 @@
 //
 // The tests run with a plain `go test ./e2e/`; they need no build tag.
 //
-// The harness talks to nodes over HTTP only: it imports internal/launch and
-// opapi and must not import the server's packages (fsm, store, cluster,
-// cache, httpapi).
+// The harness talks to nodes over HTTP only. It imports
+// internal/testkit/instance, internal/testkit/launch and opapi only; it
+// must not import the server's packages (fsm, store, cluster, cache,
+// httpapi).
 package e2e

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 const eurekaServerJar = "eurekaserver/target/eurekaserver.jar"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/bench"
-	"github.com/heureka-registry/heureka/internal/collect"
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/collect"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 )
 
 // BenchmarkFootprint is the memory and scale benchmark (BENCHMARKS.md,

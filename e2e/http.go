@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/instance"
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/instance"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 	"github.com/heureka-registry/heureka/opapi"
 )
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 )
 
 func TestClusterIdentityRefusesForeignDataDir(t *testing.T) {

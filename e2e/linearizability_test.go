@@ -13,7 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/heureka-registry/heureka/faultproxy"
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 )
 
 // A cp-mode history is checked against a model of one register per

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 // The migration of docs/migrate-from-eureka.md, played on 127.0.0.1: a

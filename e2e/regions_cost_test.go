@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 // TestRegionPropagationCost measures how long a change in a remote region

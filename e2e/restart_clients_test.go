@@ -27,7 +27,7 @@ import (
 
 	"github.com/hudl/fargo"
 
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 )
 
 const (

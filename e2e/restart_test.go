@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 )
 
 const (

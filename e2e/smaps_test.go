@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/heureka-registry/heureka/internal/collect"
+	"github.com/heureka-registry/heureka/internal/runtime/collect"
 )
 
 // fileBacked is a process's resident file-backed memory by mapping, in

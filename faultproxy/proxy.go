@@ -4,8 +4,8 @@
 // which node dialled from the connection's preamble (see cluster's
 // WritePreamble) and drops, or passes, each directed link as told.
 //
-// It imports cluster for the preamble only and must not import httpapi or
-// the tool packages that use it.
+// It imports cluster (for the preamble) only; it must not import httpapi
+// or the tool packages that use it.
 package faultproxy
 
 import (

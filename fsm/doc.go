@@ -13,7 +13,7 @@
 // encoding of State. After each apply FSM publishes a Change naming the
 // applications and VIPs touched, so caches invalidate exactly those keys.
 //
-// fsm owns the registry state and nothing else. It must import no other
-// heureka package, and Apply must touch no clock, random source, file or
-// network (docs/design.md, "Invariants").
+// fsm owns the registry state and nothing else. It imports no heureka
+// package, and must import none; Apply must touch no clock, random source,
+// file or network (docs/design.md, "Invariants").
 package fsm

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // BenchmarkDeltaRebuildAfterOneChange measures rebuilding GET

@@ -5,7 +5,8 @@
 // errorStatus in errors.go is the one place errors become status codes, for
 // the node-to-node replies too.
 //
-// It imports cluster, cache, fsm, httpapi/eureka, nodeapi and opapi; it
-// must not import store (the data directory is cluster's) or any tool
-// package (bench, lab, e2e), and nothing below it may import it.
+// It imports cache, cluster, eureka, fsm, httpapi/dashboard (the page at
+// /), internal/runtime/collect, internal/runtime/tick, limits, nodeapi and
+// opapi; it must not import store (the data directory is cluster's) or any
+// tool package (bench, lab, e2e), and nothing below it may import it.
 package httpapi

@@ -20,8 +20,8 @@ import (
 
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 	"github.com/heureka-registry/heureka/limits"
 )
 
@@ -61,25 +61,9 @@ func eurekaPath(escaped string) ([]string, error) {
 // irregular (optional version segment, trailing slashes, ids with ':' and
 // escaped characters), so they are matched here rather than in gin's tree.
 func (s *Server) eureka(c *gin.Context) {
-	segs, err := eurekaPath(c.Request.URL.EscapedPath())
-	if err != nil {
-		s.fail(c, err)
+	segs, m, ok := s.eurekaRequest(c)
+	if !ok {
 		return
-	}
-	m := c.Request.Method
-	if m == http.MethodHead {
-		m = http.MethodGet // Jersey answers HEAD on every GET resource; net/http drops the body
-	}
-	n := len(segs)
-	if n == 0 {
-		s.fail(c, errNotFoundRoute)
-		return
-	}
-	if s.cfg.StrictInput {
-		if err := checkPath(segs); err != nil {
-			s.fail(c, err)
-			return
-		}
 	}
 	if m == http.MethodGet {
 		if finish, ok := s.v1Rewrite(c); ok {
@@ -89,52 +73,95 @@ func (s *Server) eureka(c *gin.Context) {
 	if s.eurekaExtra(c, segs, m) {
 		return
 	}
-	// route names the matched endpoint (the metrics label, a constant so
-	// that storing it allocates nothing) and runs it.
-	route := func(label string, handler func()) {
-		c.Set(eurekaRouteKey, label)
-		handler()
+	if segs[0] == "apps" {
+		s.eurekaApps(c, segs, m)
+		return
 	}
-	switch segs[0] {
-	case "apps":
-		switch {
-		case n == 1 && m == http.MethodGet:
-			route("eureka_apps", func() { s.getApps(c) })
-		case n == 2 && segs[1] == "delta" && m == http.MethodGet:
-			route("eureka_delta", func() { s.getDelta(c) })
-		case n == 2 && segs[1] == "delta":
-			// Every spelling of this path reads the delta, so an
-			// application registered here could not be read back under
-			// it; eureka-server answers 405 as well.
-			s.fail(c, fmt.Errorf("%s /apps/delta: delta is the delta's path and cannot name an application: %w", m, errMethod))
-		case n == 2 && m == http.MethodGet:
-			route("eureka_app", func() { s.getApp(c, appName(segs[1])) })
-		case n == 2 && m == http.MethodPost:
-			route("eureka_register", func() { s.register(c, segs[1]) })
-		case n == 3 && m == http.MethodGet:
-			route("eureka_instance", func() { s.getInstance(c, appName(segs[1]), segs[2]) })
-		case n == 3 && m == http.MethodPut:
-			route("eureka_renew", func() { s.renew(c, appName(segs[1]), segs[2]) })
-		case n == 3 && m == http.MethodDelete:
-			route("eureka_cancel", func() { s.cancel(c, appName(segs[1]), segs[2]) })
-		case n == 4 && segs[3] == "status" && m == http.MethodPut:
-			route("eureka_status_override", func() { s.setOverride(c, appName(segs[1]), segs[2]) })
-		case n == 4 && segs[3] == "status" && m == http.MethodDelete:
-			route("eureka_status_override", func() { s.deleteOverride(c, appName(segs[1]), segs[2]) })
-		case n == 4 && segs[3] == "metadata" && m == http.MethodPut:
-			route("eureka_metadata", func() { s.updateMetadata(c, appName(segs[1]), segs[2]) })
-		default:
-			s.fail(c, routeError(n <= 4))
+	s.eurekaOther(c, segs, m)
+}
+
+// eurekaRequest reads a request's path segments and the method it is
+// answered as (HEAD as GET), refusing an empty path and, with strict
+// input, a bad segment; ok is false when it answered.
+func (s *Server) eurekaRequest(c *gin.Context) (segs []string, method string, ok bool) {
+	segs, err := eurekaPath(c.Request.URL.EscapedPath())
+	if err != nil {
+		s.fail(c, err)
+		return nil, "", false
+	}
+	method = c.Request.Method
+	if method == http.MethodHead {
+		method = http.MethodGet // Jersey answers HEAD on every GET resource; net/http drops the body
+	}
+	if len(segs) == 0 {
+		s.fail(c, errNotFoundRoute)
+		return nil, "", false
+	}
+	if s.cfg.StrictInput {
+		if err := checkPath(segs); err != nil {
+			s.fail(c, err)
+			return nil, "", false
 		}
+	}
+	return segs, method, true
+}
+
+// route names the matched endpoint (the metrics label, a constant so that
+// storing it allocates nothing) and runs it.
+func route(c *gin.Context, label string, handler func()) {
+	c.Set(eurekaRouteKey, label)
+	handler()
+}
+
+// eurekaApps dispatches the paths under /apps: the registry, the delta,
+// one application, one instance and its status and metadata.
+func (s *Server) eurekaApps(c *gin.Context, segs []string, m string) {
+	n := len(segs)
+	switch {
+	case n == 1 && m == http.MethodGet:
+		route(c, "eureka_apps", func() { s.getApps(c) })
+	case n == 2 && segs[1] == "delta" && m == http.MethodGet:
+		route(c, "eureka_delta", func() { s.getDelta(c) })
+	case n == 2 && segs[1] == "delta":
+		// Every spelling of this path reads the delta, so an
+		// application registered here could not be read back under
+		// it; eureka-server answers 405 as well.
+		s.fail(c, fmt.Errorf("%s /apps/delta: delta is the delta's path and cannot name an application: %w", m, errMethod))
+	case n == 2 && m == http.MethodGet:
+		route(c, "eureka_app", func() { s.getApp(c, appName(segs[1])) })
+	case n == 2 && m == http.MethodPost:
+		route(c, "eureka_register", func() { s.register(c, segs[1]) })
+	case n == 3 && m == http.MethodGet:
+		route(c, "eureka_instance", func() { s.getInstance(c, appName(segs[1]), segs[2]) })
+	case n == 3 && m == http.MethodPut:
+		route(c, "eureka_renew", func() { s.renew(c, appName(segs[1]), segs[2]) })
+	case n == 3 && m == http.MethodDelete:
+		route(c, "eureka_cancel", func() { s.cancel(c, appName(segs[1]), segs[2]) })
+	case n == 4 && segs[3] == "status" && m == http.MethodPut:
+		route(c, "eureka_status_override", func() { s.setOverride(c, appName(segs[1]), segs[2]) })
+	case n == 4 && segs[3] == "status" && m == http.MethodDelete:
+		route(c, "eureka_status_override", func() { s.deleteOverride(c, appName(segs[1]), segs[2]) })
+	case n == 4 && segs[3] == "metadata" && m == http.MethodPut:
+		route(c, "eureka_metadata", func() { s.updateMetadata(c, appName(segs[1]), segs[2]) })
+	default:
+		s.fail(c, routeError(n <= 4))
+	}
+}
+
+// eurekaOther dispatches the paths outside /apps: an instance by id, the
+// peer replication batch, and the VIP and secure VIP listings.
+func (s *Server) eurekaOther(c *gin.Context, segs []string, m string) {
+	n := len(segs)
+	switch segs[0] {
 	case "instances":
 		if n == 2 && m == http.MethodGet {
-			route("eureka_instance_by_id", func() { s.getInstanceByID(c, segs[1]) })
+			route(c, "eureka_instance_by_id", func() { s.getInstanceByID(c, segs[1]) })
 			return
 		}
 		s.fail(c, routeError(n == 2))
 	case "peerreplication":
 		if n == 2 && segs[1] == "batch" && m == http.MethodPost {
-			route("eureka_peer_batch", func() { s.peerBatch(c) })
+			route(c, "eureka_peer_batch", func() { s.peerBatch(c) })
 			return
 		}
 		s.fail(c, routeError(n == 2 && segs[1] == "batch"))
@@ -145,7 +172,7 @@ func (s *Server) eureka(c *gin.Context) {
 			if secure {
 				label = "eureka_svip"
 			}
-			route(label, func() { s.getVIP(c, secure, segs[1]) })
+			route(c, label, func() { s.getVIP(c, secure, segs[1]) })
 			return
 		}
 		s.fail(c, routeError(n == 2))

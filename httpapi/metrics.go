@@ -18,7 +18,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/internal/collect"
+	"github.com/heureka-registry/heureka/internal/runtime/collect"
 	"github.com/heureka-registry/heureka/nodeapi"
 )
 
@@ -245,8 +245,19 @@ func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) { nodeSeries.Descr
 
 // Collect implements prometheus.Collector.
 func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
-	s := nc.s
 	out := collect.Out(ch)
+	nc.collectNode(out)
+	nc.collectRegistry(out)
+	nc.collectLeases(out)
+	nc.collectCache(out)
+	out.Gauge(descBlocking, float64(nc.s.waiting.Load()))
+	out.Counter(descPeerReceived, float64(nc.s.peerItems.Load()))
+}
+
+// collectNode sends the node's Raft, membership, mode, read gate, AP
+// fallback and disk series.
+func (nc *nodeCollector) collectNode(out collect.Out) {
+	s := nc.s
 	gauge, counter, b2f := out.Gauge, out.Counter, collect.Bool
 	st := s.cluster.Status()
 	for _, state := range []string{"Leader", "Follower", "Candidate", "Shutdown"} {
@@ -283,23 +294,30 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descDiskFull, b2f(st.DiskFull))
 	counter(descDiskRefused, float64(st.DiskFullRefused))
 	counter(descDiskFailures, float64(st.DiskWriteFailures))
+}
 
+// collectRegistry sends the registry's size, version and statuses.
+func (nc *nodeCollector) collectRegistry(out collect.Out) {
 	var counts map[string]int
 	var apps, instances int
 	var version uint64
-	s.readRegistry(func(r *fsm.Registry) {
+	nc.s.readRegistry(func(r *fsm.Registry) {
 		counts = r.StatusCounts()
 		apps, instances, version = len(r.AppNames()), r.Count(), r.Version()
 	})
-	gauge(descInstances, float64(instances))
-	gauge(descApps, float64(apps))
-	gauge(descRegVersion, float64(version))
+	out.Gauge(descInstances, float64(instances))
+	out.Gauge(descApps, float64(apps))
+	out.Gauge(descRegVersion, float64(version))
 	for _, status := range []string{"UP", "DOWN", "STARTING", "OUT_OF_SERVICE", "UNKNOWN"} {
-		gauge(descByStatus, float64(counts[status]), status)
+		out.Gauge(descByStatus, float64(counts[status]), status)
 	}
+}
 
+// collectLeases sends the leader's lease numbers, when they can be read.
+func (nc *nodeCollector) collectLeases(out collect.Out) {
+	gauge, b2f := out.Gauge, collect.Bool
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	ls, err := s.cluster.LeaseStatus(ctx)
+	ls, err := nc.s.cluster.LeaseStatus(ctx)
 	cancel()
 	gauge(descLeaseKnown, b2f(err == nil))
 	if err == nil {
@@ -309,10 +327,14 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descSPEnabled, b2f(ls.SelfPreservationEnabled))
 		gauge(descSPActive, b2f(ls.SelfPreservationActive))
 		gauge(descExpired, float64(ls.Expired))
-		counter(descEvicted, float64(ls.EvictedTotal))
+		out.Counter(descEvicted, float64(ls.EvictedTotal))
 	}
+}
 
-	cs := s.cache.Stats()
+// collectCache sends the response cache's counters.
+func (nc *nodeCollector) collectCache(out collect.Out) {
+	gauge, counter := out.Gauge, out.Counter
+	cs := nc.s.cache.Stats()
 	counter(descCacheHits, float64(cs.ReadOnlyHits), "read_only")
 	counter(descCacheHits, float64(cs.ReadWriteHits), "read_write")
 	counter(descCacheMisses, float64(cs.ReadOnlyMisses), "read_only")
@@ -326,8 +348,6 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCacheInval, float64(cs.Invalidations))
 	counter(descCacheRefresh, float64(cs.Refreshes))
 	counter(descCachePushes, float64(cs.Pushes))
-	gauge(descBlocking, float64(s.waiting.Load()))
-	counter(descPeerReceived, float64(s.peerItems.Load()))
 }
 
 // readRegistry reads the registry this node's Eureka reads show (the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // This file holds inbound Eureka peer replication: the requests an

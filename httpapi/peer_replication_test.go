@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 const replHdr = "x-netflix-discovery-replication"

@@ -218,3 +218,24 @@ func prometheusLabels(labels []gometrics.Label) prometheus.Labels {
 	}
 	return out
 }
+
+// raftCommitSummary reads hashicorp/raft's commitTime histogram from the
+// metrics bridge above: its sum in ms and its count (the dashboard's
+// commit-time trend).
+func raftCommitSummary() (float64, uint64) {
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil && len(families) == 0 {
+		return 0, 0
+	}
+	for _, f := range families {
+		if f.GetName() != metricsNamespace+"_raft_commitTime" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				return h.GetSampleSum(), h.GetSampleCount()
+			}
+		}
+	}
+	return 0, 0
+}

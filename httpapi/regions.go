@@ -11,8 +11,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 	"github.com/heureka-registry/heureka/opapi"
 )
 

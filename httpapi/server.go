@@ -14,8 +14,9 @@ import (
 
 	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/cluster"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
+	"github.com/heureka-registry/heureka/httpapi/dashboard"
 	"github.com/heureka-registry/heureka/nodeapi"
 )
 
@@ -71,8 +72,8 @@ type Config struct {
 	InsecureCluster bool
 	// StrictInput turns on the name, id and metadata limits (limits.go).
 	StrictInput bool
-	// TrendInterval is how often the dashboard's trends are sampled; the
-	// charts reach back trendCapacity samples (0: every 10 s, an hour).
+	// TrendInterval is how often the dashboard's trends are sampled (see
+	// dashboard.Config).
 	TrendInterval time.Duration
 	// PeerTLS is the client TLS configuration of node-to-node calls (nil:
 	// plain HTTP); the dashboard probes other members with it.
@@ -105,11 +106,8 @@ type Server struct {
 	lot     *parkingLot
 	// started is when the node's HTTP layer came up (the status document's uptime).
 	started time.Time
-	trends  *trendSampler
-	// registrations and cancels count the changes applied on this node,
-	// for the dashboard's trends.
-	registrations, cancels atomic.Uint64
-	probe                  *memberProber
+	// dash is the page at / and its trend sampler.
+	dash *dashboard.Dashboard
 	// peerItems counts the replicated changes received in batches.
 	peerItems atomic.Uint64
 	// nodeValue, modeValue and leaderValue are the node headers' values.
@@ -143,22 +141,13 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	// Documents built while the node was behind must not be served
 	// unmarked once it caught up (cluster/ready.go).
 	c.OnCatchUp(s.cache.Reset)
+	s.dash = dashboard.New(dashboard.Config{TrendInterval: cfg.TrendInterval, PeerTLS: cfg.PeerTLS,
+		ClusterSecret: cfg.ClusterSecret, CacheStats: s.cache.Stats, CommitTime: raftCommitSummary, Fail: s.fail}, c)
 	c.Observe(func(ch fsm.Change) {
 		s.views.forget(ch)
 		s.cache.Invalidate(ch)
-		switch ch.Type {
-		case fsm.CmdRegister:
-			s.registrations.Add(1)
-		case fsm.CmdCancel:
-			s.cancels.Add(1)
-		}
+		s.dash.Observe(ch)
 	})
-	interval := cfg.TrendInterval
-	if interval <= 0 {
-		interval = defaultTrendInterval
-	}
-	s.trends = newTrendSampler(trendCapacity, interval, s.readTrends)
-	s.trends.start()
 	e := gin.New()
 	// Eureka clients send writes to paths with and without trailing slashes;
 	// a redirect would turn a POST into a GET in some clients (docs/eureka-api.md, "Client traps").
@@ -172,7 +161,7 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 	e.Any("/eureka/*path", s.eureka)
 	s.operatorRoutes(e)
 	m.routes(e)
-	s.dashboardRoutes(e)
+	e.GET("/", s.dash.Serve)
 	s.snapshotRoutes(e)
 	e.Any(nodeapi.Prefix+"*path", gin.WrapH(c.InternalHandler(errorStatus)))
 	if cfg.Pprof {
@@ -184,10 +173,10 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 }
 
 // Close releases the parked blocking reads and stops the response cache's
-// refresher and the trend sampler.
+// refresher and the dashboard's trend sampler.
 func (s *Server) Close() {
 	s.lot.close()
-	s.trends.close()
+	s.dash.Close()
 	s.cache.Close()
 }
 

@@ -339,3 +339,19 @@ func TestEurekaPath(t *testing.T) {
 		}
 	}
 }
+
+// The dashboard (package dashboard) is mounted at / and counts the
+// registrations the node applies; its page is tested in its own package.
+func TestServer_DashboardAtRoot(t *testing.T) {
+	ts, _ := newTestServer(t)
+	mustRegister(t, ts.URL, "ORDERS", instanceJSON("ORDERS", "o1"))
+	code, page, hdr := do(t, "GET", ts.URL+"/", "", "")
+	if code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %s", code, hdr.Get("Content-Type"))
+	}
+	for _, want := range []string{`data-app="ORDERS"`, "1 applications, 1 instances", `id="trend-registry"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // views builds the Eureka read documents, each from one consistent FSM
@@ -206,12 +206,32 @@ func (v *views) apps(f eureka.Format) ([]cache.Segment, uint64, error) {
 func (v *views) delta(f eureka.Format) ([]cache.Segment, uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	var parts []part
-	var hash string
-	var version uint64
-	// current holds the whole form of the applications the delta holds
-	// only in part: their fragments name the runs of current instances.
-	current := map[string]part{}
+	parts, current, hash, version := v.readDelta(f)
+	prefix, sep, suffix := eureka.ApplicationsParts(f, strconv.FormatUint(version, 10), hash)
+	pcs := &deltaPieces{oldInst: v.deltaInst[f], nextInst: map[*fsm.Entry]*cache.Piece{},
+		oldRuns: v.deltaRuns[f], nextRuns: map[runKey]*cache.Piece{}}
+	segs := []cache.Segment{cache.Plain(prefix)}
+	for i, p := range parts {
+		if i > 0 && len(sep) > 0 {
+			segs = append(segs, cache.Plain(sep))
+		}
+		if p.whole {
+			segs = append(segs, v.fragmentLocked(f, p))
+			continue
+		}
+		segs = v.appendPartialApp(segs, f, p, current[p.name], pcs)
+	}
+	v.deltaInst[f], v.deltaRuns[f] = pcs.nextInst, pcs.nextRuns
+	return append(segs, cache.Plain(suffix)), version, nil
+}
+
+// readDelta reads, in one view of the registry, the delta's applications
+// in order of first appearance (each whole, or the entries it holds),
+// the whole form of those it holds only in part (current: their
+// fragments name the runs of current instances), and the full registry's
+// hash and version.
+func (v *views) readDelta(f eureka.Format) (parts []part, current map[string]part, hash string, version uint64) {
+	current = map[string]part{}
 	v.read(func(r *fsm.Registry) {
 		since := v.cfg.Now().Add(-r.DeltaRetention()).UnixMilli()
 		index := map[string]int{}
@@ -235,57 +255,58 @@ func (v *views) delta(f eureka.Format) ([]cache.Segment, uint64, error) {
 		}
 		hash, version = r.HashCode(), r.Version()
 	})
-	prefix, sep, suffix := eureka.ApplicationsParts(f, strconv.FormatUint(version, 10), hash)
-	oldInst, nextInst := v.deltaInst[f], map[*fsm.Entry]*cache.Piece{}
-	oldRuns, nextRuns := v.deltaRuns[f], map[runKey]*cache.Piece{}
-	segs := []cache.Segment{cache.Plain(prefix)}
-	for i, p := range parts {
-		if i > 0 && len(sep) > 0 {
-			segs = append(segs, cache.Plain(sep))
-		}
-		if p.whole {
-			segs = append(segs, v.fragmentLocked(f, p))
-			continue
-		}
-		appPrefix, instSep, appSuffix := eureka.ApplicationParts(f, p.name)
-		var fr fragment
-		if wp, ok := current[p.name]; ok {
-			v.fragmentLocked(f, wp)
-			fr = v.frags[fragKey{p.name, f}]
-		}
-		segs = append(segs, cache.Plain(appPrefix))
-		for j, it := range fr.currentRuns(p.entries) {
-			if j > 0 && len(instSep) > 0 {
-				segs = append(segs, cache.Plain(instSep))
-			}
-			var pc *cache.Piece
-			if it.entry != nil {
-				// Not in the current fragment (deleted, or replaced since).
-				pc = keptPiece(nextInst, oldInst, it.entry, func() *cache.Piece {
-					v.scratch = eureka.AppendInstance(v.scratch[:0], f, it.entry)
-					return cache.NewPiece(v.scratch)
-				})
-			} else {
-				pc = keptPiece(nextRuns, oldRuns, runKey{p.name, fr.version, it.i, it.j}, func() *cache.Piece {
-					// The same bytes as the fragment's instances i to j
-					// with their separators.
-					b := v.scratch[:0]
-					for x := it.i; x <= it.j; x++ {
-						if x > it.i {
-							b = append(b, instSep...)
-						}
-						b = eureka.AppendInstance(b, f, fr.entries[x])
-					}
-					v.scratch = b
-					return cache.NewPiece(b)
-				})
-			}
-			segs = append(segs, cache.Compressed(pc))
-		}
-		segs = append(segs, cache.Plain(appSuffix))
+	return parts, current, hash, version
+}
+
+// deltaPieces are the encoded pieces of the applications a delta holds in
+// part: those of the last build (old) and those of this one (next), which
+// takes over the old ones it still needs.
+type deltaPieces struct {
+	oldInst, nextInst map[*fsm.Entry]*cache.Piece
+	oldRuns, nextRuns map[runKey]*cache.Piece
+}
+
+// appendPartialApp appends an application the delta holds in part: the
+// instances it lists, runs of current ones (those in cur, the whole form
+// of the application as it stands, unless it has no instances left) as
+// one piece each.
+func (v *views) appendPartialApp(segs []cache.Segment, f eureka.Format, p, cur part, pcs *deltaPieces) []cache.Segment {
+	appPrefix, instSep, appSuffix := eureka.ApplicationParts(f, p.name)
+	var fr fragment
+	if cur.whole {
+		v.fragmentLocked(f, cur)
+		fr = v.frags[fragKey{p.name, f}]
 	}
-	v.deltaInst[f], v.deltaRuns[f] = nextInst, nextRuns
-	return append(segs, cache.Plain(suffix)), version, nil
+	segs = append(segs, cache.Plain(appPrefix))
+	for j, it := range fr.currentRuns(p.entries) {
+		if j > 0 && len(instSep) > 0 {
+			segs = append(segs, cache.Plain(instSep))
+		}
+		var pc *cache.Piece
+		if it.entry != nil {
+			// Not in the current fragment (deleted, or replaced since).
+			pc = keptPiece(pcs.nextInst, pcs.oldInst, it.entry, func() *cache.Piece {
+				v.scratch = eureka.AppendInstance(v.scratch[:0], f, it.entry)
+				return cache.NewPiece(v.scratch)
+			})
+		} else {
+			pc = keptPiece(pcs.nextRuns, pcs.oldRuns, runKey{p.name, fr.version, it.i, it.j}, func() *cache.Piece {
+				// The same bytes as the fragment's instances i to j
+				// with their separators.
+				b := v.scratch[:0]
+				for x := it.i; x <= it.j; x++ {
+					if x > it.i {
+						b = append(b, instSep...)
+					}
+					b = eureka.AppendInstance(b, f, fr.entries[x])
+				}
+				v.scratch = b
+				return cache.NewPiece(b)
+			})
+		}
+		segs = append(segs, cache.Compressed(pc))
+	}
+	return append(segs, cache.Plain(appSuffix))
 }
 
 // keptPiece returns the piece under k for the delta being built (next):

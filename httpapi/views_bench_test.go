@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // benchRegistry fills an FSM with n instances over apps applications, each

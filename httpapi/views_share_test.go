@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/cache"
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // holds reports whether segs holds the very piece p (not a copy).

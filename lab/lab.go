@@ -4,8 +4,9 @@
 // mode, and reports what clients saw on each side of the faults.
 //
 // It drives real processes over HTTP, started and stopped by
-// internal/launch, and imports only faultproxy, internal/launch and opapi of
-// heureka; it must not import the server's packages.
+// internal/testkit/launch. It imports faultproxy, internal/testkit/instance
+// and internal/testkit/launch only; it must not import the server's
+// packages.
 package lab
 
 import (
@@ -19,8 +20,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/heureka-registry/heureka/internal/instance"
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/instance"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 // Config tunes a lab run.

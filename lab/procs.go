@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/faultproxy"
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
-// cluster is the lab's set of processes (started by internal/launch) and
+// cluster is the lab's set of processes (started by internal/testkit/launch) and
 // their Raft proxy.
 type cluster struct {
 	lc    *launch.Cluster

@@ -5,7 +5,7 @@
 // heureka bench and heureka lab. One definition means a field cannot drift
 // between the server and its readers.
 //
-// It owns only these types and must import no other heureka package (it is
-// the bottom of the import graph, below fsm), nor anything outside the
-// standard library.
+// It owns only these types. It imports no heureka package (it is the
+// bottom of the import graph, below fsm), and must import none, nor
+// anything outside the standard library.
 package opapi

@@ -14,6 +14,6 @@
 // cluster as replicated registrations, keeping each instance's
 // lastDirtyTimestamp and status.
 //
-// It reads the cluster only through the narrow Cluster interface and
-// imports fsm and the Eureka codec, nothing else of heureka.
+// It reads the cluster only through the narrow Cluster interface. It
+// imports eureka (the codec), fsm and internal/runtime/collect only.
 package peering

@@ -3,7 +3,7 @@ package peering
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/heureka-registry/heureka/internal/collect"
+	"github.com/heureka-registry/heureka/internal/runtime/collect"
 )
 
 // Collector returns a Prometheus collector of the replicator's counters

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/heureka-registry/heureka/internal/collect"
+	"github.com/heureka-registry/heureka/internal/runtime/collect"
 )
 
 // The collector describes exactly what it collects (a pedantic registry

@@ -15,8 +15,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // fakeCluster applies commands straight to an FSM and feeds the

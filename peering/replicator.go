@@ -16,8 +16,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // Cluster is what peering needs from the heureka node it runs on.

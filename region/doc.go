@@ -13,6 +13,6 @@
 // the snapshot and log. A region that cannot be reached keeps its last
 // copy, and its status (fsm.RegionStatus) says so on every node.
 //
-// It imports fsm and the Eureka codec, nothing else of heureka; the node
-// is reached through the narrow Cluster interface.
+// The node is reached through the narrow Cluster interface. It imports
+// eureka (the codec), fsm and internal/runtime/collect only.
 package region

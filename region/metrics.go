@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/internal/collect"
+	"github.com/heureka-registry/heureka/internal/runtime/collect"
 )
 
 // series is every series the collector reports.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // Kinds of remote region, as fsm.RegionStatus.Kind names them.

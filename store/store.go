@@ -1,7 +1,8 @@
 // Package store owns heureka's data directory: the Raft log and stable store
 // (raft-boltdb), the file snapshot store, and the lock that keeps a second
-// process out. Nothing above it touches bolt directly. It must import no other
-// heureka package.
+// process out. Nothing above it touches bolt directly.
+//
+// It imports no heureka package, and must import none.
 package store
 
 import (
@@ -159,6 +160,37 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	s, err := lockStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(cfg.Dir, LogFile)
+	start := time.Now()
+	info, err := checkDir(cfg.Dir)
+	if err != nil {
+		s.unlock()
+		return nil, err
+	}
+	log.Debug("checked the data directory", "log_entries", info.Entries, "log_pages", info.Pages,
+		"elapsed_ms", time.Since(start).Milliseconds())
+	if err := s.openBolt(logPath); err != nil {
+		s.unlock()
+		if errors.Is(err, errPanicked) || errors.Is(err, bbolt.ErrInvalid) || errors.Is(err, bbolt.ErrChecksum) ||
+			errors.Is(err, bbolt.ErrVersionMismatch) {
+			return nil, damaged(cfg.Dir, logPath, fmt.Errorf("the log store is damaged: %w", err))
+		}
+		return nil, fmt.Errorf("open log store: %w", err)
+	}
+	if err := s.openStores(cfg, info, logPath, log); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// lockStore creates the data directory if need be, locks it, and checks
+// that it belongs to cfg.NodeID.
+func lockStore(cfg Config) (*Store, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -171,16 +203,13 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 		s.unlock()
 		return nil, err
 	}
-	logPath := filepath.Join(cfg.Dir, LogFile)
-	start := time.Now()
-	info, err := checkDir(cfg.Dir)
-	if err != nil {
-		s.unlock()
-		return nil, err
-	}
-	log.Debug("checked the data directory", "log_entries", info.Entries, "log_pages", info.Pages,
-		"elapsed_ms", time.Since(start).Milliseconds())
-	err = noPanic("open", func() (err error) {
+	return s, nil
+}
+
+// openBolt opens the log file in bolt (a panic inside it comes back as an
+// error).
+func (s *Store) openBolt(logPath string) error {
+	return noPanic("open", func() (err error) {
 		s.bolt, err = raftboltdb.New(raftboltdb.Options{
 			Path: logPath,
 			// Our own lock already excludes other processes; the timeout only
@@ -195,46 +224,42 @@ func Open(cfg Config, log hclog.Logger) (*Store, error) {
 		})
 		return err
 	})
-	if err != nil {
-		s.unlock()
-		if errors.Is(err, errPanicked) || errors.Is(err, bbolt.ErrInvalid) || errors.Is(err, bbolt.ErrChecksum) ||
-			errors.Is(err, bbolt.ErrVersionMismatch) {
-			return nil, damaged(cfg.Dir, logPath, fmt.Errorf("the log store is damaged: %w", err))
-		}
-		return nil, fmt.Errorf("open log store: %w", err)
-	}
+}
+
+// openStores puts the Raft stores over the open bolt file (the log behind
+// a cache, both watched for a full disk), checks that bolt sees the log
+// the check read (info), records the node id, and opens the snapshot
+// store. On an error the caller closes s.
+func (s *Store) openStores(cfg Config, info LogCheck, logPath string, log hclog.Logger) error {
 	s.mapped = newMappedLog(s.bolt, logPath, log.Named("log"))
 	// Opening read every page in use (bolt rebuilds its freelist by
 	// walking the file): give them back, as after a cut.
 	s.mapped.releaseLogged("open", 0, 0)
 	s.Disk = NewDiskWatch(cfg.Dir)
 	// The watch goes below the cache: the cache flattens errors into text.
+	var err error
 	s.Log, err = raft.NewLogCache(logCacheSize, WatchLog(s.mapped, s.Disk))
 	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("create log cache: %w", err)
+		return fmt.Errorf("create log cache: %w", err)
 	}
 	s.Stable = WatchStable(s.mapped, s.Disk)
 	// bolt must see the log the check read: the same meta page, the same
 	// entries.
 	if err := noPanic("read", func() error { return s.checkBounds(info) }); err != nil {
-		s.Close()
-		return nil, damaged(cfg.Dir, logPath, fmt.Errorf("the log store is damaged: %w", err))
+		return damaged(cfg.Dir, logPath, fmt.Errorf("the log store is damaged: %w", err))
 	}
 	if err := recordNodeID(cfg.Dir, cfg.NodeID); err != nil {
-		s.Close()
-		return nil, err
+		return err
 	}
 	// The file snapshot store adds its own "snapshots" folder under the
 	// directory it is given.
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain,
 		log.Named("snapshots"))
 	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("open snapshot store: %w", err)
+		return fmt.Errorf("open snapshot store: %w", err)
 	}
 	s.Snapshots = WatchSnapshots(snaps, s.Disk)
-	return s, nil
+	return nil
 }
 
 // checkBounds reads the log's first and last entries through bolt and

@@ -36,22 +36,63 @@ out.
 Flags:
 `
 
+// benchFlags are the flags of `heureka bench` that are not settings of
+// the suite itself.
+type benchFlags struct {
+	local                                          *int
+	targets, localArgs                             *string
+	cacheRefresh, deltaRetention, evictionInterval *time.Duration
+	etcdMode, etcdEndpoints, esMode                *string
+	etcdMembers                                    *int
+	asJSON, quiet                                  *bool
+	jsonOut, compare                               *string
+}
+
 // benchCmd is `heureka bench`.
 func benchCmd(args []string) int {
-	fs := newFlagSet("bench")
 	var s bench.Suite
+	fs, f := newBenchFlags(&s)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(os.Stdout, benchUsage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "heureka bench: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "heureka bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *f.compare != "" {
+		return benchCompare(*f.compare)
+	}
+	if err := f.configure(&s); err != nil {
+		fmt.Fprintf(os.Stderr, "heureka bench: %v\n", err)
+		return 2
+	}
+	return runBench(&s, f, args)
+}
+
+// newBenchFlags declares the flags: the suite's settings write s, the
+// others f.
+func newBenchFlags(s *bench.Suite) (*flag.FlagSet, *benchFlags) {
+	fs := newFlagSet("bench")
 	d := bench.DefaultWorkload()
-	local := fs.Int("local", 0, "start a local heureka cluster of this many nodes (from this executable) and bench it")
-	targets := fs.String("targets", "", "comma-separated base URLs of an existing Eureka-compatible cluster (http://host:port,...)")
-	localArgs := fs.String("local-args", "", "extra flags for the --local nodes' heureka serve, space-separated (e.g. --pprof)")
-	cacheRefresh := fs.Duration("target-cache-refresh", 30*time.Second, "with --targets: their response cache refresh interval (W4 and W6 wait it out; 0 for heureka, whose default push makes changes visible at once)")
-	deltaRetention := fs.Duration("target-delta-retention", 0, "with --targets: their delta retention; W4 waits this long after W1 (0: read the delta as it is)")
-	evictionInterval := fs.Duration("target-eviction-interval", 0, "with --targets: their eviction interval, for W8's note")
-	etcdMode := fs.String("etcd", "none", "local: start a local etcd cluster; none: no etcd column")
-	etcdMembers := fs.Int("etcd-members", 3, "members of the --etcd local cluster")
-	etcdEndpoints := fs.String("etcd-endpoints", "", "comma-separated client URLs of an existing etcd cluster")
+	f := &benchFlags{}
+	f.local = fs.Int("local", 0, "start a local heureka cluster of this many nodes (from this executable) and bench it")
+	f.targets = fs.String("targets", "", "comma-separated base URLs of an existing Eureka-compatible cluster (http://host:port,...)")
+	f.localArgs = fs.String("local-args", "", "extra flags for the --local nodes' heureka serve, space-separated (e.g. --pprof)")
+	f.cacheRefresh = fs.Duration("target-cache-refresh", 30*time.Second, "with --targets: their response cache refresh interval (W4 and W6 wait it out; 0 for heureka, whose default push makes changes visible at once)")
+	f.deltaRetention = fs.Duration("target-delta-retention", 0, "with --targets: their delta retention; W4 waits this long after W1 (0: read the delta as it is)")
+	f.evictionInterval = fs.Duration("target-eviction-interval", 0, "with --targets: their eviction interval, for W8's note")
+	f.etcdMode = fs.String("etcd", "none", "local: start a local etcd cluster; none: no etcd column")
+	f.etcdMembers = fs.Int("etcd-members", 3, "members of the --etcd local cluster")
+	f.etcdEndpoints = fs.String("etcd-endpoints", "", "comma-separated client URLs of an existing etcd cluster")
 	fs.StringVar(&s.EtcdBinary, "etcd-bin", "etcd", "etcd executable for --etcd local")
-	esMode := fs.String("eureka-server", "none", "local: start local peers of Spring Cloud's eureka-server beside heureka; none: no eureka-server column")
+	f.esMode = fs.String("eureka-server", "none", "local: start local peers of Spring Cloud's eureka-server beside heureka; none: no eureka-server column")
 	fs.IntVar(&s.LocalEurekaServer, "eureka-server-peers", 3, "peers of the --eureka-server local cluster")
 	fs.StringVar(&s.EurekaServerJar, "eureka-server-jar", "e2e/eurekaserver/target/eurekaserver.jar", "the eureka-server jar (built by make deps)")
 	fs.BoolVar(&s.EurekaServerNoReadOnly, "eureka-server-no-readonly", false, "turn eureka-server's readOnly response cache off")
@@ -71,66 +112,56 @@ func benchCmd(args []string) int {
 	fs.DurationVar(&s.CrashTimeout, "crash-timeout", time.Minute, "W8: give up waiting after this long")
 	fs.BoolVar(&s.NoLimit, "no-limit", false, "skip the limit column")
 	fs.StringVar(&s.TempDir, "tmp", "", "directory for local clusters' data (default: the system's temp dir)")
-	asJSON := fs.Bool("json", false, "print the report as JSON on stdout instead of the table")
-	jsonOut := fs.String("json-out", "", "also write the JSON report to this file")
-	compare := fs.String("compare", "", "A.json,B.json: print how each figure grows from report A to report B, and exit")
-	quiet := fs.Bool("quiet", false, "no progress on stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, benchUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "heureka bench: %v\n", err)
-		return 2
+	f.asJSON = fs.Bool("json", false, "print the report as JSON on stdout instead of the table")
+	f.jsonOut = fs.String("json-out", "", "also write the JSON report to this file")
+	f.compare = fs.String("compare", "", "A.json,B.json: print how each figure grows from report A to report B, and exit")
+	f.quiet = fs.Bool("quiet", false, "no progress on stderr")
+	return fs, f
+}
+
+// configure completes the suite from the flags: which systems to measure
+// (local clusters or targets), and the executable and progress output.
+func (f *benchFlags) configure(s *bench.Suite) error {
+	if *f.local > 0 && *f.targets != "" {
+		return errors.New("give --local or --targets, not both")
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "heureka bench: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if *compare != "" {
-		return benchCompare(*compare)
-	}
-	if *local > 0 && *targets != "" {
-		fmt.Fprintln(os.Stderr, "heureka bench: give --local or --targets, not both")
-		return 2
-	}
-	s.LocalHeureka = *local
-	s.LocalHeurekaArgs = strings.Fields(*localArgs)
-	if *targets != "" {
-		s.Heureka = &bench.HeurekaTarget{URLs: splitList(*targets), CacheRefresh: *cacheRefresh,
-			DeltaRetention: *deltaRetention, EvictionInterval: *evictionInterval}
+	s.LocalHeureka = *f.local
+	s.LocalHeurekaArgs = strings.Fields(*f.localArgs)
+	if *f.targets != "" {
+		s.Heureka = &bench.HeurekaTarget{URLs: splitList(*f.targets), CacheRefresh: *f.cacheRefresh,
+			DeltaRetention: *f.deltaRetention, EvictionInterval: *f.evictionInterval}
 	}
 	switch {
-	case *etcdEndpoints != "":
-		s.Etcd = &bench.EtcdTarget{Endpoints: splitList(*etcdEndpoints)}
-	case *etcdMode == "local":
-		s.LocalEtcd = *etcdMembers
-	case *etcdMode == "none" || *etcdMode == "":
+	case *f.etcdEndpoints != "":
+		s.Etcd = &bench.EtcdTarget{Endpoints: splitList(*f.etcdEndpoints)}
+	case *f.etcdMode == "local":
+		s.LocalEtcd = *f.etcdMembers
+	case *f.etcdMode == "none" || *f.etcdMode == "":
 	default:
-		fmt.Fprintf(os.Stderr, "heureka bench: --etcd %q: want local or none\n", *etcdMode)
-		return 2
+		return fmt.Errorf("--etcd %q: want local or none", *f.etcdMode)
 	}
-	switch *esMode {
+	switch *f.esMode {
 	case "local":
 	case "none", "":
 		s.LocalEurekaServer = 0
 	default:
-		fmt.Fprintf(os.Stderr, "heureka bench: --eureka-server %q: want local or none\n", *esMode)
-		return 2
+		return fmt.Errorf("--eureka-server %q: want local or none", *f.esMode)
 	}
 	if (s.Etcd != nil || s.LocalEtcd > 0) && !bench.EtcdClient {
-		fmt.Fprintln(os.Stderr, "heureka bench: the etcd column needs a build with the etcd client: go build -tags etcdclient ./cmd/heureka (make build-bench)")
-		return 2
+		return errors.New("the etcd column needs a build with the etcd client: go build -tags etcdclient ./cmd/heureka (make build-bench)")
 	}
 	if exe, err := os.Executable(); err == nil {
 		s.Binary = exe
 	}
-	if !*quiet {
+	if !*f.quiet {
 		s.Progress = os.Stderr
 	}
+	return nil
+}
 
+// runBench runs the suite until it ends or a signal stops it, and reports
+// (a table, or JSON, and the JSON file if asked).
+func runBench(s *bench.Suite, f *benchFlags, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rep, err := s.Run(ctx)
@@ -139,13 +170,13 @@ func benchCmd(args []string) int {
 		return 2
 	}
 	rep.Command = "heureka bench " + strings.Join(args, " ")
-	if *jsonOut != "" {
-		if werr := writeJSON(*jsonOut, rep); werr != nil {
+	if *f.jsonOut != "" {
+		if werr := writeJSON(*f.jsonOut, rep); werr != nil {
 			fmt.Fprintf(os.Stderr, "heureka bench: %v\n", werr)
 			return 1
 		}
 	}
-	if *asJSON {
+	if *f.asJSON {
 		printJSON(rep)
 	} else {
 		fmt.Fprint(os.Stdout, rep.Table())

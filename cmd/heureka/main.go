@@ -1,7 +1,10 @@
 // Command heureka is the one binary: the registry server (`heureka serve`)
 // and the operator subcommands (status, members, mode, snapshot), plus
 // `heureka bench` and `heureka lab`. It wires the packages together and
-// holds no logic of its own (docs/design.md, "Packages"). It must not link
+// holds no logic of its own (docs/design.md, "Packages").
+//
+// It imports bench, cluster, fsm, httpapi, internal/runtime/memlimit, lab,
+// limits, nodeapi, opapi, peering, region and store. It must not link
 // etcd's client, gRPC or zap: the etcd column of heureka bench needs the
 // build tag etcdclient (docs/bench.md, "The etcd column").
 package main

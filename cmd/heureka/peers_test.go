@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/httpapi/eureka"
 )
 
 // importSource serves an eureka-server's GET /eureka/apps with the

@@ -20,7 +20,7 @@ import (
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/httpapi"
-	"github.com/heureka-registry/heureka/internal/memlimit"
+	"github.com/heureka-registry/heureka/internal/runtime/memlimit"
 	"github.com/heureka-registry/heureka/store"
 )
 
@@ -305,52 +305,31 @@ func (c *serveConfig) clusterConfig() (cluster.Config, error) {
 	return cc, nil
 }
 
+// serve runs `heureka serve` as a straight line of steps: parse the
+// flags, set up logging and the memory limit, open the data directory,
+// start the Raft node (and the eureka-server peering, if asked), start the
+// HTTP API, serve until a signal, shut down. Each step that can fail
+// reports why and the exit code is returned at once.
 func serve(args []string) int {
-	c, fs, err := parseServe(args, os.Getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(os.Stdout)
-		fmt.Fprintln(os.Stdout, "Usage: heureka serve [flags]   (each flag also reads HEUREKA_<FLAG_NAME>)")
-		fs.PrintDefaults()
-		return 0
+	c, code, ok := parseServeArgs(args)
+	if !ok {
+		return code
 	}
-	if err != nil {
+	log := createLogger(c)
+	stopMemory := startMemoryLimit(c, log)
+	defer stopMemory()
+
+	st, code := openStore(c, log)
+	if st == nil {
+		return code
+	}
+	defer st.Close()
+	if err := checkStoredCluster(c, st); err != nil {
 		fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
 		return 2
 	}
-	level, _ := hclogLevel(c.logLevel)
-	log := hclog.New(&hclog.LoggerOptions{Name: "heureka", Level: level, JSONFormat: c.logJSON, Output: os.Stderr})
-	log = log.With("node", c.nodeID)
-	memCtx, stopMemory := context.WithCancel(context.Background())
-	defer stopMemory()
-	memlimit.Apply(memCtx, c.memory, 100*time.Millisecond, log)
 
-	storeCfg := store.DefaultConfig(c.dataDir)
-	storeCfg.NodeID = c.nodeID
-	st, err := store.Open(storeCfg, log)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
-		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrOtherNode) {
-			return 2
-		}
-		return 1
-	}
-	defer st.Close()
-	// A node restarted from its data directory has no cluster flags: its
-	// stored configuration says whether it is one of several.
-	if n, err := st.ConfiguredServers(); err == nil && n > 1 {
-		if err := c.checkOpenCluster(fmt.Sprintf("a node of the %d-member cluster in %s", n, c.dataDir)); err != nil {
-			fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
-			return 2
-		}
-	}
-
-	cc, _ := c.clusterConfig()
-	peers := splitList(c.eurekaPeers)
-	var synced chan struct{}
-	if len(peers) > 0 {
-		synced = make(chan struct{})
-		cc.ReadHold = synced
-	}
+	cc, peers, synced := createClusterConfig(c)
 	f := fsm.New(c.deltaRetention, log)
 	ln, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
@@ -367,14 +346,7 @@ func serve(args []string) int {
 		startPeering(node, c.api.StrictInput, peers, c.eurekaSyncTimeout, synced, log)
 	}
 	startRegions(node, &c.regions, log)
-	hcfg := c.api
-	hcfg.Regions = c.regions.read
-	hcfg.Users = c.users
-	hcfg.ClusterSecret = c.secret
-	if c.tls != nil {
-		hcfg.PeerTLS = c.tls.client
-	}
-	api, err := httpapi.New(hcfg, node, log)
+	api, err := httpapi.New(c.httpConfig(), node, log)
 	if err != nil {
 		ln.Close()
 		node.Shutdown()
@@ -382,6 +354,103 @@ func serve(args []string) int {
 		return 1
 	}
 	defer api.Close()
+	srv, ln := createHTTPServer(c, api, ln)
+	serveErr := startHTTPServer(srv, ln)
+	log.Info("serving", "http", ln.Addr().String(), "raft", cc.RaftBind, "data_dir", c.dataDir, "mode", cc.Mode,
+		"auth", c.users != nil, "cluster_secret", c.secret != "", "tls", c.tls != nil, "raft_tls", c.raftTLS)
+
+	code = waitForStop(serveErr, log)
+	return shutdown(srv, node, code, log)
+}
+
+// parseServeArgs parses the command line; ok is false when serve is to
+// exit at once with code (after --help, or on a bad flag).
+func parseServeArgs(args []string) (c *serveConfig, code int, ok bool) {
+	c, fs, err := parseServe(args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(os.Stdout)
+		fmt.Fprintln(os.Stdout, "Usage: heureka serve [flags]   (each flag also reads HEUREKA_<FLAG_NAME>)")
+		fs.PrintDefaults()
+		return nil, 0, false
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
+		return nil, 2, false
+	}
+	return c, 0, true
+}
+
+// createLogger is the node's logger, on stderr, naming the node.
+func createLogger(c *serveConfig) hclog.Logger {
+	level, _ := hclogLevel(c.logLevel)
+	log := hclog.New(&hclog.LoggerOptions{Name: "heureka", Level: level, JSONFormat: c.logJSON, Output: os.Stderr})
+	return log.With("node", c.nodeID)
+}
+
+// startMemoryLimit applies the memory policy (--memory-limit) until the
+// returned function is called.
+func startMemoryLimit(c *serveConfig, log hclog.Logger) (stop func()) {
+	ctx, stop := context.WithCancel(context.Background())
+	memlimit.Apply(ctx, c.memory, 100*time.Millisecond, log)
+	return stop
+}
+
+// openStore opens the data directory; on failure it says why and returns
+// the exit code (2 when another process or node holds the directory).
+func openStore(c *serveConfig, log hclog.Logger) (*store.Store, int) {
+	storeCfg := store.DefaultConfig(c.dataDir)
+	storeCfg.NodeID = c.nodeID
+	st, err := store.Open(storeCfg, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
+		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrOtherNode) {
+			return nil, 2
+		}
+		return nil, 1
+	}
+	return st, 0
+}
+
+// checkStoredCluster: a node restarted from its data directory has no
+// cluster flags; its stored configuration says whether it is one of
+// several, and such a node may listen beyond loopback only as
+// checkOpenCluster allows.
+func checkStoredCluster(c *serveConfig, st *store.Store) error {
+	if n, err := st.ConfiguredServers(); err == nil && n > 1 {
+		return c.checkOpenCluster(fmt.Sprintf("a node of the %d-member cluster in %s", n, c.dataDir))
+	}
+	return nil
+}
+
+// createClusterConfig is the node's cluster configuration, and the
+// eureka-server peers to sync from: with peers, reads wait for the first
+// sync (synced closes then).
+func createClusterConfig(c *serveConfig) (cc cluster.Config, peers []string, synced chan struct{}) {
+	cc, _ = c.clusterConfig()
+	peers = splitList(c.eurekaPeers)
+	if len(peers) > 0 {
+		synced = make(chan struct{})
+		cc.ReadHold = synced
+	}
+	return cc, peers, synced
+}
+
+// httpConfig is the HTTP API's configuration: the flags' settings and the
+// derived security ones.
+func (c *serveConfig) httpConfig() httpapi.Config {
+	hcfg := c.api
+	hcfg.Regions = c.regions.read
+	hcfg.Users = c.users
+	hcfg.ClusterSecret = c.secret
+	if c.tls != nil {
+		hcfg.PeerTLS = c.tls.client
+	}
+	return hcfg
+}
+
+// createHTTPServer is the HTTP server of api and the listener it serves
+// (writev for gzip documents, TLS when configured).
+func createHTTPServer(c *serveConfig, api *httpapi.Server, ln net.Listener) (*http.Server, net.Listener) {
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -395,21 +464,35 @@ func serve(args []string) int {
 		srv.TLSConfig = c.tls.server
 		ln = tls.NewListener(ln, c.tls.server)
 	}
+	return srv, ln
+}
+
+// startHTTPServer serves ln; the channel gets the error Serve ends with.
+func startHTTPServer(srv *http.Server, ln net.Listener) <-chan error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("serving", "http", ln.Addr().String(), "raft", cc.RaftBind, "data_dir", c.dataDir, "mode", cc.Mode,
-		"auth", c.users != nil, "cluster_secret", c.secret != "", "tls", c.tls != nil, "raft_tls", c.raftTLS)
+	return serveErr
+}
 
+// waitForStop waits for SIGTERM or SIGINT (exit code 0) or the HTTP
+// server's failure (1).
+func waitForStop(serveErr <-chan error, log hclog.Logger) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	code := 0
 	select {
 	case s := <-sigs:
 		log.Info("shutting down", "signal", s.String())
+		return 0
 	case err := <-serveErr:
 		log.Error("http server failed", "error", err)
-		code = 1
+		return 1
 	}
+}
+
+// shutdown stops the HTTP server (giving requests 5s) and the Raft node,
+// and returns the exit code: code, or 1 when the node did not stop
+// cleanly.
+func shutdown(srv *http.Server, node *cluster.Node, code int, log hclog.Logger) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {

@@ -7,4 +7,6 @@
 // the end. Without a usable Docker engine the tests skip, and fail under
 // HEUREKA_REQUIRE_TOOLS=1 (make test). The soak (soak_test.go, build tag
 // soak) runs the same faults at random for ten minutes.
+//
+// It imports no heureka package; its tests import e2e and opapi.
 package compose

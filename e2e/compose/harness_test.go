@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/e2e"
-	"github.com/heureka-registry/heureka/internal/instance"
+	"github.com/heureka-registry/heureka/internal/testkit/instance"
 )
 
 const (

@@ -14,7 +14,7 @@ import (
 	logging "github.com/op/go-logging"
 
 	"github.com/heureka-registry/heureka/e2e"
-	"github.com/heureka-registry/heureka/internal/tick"
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 )
 
 // fargoClients is a real Eureka client (hudl/fargo) pinned to each node in

@@ -5,7 +5,8 @@
 // attacks from the test process; the container tests (e2e/compose) from a
 // container of the project's image on the compose network (the command
 // e2e/compose/intruder). It speaks the node-to-node protocols, so unlike
-// the black-box harness (package e2e) it imports their encodings.
+// the black-box harness (package e2e) it imports their encodings: it
+// imports cluster, fsm, internal/testkit/launch and nodeapi.
 package intruder
 
 import (
@@ -21,7 +22,7 @@ import (
 
 	"github.com/heureka-registry/heureka/cluster"
 	"github.com/heureka-registry/heureka/fsm"
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 	"github.com/heureka-registry/heureka/nodeapi"
 )
 

@@ -7,6 +7,8 @@
 // container of heureka's image on the compose network (e2e/compose).
 //
 //	intruder --http heureka1:8761,heureka2:8761 --raft heureka1:8762,heureka2:8762 --victim n3 --snapshot old.snap
+//
+// It imports e2e/intruder, internal/testkit/launch and opapi.
 package main
 
 import (
@@ -21,7 +23,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/e2e/intruder"
-	"github.com/heureka-registry/heureka/internal/launch"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 	"github.com/heureka-registry/heureka/opapi"
 )
 
