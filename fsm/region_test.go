@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -150,5 +152,61 @@ func TestRegion_RestoreRejectsDamagedCopy(t *testing.T) {
 		if err := New(0, nil).Restore(io.NopCloser(&buf)); err == nil {
 			t.Errorf("state %d restored without an error", i)
 		}
+	}
+}
+
+// DeltaAfter lists exactly the changes after a sequence number, each
+// instance once with its latest change, and says when changes after it
+// aged out of the queue (or were lost in a restore).
+func TestRegistry_DeltaAfter(t *testing.T) {
+	r := NewRegistry(time.Minute)
+	ts := int64(1_700_000_000_000)
+	apply := func(idx uint64, at int64, typ CmdType, body any) {
+		t.Helper()
+		cmd, err := Decode(mustEncode(t, typ, at, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Apply(idx, cmd, &Change{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(1, ts, CmdRegister, &RegisterBody{Instance: testInstance("A", "a1", StatusUp, ts)})
+	apply(2, ts, CmdRegister, &RegisterBody{Instance: testInstance("A", "a2", StatusUp, ts)})
+	seq := r.DeltaSeq()
+	apply(3, ts+1, CmdRegister, &RegisterBody{Instance: testInstance("A", "a3", StatusUp, ts)})
+	apply(4, ts+2, CmdCancel, &KeyBody{App: "A", ID: "a1"})
+	apply(5, ts+3, CmdSetOverride, &OverrideBody{App: "A", ID: "a3", Status: StatusOutOfService, LastDirtyTimestamp: ts})
+	got, ok := r.DeltaAfter(seq)
+	var items []string
+	for _, d := range got {
+		items = append(items, d.Entry.ID+":"+d.Action)
+	}
+	if !ok || strings.Join(items, " ") != "a1:DELETED a3:MODIFIED" {
+		t.Fatalf("after %d: %v (complete %v), want a1:DELETED a3:MODIFIED", seq, items, ok)
+	}
+	if got, ok := r.DeltaAfter(r.DeltaSeq()); !ok || len(got) != 0 {
+		t.Fatalf("after the latest: %d changes, complete %v", len(got), ok)
+	}
+	if _, ok := r.DeltaAfter(^uint64(0)); !ok {
+		t.Fatal("a sequence number from the future is not complete")
+	}
+	// A minute later the first changes age out: asking from before them
+	// is incomplete, from after them complete.
+	last := r.DeltaSeq()
+	apply(6, ts+61_000, CmdRegister, &RegisterBody{Instance: testInstance("B", "b1", StatusUp, ts)})
+	if _, ok := r.DeltaAfter(seq); ok {
+		t.Fatal("changes after an aged-out one reported complete")
+	}
+	if got, ok := r.DeltaAfter(last); !ok || len(got) != 1 {
+		t.Fatalf("after %d: %d changes (complete %v), want b1", last, len(got), ok)
+	}
+	// A restored queue counts what came before its oldest change as gone.
+	c := r.Clone()
+	if _, ok := c.DeltaAfter(last - 1); ok {
+		t.Fatal("a clone reports changes before its oldest as complete")
+	}
+	if got, ok := c.DeltaAfter(last); !ok || len(got) != 1 {
+		t.Fatalf("clone after %d: %d changes (complete %v)", last, len(got), ok)
 	}
 }

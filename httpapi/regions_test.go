@@ -189,3 +189,46 @@ func TestRegions_BlockingReadWakesOnRegionChange(t *testing.T) {
 		t.Fatal("a blocking regions=west read did not wake on a change to west's copy")
 	}
 }
+
+// GET /apps/delta?after=SEQ lists only the changes after SEQ, gives the
+// new position in DeltaSeqHeader and the whole registry's hash, blocks
+// with ?index=, and answers 410 once the changes asked for aged out.
+func TestDeltaAfter(t *testing.T) {
+	ts, _ := newTestServerWith(t, func(c *Config) { c.Cache.UseReadOnly = true })
+	do(t, "POST", ts.URL+"/eureka/apps/A", "application/json", instanceJSON("A", "a-1"))
+	code, _, hdr := do(t, "GET", ts.URL+"/eureka/apps/delta?after=18446744073709551615", "", "", "Accept", "application/json")
+	seq := hdr.Get(DeltaSeqHeader)
+	if code != 200 || seq == "" {
+		t.Fatalf("after the latest: %d, %s %q", code, DeltaSeqHeader, seq)
+	}
+	done := make(chan regionDoc, 1)
+	go func() {
+		_, d, _ := getRegionDoc(t, ts.URL+"/eureka/apps/delta?after="+seq+"&wait=10s&index="+hdr.Get(IndexHeader))
+		done <- d
+	}()
+	time.Sleep(100 * time.Millisecond)
+	do(t, "POST", ts.URL+"/eureka/apps/B", "application/json", instanceJSON("B", "b-1"))
+	select {
+	case d := <-done:
+		if !slices.Equal(d.items, []string{"B/b-1:UP"}) || d.hash != "UP_2_" {
+			t.Fatalf("changes after %s: %v hash %q, want only B/b-1 under UP_2_", seq, d.items, d.hash)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a blocking ?after= read did not wake on a registration")
+	}
+	if code, _, _ := do(t, "GET", ts.URL+"/eureka/apps/delta?after=x", "", ""); code != 400 {
+		t.Fatalf("after=x: %d, want 400", code)
+	}
+}
+
+// A change that aged out of the queue makes ?after= from before it 410.
+func TestDeltaAfterGone(t *testing.T) {
+	fc := &fakeCluster{fsm: fsm.New(time.Millisecond, nil)}
+	ts, _ := startTestServer(t, DefaultConfig(), fc, nil)
+	do(t, "POST", ts.URL+"/eureka/apps/A", "application/json", instanceJSON("A", "a-1"))
+	time.Sleep(20 * time.Millisecond)
+	do(t, "POST", ts.URL+"/eureka/apps/B", "application/json", instanceJSON("B", "b-1"))
+	if code, _, _ := do(t, "GET", ts.URL+"/eureka/apps/delta?after=0", "", ""); code != http.StatusGone {
+		t.Fatalf("after=0 once a-1 aged out: %d, want 410", code)
+	}
+}
