@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,14 +107,21 @@ type project struct {
 	t     *testing.T
 	name  string
 	ports map[string]int // service -> host port
+	env   []string       // more variables for compose (KEY=value)
 }
 
 // services of the default cluster, and of the five profile.
 var defaultServices = []string{"heureka1", "heureka2", "heureka3"}
 
+// westServices are the second cluster's, of the regions profile.
+var westServices = []string{"west1", "west2", "west3"}
+
+// everyProfile selects every service of the file (for down and logs).
+var everyProfile = []string{"--profile", "five", "--profile", "regions"}
+
 // newProject prepares project name with host ports base..base+4 for
-// heureka1..5, and takes it down with its volumes when the test ends (after
-// printing the logs of a failed test).
+// heureka1..5 and base+5..base+7 for west1..3, and takes it down with its
+// volumes when the test ends (after printing the logs of a failed test).
 func newProject(t *testing.T, name string, base int) *project {
 	t.Helper()
 	needDocker(t)
@@ -121,17 +129,31 @@ func newProject(t *testing.T, name string, base int) *project {
 	for i := 1; i <= 5; i++ {
 		p.ports[fmt.Sprintf("heureka%d", i)] = base + i - 1
 	}
-	p.compose(upTimeout, "down", "-v", "--remove-orphans", "-t", "2") // leftovers of an interrupted run
+	for i, svc := range westServices {
+		p.ports[svc] = base + 5 + i
+	}
+	down := append(slices.Clone(everyProfile), "down", "-v", "--remove-orphans", "-t", "2")
+	p.compose(upTimeout, down...) // leftovers of an interrupted run
 	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := p.compose(time.Minute, "logs", "--no-color", "--tail", "40")
+			out, _ := p.compose(time.Minute, append(slices.Clone(everyProfile), "logs", "--no-color", "--tail", "40")...)
 			t.Logf("container logs:\n%s", out)
 		}
-		if out, err := p.compose(upTimeout, "--profile", "five", "down", "-v", "--remove-orphans", "-t", "2"); err != nil {
+		if out, err := p.compose(upTimeout, down...); err != nil {
 			t.Logf("compose down: %v\n%s", err, out)
 		}
 	})
 	return p
+}
+
+// portVar is the compose file's variable for svc's host port:
+// HEUREKA1_PORT for heureka1, HEUREKA_WEST1_PORT for west1.
+func portVar(svc string) string {
+	v := strings.ToUpper(svc) + "_PORT"
+	if !strings.HasPrefix(v, "HEUREKA") {
+		v = "HEUREKA_" + v
+	}
+	return v
 }
 
 // compose runs the compose command on this project.
@@ -143,9 +165,10 @@ func (p *project) compose(timeout time.Duration, args ...string) (string, error)
 	cmd := exec.CommandContext(ctx, tools.compose[0], full...)
 	cmd.Env = os.Environ()
 	for svc, port := range p.ports {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("%s_PORT=%d", strings.ToUpper(svc), port))
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", portVar(svc), port))
 	}
 	cmd.Env = append(cmd.Env, "HEUREKA_EVICTION_INTERVAL=2s")
+	cmd.Env = append(cmd.Env, p.env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s %s: %w", tools.compose[0], strings.Join(full, " "), err)
@@ -202,20 +225,27 @@ func (p *project) url(svc string) string {
 }
 
 // up starts the project (with profiles) and waits until every service of
-// it is healthy and all agree on a leader.
+// it is healthy and the nodes of each cluster agree on a leader.
 func (p *project) up(profiles ...string) {
 	p.t.Helper()
 	args := []string{}
+	clusters := [][]string{slices.Clone(defaultServices)}
 	for _, pr := range profiles {
 		args = append(args, "--profile", pr)
+		switch pr {
+		case "five":
+			clusters[0] = append(clusters[0], "heureka4", "heureka5")
+		case "regions":
+			clusters = append(clusters, westServices)
+		}
 	}
 	p.must(upTimeout, append(args, "up", "-d", "--no-build")...)
-	svcs := defaultServices
-	if len(profiles) > 0 {
-		svcs = append(append([]string(nil), defaultServices...), "heureka4", "heureka5")
+	for _, svcs := range clusters {
+		p.waitHealthy(svcs...)
 	}
-	p.waitHealthy(svcs...)
-	p.waitLeader(svcs...)
+	for _, svcs := range clusters {
+		p.waitLeader(svcs...)
+	}
 }
 
 // waitHealthy waits for Docker's healthcheck (heureka status) to pass.
@@ -291,8 +321,13 @@ func (p *project) waitLeader(svcs ...string) string {
 	return serviceOf(leader)
 }
 
-// serviceOf maps a node id (n1) to its service (heureka1).
-func serviceOf(id string) string { return "heureka" + strings.TrimPrefix(id, "n") }
+// serviceOf maps a node id (n1, w1) to its service (heureka1, west1).
+func serviceOf(id string) string {
+	if n, ok := strings.CutPrefix(id, "w"); ok {
+		return "west" + n
+	}
+	return "heureka" + strings.TrimPrefix(id, "n")
+}
 
 // others returns svcs without skip.
 func others(svcs []string, skip ...string) []string {
