@@ -163,6 +163,17 @@ type dashboardPage struct {
 	Cache               cache.Stats
 	Trends              []trendChart
 	TrendWindow         string
+	Regions             []regionRow
+}
+
+// regionRow is one remote region's copy (docs/regions.md).
+type regionRow struct {
+	Name, Kind, Source, Error string
+	Instances                 int
+	Loaded, Reachable         bool
+	// Synced is how long ago the copy was last confirmed equal to the
+	// region's registry; Since when it became unreachable.
+	Synced, Since string
 }
 
 type memberRow struct {
@@ -241,6 +252,7 @@ func (d *Dashboard) Serve(c *gin.Context) {
 	case cluster.GateDurable:
 		d.node.ReadDurable(func(r *fsm.Registry) { p.fillRegistry(r, now) })
 	}
+	d.node.Read(func(r *fsm.Registry) { p.Regions = regionRows(r, now) })
 
 	var buf bytes.Buffer
 	if err := dashboardTmpl.Execute(&buf, &p); err != nil {
@@ -249,6 +261,25 @@ func (d *Dashboard) Serve(c *gin.Context) {
 	}
 	c.Header("Cache-Control", "no-store")
 	c.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// regionRows lists the copies of remote regions the registry holds.
+func regionRows(r *fsm.Registry, now time.Time) []regionRow {
+	var rows []regionRow
+	for _, name := range r.RemoteRegionNames() {
+		rr, _ := r.RemoteRegion(name)
+		st := rr.Status
+		row := regionRow{Name: name, Kind: st.Kind, Source: st.Source, Error: st.Error, Instances: rr.Copy.Count(),
+			Loaded: st.Loaded, Reachable: st.Reachable}
+		if st.SyncedAt > 0 {
+			row.Synced = shortDuration(now.Sub(time.UnixMilli(st.SyncedAt)).Round(time.Second)) + " ago"
+		}
+		if st.Since > 0 {
+			row.Since = shortDuration(now.Sub(time.UnixMilli(st.Since)).Round(time.Second))
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // memberRows lists the members with a health probe of each (GET /v1/status).

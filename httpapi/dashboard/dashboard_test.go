@@ -177,3 +177,37 @@ func TestDashboard_ObserveCountsChanges(t *testing.T) {
 		t.Fatalf("counted %d registrations and %d cancels, want 2 and 1", r.Registrations, r.Cancels)
 	}
 }
+
+// A remote region that cannot be reached is shown as such, with its copy.
+func TestDashboard_ShowsRemoteRegions(t *testing.T) {
+	f := fsm.New(0, nil)
+	now := time.Now().UnixMilli()
+	for i, b := range []*fsm.RegionUpdateBody{
+		{Region: "west", Pass: 1, Final: true, Put: []*fsm.Entry{{App: "W", ID: "w1",
+			Instance: &fsm.Instance{InstanceID: "w1", HostName: "h", App: "W", Status: "UP", DataCenterInfo: fsm.DataCenterInfo{Name: "MyOwn"}}}},
+			Status: &fsm.RegionStatus{Loaded: true, Reachable: false, Kind: "heureka", Source: "http://w:8761/eureka/", SyncedAt: now - 5000, Since: now - 3000, Error: "connection refused"}},
+		{Region: "legacy", Pass: 1, Final: true, Status: &fsm.RegionStatus{Kind: "eureka", Error: "no route"}},
+	} {
+		e, err := fsm.Encode(fsm.CmdRegionUpdate|fsm.CmdIgnoreUnknown, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = fsm.Stamp(e, now)
+		if res := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: e}); res != nil {
+			t.Fatal(res)
+		}
+	}
+	ts := serve(t, New(Config{}, &fakeNode{fsm: f}))
+	resp, err := http.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	page := string(body)
+	for _, want := range []string{`data-region="west"`, `UNREACHABLE</span> for 3s`, "connection refused", `data-region="legacy"`, "NOT COPIED YET"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
