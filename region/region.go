@@ -370,29 +370,64 @@ func (f *follower) delta(ctx context.Context) error {
 	if f.seqOK && !a.hasSeq {
 		f.seqOK = false // a heureka without ?after=: its whole queue came
 	}
-	have := f.snapshot()
-	var puts []*fsm.Entry
-	var dels []fsm.KeyBody
+	// Only the records the delta names are looked up, and the copy's
+	// status counts are moved along: a change costs its own size, not the
+	// region's.
+	cur := map[[2]string]*fsm.Entry{}
+	counts := map[string]int{}
+	f.s.c.ReadRegion(f.r.Name, func(rr fsm.RemoteRegion, ok bool) {
+		if !ok {
+			return
+		}
+		counts = rr.Copy.StatusCounts()
+		for _, app := range a.doc.Applications {
+			for _, e := range app.Instances {
+				cur[[2]string{e.App, e.ID}] = rr.Copy.Get(e.App, e.ID)
+			}
+		}
+	})
+	// An instance may come more than once (eureka-server's queue keeps
+	// every change): the last one decides, and each instance is written
+	// once, so that a put and a delete of one instance in one pass cannot
+	// be applied in the wrong order.
+	var order [][2]string
+	final := map[[2]string]bool{} // key → deleted
 	for _, app := range a.doc.Applications {
 		for _, e := range app.Instances {
 			k := [2]string{e.App, e.ID}
+			old := cur[k]
 			switch {
 			case e.ActionType == fsm.ActionDeleted:
-				if have[k] != nil {
-					dels = append(dels, fsm.KeyBody{App: k[0], ID: k[1]})
-					delete(have, k)
+				if old == nil {
+					continue
 				}
-			case !fsm.SameRecord(have[k], e):
-				puts = append(puts, e)
-				have[k] = e
+				counts[old.Instance.Status]--
+				cur[k] = nil
+			case !fsm.SameRecord(old, e):
+				if old != nil {
+					counts[old.Instance.Status]--
+				}
+				counts[e.Instance.Status]++
+				cur[k] = e
+			default:
+				continue
 			}
+			if _, seen := final[k]; !seen {
+				order = append(order, k)
+			}
+			final[k] = cur[k] == nil
+		}
+	}
+	var puts []*fsm.Entry
+	var dels []fsm.KeyBody
+	for _, k := range order {
+		if final[k] {
+			dels = append(dels, fsm.KeyBody{App: k[0], ID: k[1]})
+		} else {
+			puts = append(puts, cur[k])
 		}
 	}
 	// The copy as it will be after this delta must hash like the region.
-	counts := map[string]int{}
-	for _, e := range have {
-		counts[e.Instance.Status]++
-	}
 	if got := fsm.HashCode(counts); a.doc.AppsHashCode != "" && got != a.doc.AppsHashCode {
 		f.stats.reconciles.Add(1)
 		f.s.log.Debug("remote region hash differs after a delta: fetching it whole", "region", f.r.Name,

@@ -177,6 +177,20 @@ func TestSyncer_EurekaRegion(t *testing.T) {
 	if s.Stats()["legacy"].Reconciles == 0 {
 		t.Error("no reconcile counted")
 	}
+	// eureka-server's queue lists every change: an instance added and
+	// cancelled between two fetches comes twice, and must not stay.
+	remote.mu.Lock()
+	remote.instances["f"] = "UP"
+	remote.delta = []string{"f:ADDED", "f:DELETED"}
+	remote.mu.Unlock()
+	time.Sleep(200 * time.Millisecond) // a few fetch intervals
+	remote.mu.Lock()
+	delete(remote.instances, "f")
+	remote.mu.Unlock()
+	time.Sleep(200 * time.Millisecond)
+	if ids, _ := c.copyOf("legacy"); len(ids) != 4 {
+		t.Fatalf("after an add and a cancel in one delta: %v", ids)
+	}
 
 	// The region goes away: the copy stays, marked.
 	remote.mu.Lock()
