@@ -302,10 +302,9 @@ const latest = "after=18446744073709551615"
 func (f *follower) full(ctx context.Context) error {
 	var base answer
 	if f.kind != KindEureka {
-		var err error
-		if base, err = f.get(ctx, "apps/delta", latest); err != nil {
-			return err
-		}
+		// A server that refuses it (an eureka-server with its delta off)
+		// is followed by full fetches' differences all the same.
+		base, _ = f.get(ctx, "apps/delta", latest)
 	}
 	a, err := f.get(ctx, "apps", "")
 	if err != nil {
