@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -104,7 +106,11 @@ type merged struct {
 	order []string
 	// apps holds the merged instances of the applications a remote region
 	// added to (the others are the local application as it is).
-	apps    map[string][]*fsm.Entry
+	apps map[string][]*fsm.Entry
+	// only names, for an application no local instance and a single
+	// region hold, that region: its document is the copy's application as
+	// it is, whose encoding is kept between builds.
+	only    map[string]string
 	counts  map[string]int
 	version uint64
 }
@@ -116,7 +122,7 @@ type merged struct {
 // replacing an earlier one of the same id. The version is the newest of
 // the local registry's and the regions' (all Raft indexes).
 func (v *views) mergeRegions(r *fsm.Registry, regions []string) merged {
-	m := merged{order: r.AppNames(), apps: map[string][]*fsm.Entry{}, counts: r.StatusCounts(), version: r.Version()}
+	m := merged{order: r.AppNames(), apps: map[string][]*fsm.Entry{}, only: map[string]string{}, counts: r.StatusCounts(), version: r.Version()}
 	pos := map[string]map[string]int{}
 	for _, rn := range regions {
 		rr, ok := r.RemoteRegion(rn)
@@ -129,10 +135,12 @@ func (v *views) mergeRegions(r *fsm.Registry, regions []string) merged {
 				continue
 			}
 			cur, ok := m.apps[app]
+			delete(m.only, app) // a second region adds to it
 			if !ok {
 				local := r.AppEntries(app)
 				if len(local) == 0 {
 					m.order = append(m.order, app)
+					m.only[app] = rn
 				}
 				cur = local
 				pos[app] = make(map[string]int, len(local))
@@ -166,14 +174,35 @@ func (v *views) regionApps(f eureka.Format, regions []string) ([]cache.Segment, 
 	v.read(func(r *fsm.Registry) {
 		m = v.mergeRegions(r, regions)
 		for _, name := range m.order {
-			if entries, ok := m.apps[name]; ok {
+			if rn := m.only[name]; rn != "" {
+				rr, _ := r.RemoteRegion(rn)
+				parts = append(parts, v.regionWholeApp(rr.Copy, f, rn, name))
+			} else if entries, ok := m.apps[name]; ok {
 				parts = append(parts, part{name: name, entries: entries})
 			} else {
 				parts = append(parts, v.wholeApp(r, f, name))
 			}
 		}
 	})
-	return v.collectionLocked(f, "1", fsm.HashCode(m.counts), parts), m.version, nil
+	segs := v.collectionLocked(f, "1", fsm.HashCode(m.counts), parts)
+	// Drop this format's fragments of the regions' applications that are
+	// gone from them.
+	for k := range v.frags {
+		if k.format == f && slices.Contains(regions, k.region) && m.only[k.app] != k.region {
+			delete(v.frags, k)
+		}
+	}
+	return segs, m.version, nil
+}
+
+// regionWholeApp describes application name of a region's copy for a
+// document, as wholeApp does a local one (inside fsm.Read, v.mu held).
+func (v *views) regionWholeApp(copy *fsm.Registry, f eureka.Format, region, name string) part {
+	p := part{name: name, version: copy.AppVersion(name), whole: true, region: region}
+	if fr, ok := v.frags[fragKey{name, f, region}]; !ok || fr.version != p.version {
+		p.entries = copy.AppEntries(name)
+	}
+	return p
 }
 
 // regionDelta is GET /apps/delta?regions=: the local recently-changed
@@ -224,14 +253,15 @@ func (v *views) regionDelta(f eureka.Format, regions []string) ([]cache.Segment,
 // fallbackApp is the application of the first remote region (in name
 // order) that holds it, for GET /apps/{app} when the local region has no
 // instance of it; no whitelist applies (as in eureka-server).
-func (v *views) fallbackApp(r *fsm.Registry, name string) (part, uint64, bool) {
+func (v *views) fallbackApp(r *fsm.Registry, f eureka.Format, name string) (part, uint64, bool) {
 	if v.cfg.Regions.NoFallback {
 		return part{}, 0, false
 	}
 	for _, rn := range v.cfg.Regions.Names {
 		if rr, ok := r.RemoteRegion(rn); ok {
-			if entries := rr.Copy.AppEntries(name); len(entries) > 0 {
-				return part{name: name, entries: entries}, rr.Copy.AppVersion(name), true
+			if rr.Copy.AppVersion(name) != 0 {
+				p := v.regionWholeApp(rr.Copy, f, rn, name)
+				return p, p.version, true
 			}
 		}
 	}
@@ -299,11 +329,9 @@ func (s *Server) serveDeltaAfter(c *gin.Context, raw string) {
 		s.fail(c, err)
 		return
 	}
-	if blocks {
-		if err := s.awaitNewer(c, cache.Key{Entity: cache.EntityDelta, Format: uint8(f)}, block); err != nil {
-			c.Abort() // the client went away
-			return
-		}
+	if blocks && !s.awaitVersion(c, block) {
+		c.Abort() // the client went away
+		return
 	}
 	segs, version, seq, err := s.views.deltaAfter(f, after)
 	if err != nil {
@@ -347,4 +375,52 @@ func (v *views) deltaAfter(f eureka.Format, after uint64) ([]cache.Segment, uint
 		return nil, 0, 0, fmt.Errorf("delta after %d: %w", after, errDeltaGone)
 	}
 	return v.collectionLocked(f, strconv.FormatUint(version, 10), hash, parts), version, seq, nil
+}
+
+// changeSignal wakes the waiters of a change to the local registry: the
+// applied change itself, not a rebuilt document (a follower of a large
+// registry would otherwise wait for the delta document's paced rebuild).
+type changeSignal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (w *changeSignal) changed() {
+	w.mu.Lock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+	w.mu.Unlock()
+}
+
+func (w *changeSignal) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+// awaitVersion waits until the local registry's version is above
+// b.index or b.wait passes; false when the client went away.
+func (s *Server) awaitVersion(c *gin.Context, b blocking) bool {
+	timer := time.NewTimer(b.wait)
+	defer timer.Stop()
+	for {
+		ch := s.contentChanged.wait()
+		var version uint64
+		s.views.read(func(r *fsm.Registry) { version = r.Version() })
+		if version > b.index {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return true
+		case <-c.Request.Context().Done():
+			return false
+		}
+	}
 }

@@ -112,6 +112,9 @@ type Server struct {
 	peerItems atomic.Uint64
 	// nodeValue, modeValue and leaderValue are the node headers' values.
 	nodeValue, modeValue, leaderValue sharedValue
+
+	// contentChanged wakes ?after= delta reads (regions.go).
+	contentChanged changeSignal
 }
 
 // New builds the HTTP handler for a node and starts its response cache;
@@ -147,6 +150,9 @@ func New(cfg Config, c Cluster, log hclog.Logger) (*Server, error) {
 		s.views.forget(ch)
 		s.cache.Invalidate(ch)
 		s.dash.Observe(ch)
+		if ch.Region == "" && !ch.Empty() {
+			s.contentChanged.changed()
+		}
 	})
 	e := gin.New()
 	// Eureka clients send writes to paths with and without trailing slashes;

@@ -43,6 +43,9 @@ type views struct {
 type fragKey struct {
 	app    string
 	format eureka.Format
+	// region is the remote region whose copy the fragment encodes ("":
+	// the local registry).
+	region string
 }
 
 type fragment struct {
@@ -118,13 +121,15 @@ type part struct {
 	version uint64
 	whole   bool
 	entries []*fsm.Entry
+	// region is the remote region of a whole application from a copy.
+	region string
 }
 
 // wholeApp describes application name for a document; call it inside
 // fsm.Read with v.mu held.
 func (v *views) wholeApp(r *fsm.Registry, f eureka.Format, name string) part {
 	p := part{name: name, version: r.AppVersion(name), whole: true}
-	if fr, ok := v.frags[fragKey{name, f}]; !ok || fr.version != p.version {
+	if fr, ok := v.frags[fragKey{name, f, ""}]; !ok || fr.version != p.version {
 		p.entries = r.AppEntries(name)
 	}
 	return p
@@ -138,7 +143,7 @@ func (v *views) fragmentLocked(f eureka.Format, p part) cache.Segment {
 		v.scratch = eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries)
 		return cache.Compressed(cache.NewPiece(v.scratch))
 	}
-	k := fragKey{p.name, f}
+	k := fragKey{p.name, f, p.region}
 	if fr, ok := v.frags[k]; ok && fr.version == p.version {
 		return cache.Compressed(fr.piece)
 	}
@@ -186,7 +191,7 @@ func (v *views) apps(f eureka.Format) ([]cache.Segment, uint64, error) {
 		live[p.name] = true
 	}
 	for k := range v.frags {
-		if k.format == f && !live[k.app] {
+		if k.format == f && k.region == "" && !live[k.app] {
 			delete(v.frags, k)
 		}
 	}
@@ -275,7 +280,7 @@ func (v *views) appendPartialApp(segs []cache.Segment, f eureka.Format, p, cur p
 	var fr fragment
 	if cur.whole {
 		v.fragmentLocked(f, cur)
-		fr = v.frags[fragKey{p.name, f}]
+		fr = v.frags[fragKey{p.name, f, ""}]
 	}
 	segs = append(segs, cache.Plain(appPrefix))
 	for j, it := range fr.currentRuns(p.entries) {
@@ -400,11 +405,11 @@ func (v *views) app(f eureka.Format, name string) ([]cache.Segment, uint64, erro
 			p = v.wholeApp(r, f, name)
 			version = p.version
 		} else {
-			p, version, found = v.fallbackApp(r, name)
+			p, version, found = v.fallbackApp(r, f, name)
 		}
 	})
 	if !found {
-		delete(v.frags, fragKey{name, f})
+		delete(v.frags, fragKey{name, f, ""})
 		return nil, 0, fmt.Errorf("application %s: %w", name, errNoApp)
 	}
 	prefix, suffix := eureka.ApplicationDocParts(f)

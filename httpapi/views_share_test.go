@@ -48,7 +48,7 @@ func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 			t.Fatal(err)
 		}
 		v.mu.Lock()
-		shared, own := v.frags[fragKey{"APP-001", format}].piece, v.frags[fragKey{"APP-004", format}].piece
+		shared, own := v.frags[fragKey{app: "APP-001", format: format}].piece, v.frags[fragKey{app: "APP-004", format: format}].piece
 		kept, runs := len(v.deltaInst[format]), v.deltaRuns[format]
 		v.mu.Unlock()
 		if !holds(apps, shared) || !holds(delta, shared) {
