@@ -134,17 +134,27 @@ func (v *views) mergeRegions(r *fsm.Registry, regions []string) merged {
 			if !v.cfg.Regions.allows(rn, app) {
 				continue
 			}
-			cur, ok := m.apps[app]
-			delete(m.only, app) // a second region adds to it
-			if !ok {
-				local := r.AppEntries(app)
-				if len(local) == 0 {
-					m.order = append(m.order, app)
-					m.only[app] = rn
+			cur, merging := m.apps[app]
+			if !merging && m.only[app] == "" && r.AppVersion(app) == 0 {
+				// The common case: an application of this region alone,
+				// counted without copying its entries.
+				m.only[app] = rn
+				m.order = append(m.order, app)
+				rr.Copy.RangeApp(app, func(e *fsm.Entry) { m.counts[e.Instance.Status]++ })
+				continue
+			}
+			if !merging {
+				// Merge into the local application, or into the one
+				// region that held it so far (both counted already).
+				if prev := m.only[app]; prev != "" {
+					pr, _ := r.RemoteRegion(prev)
+					cur = pr.Copy.AppEntries(app)
+					delete(m.only, app)
+				} else {
+					cur = r.AppEntries(app)
 				}
-				cur = local
-				pos[app] = make(map[string]int, len(local))
-				for i, e := range local {
+				pos[app] = make(map[string]int, len(cur))
+				for i, e := range cur {
 					pos[app][e.ID] = i
 				}
 			}

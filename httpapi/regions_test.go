@@ -232,3 +232,23 @@ func TestDeltaAfterGone(t *testing.T) {
 		t.Fatalf("after=0 once a-1 aged out: %d, want 410", code)
 	}
 }
+
+// An application two regions hold is one application: the later region
+// (in name order) replaces an instance of the same id, and the hash counts
+// what is listed.
+func TestRegions_SameApplicationInTwoRegions(t *testing.T) {
+	ts, fc := newTestServerWith(t, func(c *Config) { c.Regions = RegionConfig{Names: []string{"legacy", "west"}} })
+	loaded := &fsm.RegionStatus{Loaded: true, Reachable: true}
+	applyRegionUpdate(t, fc, &fsm.RegionUpdateBody{Region: "legacy", Pass: 1, Final: true, Status: loaded,
+		Put: []*fsm.Entry{regionEntry("X", "x-1", fsm.StatusDown), regionEntry("X", "x-2", fsm.StatusUp), regionEntry("L", "l-1", fsm.StatusUp)}})
+	applyRegionUpdate(t, fc, &fsm.RegionUpdateBody{Region: "west", Pass: 1, Final: true, Status: loaded,
+		Put: []*fsm.Entry{regionEntry("X", "x-1", fsm.StatusUp), regionEntry("W", "w-1", fsm.StatusStarting)}})
+	_, d, _ := getRegionDoc(t, ts.URL+"/eureka/apps?regions=west,legacy")
+	if want := []string{"L/l-1:UP", "X/x-1:UP", "X/x-2:UP", "W/w-1:STARTING"}; !slices.Equal(d.items, want) || d.hash != "STARTING_1_UP_3_" {
+		t.Fatalf("regions=legacy,west: %v %q, want %v STARTING_1_UP_3_", d.items, d.hash, want)
+	}
+	_, d, _ = getRegionDoc(t, ts.URL+"/eureka/apps?regions=legacy")
+	if want := []string{"L/l-1:UP", "X/x-1:DOWN", "X/x-2:UP"}; !slices.Equal(d.items, want) || d.hash != "DOWN_1_UP_2_" {
+		t.Fatalf("regions=legacy: %v %q", d.items, d.hash)
+	}
+}
