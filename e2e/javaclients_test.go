@@ -300,35 +300,12 @@ func runEurekaClients(t *testing.T, java, jar, codec string) {
 		}
 	}
 
-	addr := FreeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	args := append(slices.Clone(jvmArgs), "-jar", jar,
-		"--server.port="+port, "--server.address=127.0.0.1",
-		"--spring.main.banner-mode=off",
-		"--eureka.instance.instance-id=spring-1",
-		"--eureka.client.service-url.defaultZone="+zone)
+	props := []string{"--eureka.instance.instance-id=spring-1", "--eureka.client.service-url.defaultZone=" + zone}
 	if codec == "xml" {
-		args = append(args, "--heureka.codec=xml", "--eureka.client.jersey.enabled=true")
+		props = append(props, "--heureka.codec=xml", "--eureka.client.jersey.enabled=true")
 	}
-	spring := StartProc(t, "springclient-"+codec, exec.Command(java, args...))
-	sbase := "http://" + addr
-	var st springState
-	state := func() springState {
-		s, err := springStateOf(sbase)
-		if err == nil {
-			st = s
-		}
-		return st
-	}
-	failf := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf(format+"\nstate: %+v\nclient log tail:\n%s", append(args, st, spring.Tail(40))...)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("spring client log: %s", spring.LogPath)
-		}
-	})
+	spring := startSpringApp(t, "springclient-"+codec, java, jar, props...)
+	sbase, state, failf := spring.base, spring.state, spring.failf
 
 	// It registers and heartbeats, on every node.
 	if !Eventually(2*clientTimeout, func() bool {

@@ -69,23 +69,8 @@ func missingKeys(a Apps, want []string) []string {
 }
 
 func TestRemoteRegions(t *testing.T) {
-	skipShort(t)
-	java, jar := eurekaServerTools(t, "remote regions")
-	legacyAddrs := []string{FreeAddr(t), FreeAddr(t), FreeAddr(t)}
-	startEurekaRing(t, java, jar, legacyAddrs, nil)
-	var legacyURLs []string
-	for _, a := range legacyAddrs {
-		legacyURLs = append(legacyURLs, "http://"+a+"/eureka/")
-	}
-	west := StartCluster(t, 3, Options{})
-	west.WaitLeader(t, 20*time.Second)
-	east := StartCluster(t, 3, Options{ExtraArgs: []string{
-		"--remote-region", "west=" + serviceURLs(west.Nodes),
-		"--remote-region", "legacy=" + strings.Join(legacyURLs, ","),
-		// eureka-server's interval is 30 s; the test does not wait that long.
-		"--remote-region-fetch-interval", "2s",
-	}})
-	east.WaitLeader(t, 20*time.Second)
+	rs := startRegions(t, "remote regions")
+	east, west, legacyAddrs := rs.east, rs.west, rs.legacyAddrs
 
 	RegisterJSON(t, west.Nodes[0].BaseURL(), "WONLY", "w-1", regionLease)
 	RegisterJSON(t, west.Nodes[1].BaseURL(), "WONLY", "w-2", regionLease)

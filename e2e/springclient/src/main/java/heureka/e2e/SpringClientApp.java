@@ -42,6 +42,7 @@ public class SpringClientApp {
     }
 
     public static void main(String[] args) {
+        RegionCalls.installMetrics();
         SpringApplication.run(SpringClientApp.class, args);
     }
 
