@@ -77,11 +77,14 @@ func TestDiskFull_RefusedVisibleAndRecovered(t *testing.T) {
 	disk.full.Store(true)
 	// The first write reaches the log store and fails there; raft steps the
 	// leader down on it and the future only has the error's text.
+	before := n.raft.CurrentTerm()
 	_, err := n.Apply(t.Context(), registerEntry(t, "orders", "o2"))
 	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("register on a full disk: %v, want ErrDiskFull", err)
 	}
-	waitFor(t, 2*time.Second, "the node leading again", n.IsLeader)
+	// The step-down may come after the answer: wait for the next term's
+	// leadership, not for a leadership that is about to end.
+	waitFor(t, 2*time.Second, "the node leading again", func() bool { return n.IsLeader() && n.raft.CurrentTerm() > before })
 	term := n.raft.CurrentTerm()
 	for i := range 5 {
 		start := time.Now()
