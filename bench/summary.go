@@ -64,7 +64,7 @@ func SummaryTable(reps []*Report, info SummaryInfo) string {
 	fmt.Fprintf(&b, "Measured %s from commit `%s` with `%s`", info.Date.UTC().Format("2006-01-02 15:04 UTC"), info.Commit, info.Command)
 	if len(reps) > 0 {
 		m := reps[0].Machine
-		fmt.Fprintf(&b, " on %d CPUs (%s), %s memory, shared with other work; load average (1, 5, 15 min) at the start → end of each size:", m.CPUs, m.Model, m.Memory)
+		fmt.Fprintf(&b, " on %d CPUs (%s), %s memory; load average (1, 5, 15 min) at the start → end of each size:", m.CPUs, m.Model, m.Memory)
 		for i, r := range reps {
 			sep := ";"
 			if i == len(reps)-1 {

@@ -51,9 +51,13 @@ type benchConfig struct {
 	asJSON      bool
 	jsonOut     string
 	compare     string
+	tableFrom   string
 	summary     string
 	summaryFrom string
 	sizes       []int
+	// noEtcdClient: the summary would have run etcd, but this build
+	// cannot.
+	noEtcdClient bool
 }
 
 // parseBench parses `heureka bench`'s arguments into a fresh suite. It
@@ -98,6 +102,7 @@ func parseBench(args []string) (*benchConfig, int) {
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON on stdout instead of the table")
 	fs.StringVar(&c.jsonOut, "json-out", "", "also write the JSON report to this file (--summary: a directory for one report per size)")
 	fs.StringVar(&c.compare, "compare", "", "A.json,B.json: print how each figure grows from report A to report B, and exit")
+	fs.StringVar(&c.tableFrom, "table-from", "", "A.json: print the table of a saved report (--json-out), and exit")
 	fs.StringVar(&c.summary, "summary", "", "FILE: run the suite at each --summary-sizes (3 heureka nodes, 3 eureka-server peers, 3 etcd members unless told otherwise) and rewrite the summary table between FILE's bench-summary markers")
 	sizes := fs.String("summary-sizes", sizeList(bench.SummarySizes), "--summary: comma-separated registry sizes (instances)")
 	fs.StringVar(&c.summaryFrom, "summary-from", "", "--summary: A.json,B.json,...: write the table from these reports (of --json-out) instead of running")
@@ -135,6 +140,7 @@ func parseBench(args []string) (*benchConfig, int) {
 			*etcdMode = "local"
 			if !bench.EtcdClient {
 				*etcdMode = "none"
+				c.noEtcdClient = true
 			}
 		}
 		if !set["eureka-server"] {
@@ -193,6 +199,15 @@ func benchCmd(args []string) int {
 	}
 	if c.compare != "" {
 		return benchCompare(c.compare)
+	}
+	if c.tableFrom != "" {
+		r, err := readReport(c.tableFrom)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "heureka bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprint(os.Stdout, r.Table())
+		return 0
 	}
 	if c.summary != "" {
 		return benchSummary(args, c)
@@ -284,10 +299,8 @@ func benchSummary(args []string, c *benchConfig) int {
 			fmt.Fprintf(os.Stderr, "heureka bench: %d instances: %v\n", n, err)
 			failed = true
 		}
-		if !bench.EtcdClient {
-			if e := rep.System(bench.ColumnEtcd); e != nil && s.LocalEtcd == 0 && s.Etcd == nil {
-				e.NotRun = "this build has no etcd client: make build-bench"
-			}
+		if e := rep.System(bench.ColumnEtcd); e != nil && sc.noEtcdClient {
+			e.NotRun = "this build has no etcd client: make build-bench"
 		}
 		rep.Command = command
 		rep.Commit = info.Commit
@@ -301,6 +314,10 @@ func benchSummary(args []string, c *benchConfig) int {
 		if ctx.Err() != nil {
 			break
 		}
+	}
+	if len(reps) > 0 {
+		// The date --summary-from would give the same reports.
+		info.Date = reps[0].Started
 	}
 	if code := writeSummary(c.summary, reps, info); code != 0 {
 		return code
