@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -120,11 +121,29 @@ func SummaryTable(reps []*Report, info SummaryInfo) string {
 	b.WriteString("\n")
 	b.WriteString("Rates are operations per second; ×N after one is heureka's rate over that row's in the same run (the systems took turns on one machine, so its load fell on all alike: the ratios carry over, the absolute rates are this machine's). ")
 	b.WriteString("The limit is the cheapest HTTP server of heureka's own answers here: ×1.00 means heureka serves as fast as the machine can. ")
-	b.WriteString("Blocking read: a change written on one follower until a read parked on another returns it (etcd: a Watch; eureka-server has no blocking read, so this is its cache refresh). ")
+	b.WriteString("Blocking read: a change written on one follower until a read parked on another returns it (etcd: a Watch; eureka-server has none, so the bench reads again until the change shows, through its replication and its caches). ")
 	b.WriteString("Restart: every node killed with `kill -9` and started again, until the slowest serves every instance. ")
 	b.WriteString("—: the bench does not run that workload on that system.\n")
+	// What happened to a system during a run bears on its figures (a
+	// leader election, a time bound that ran out): said under the notes.
+	var events []string
+	for _, r := range reps {
+		for _, name := range summarySystems {
+			if sys := r.System(name); sys != nil {
+				for _, e := range sys.Events {
+					events = append(events, fmt.Sprintf("%s at %s, during the run: %s", name, group(int64(r.Params.Instances)), e))
+				}
+			}
+		}
+	}
+	if len(notes)+len(events) > 0 {
+		b.WriteString("\n")
+	}
 	for i, n := range notes {
-		fmt.Fprintf(&b, "%s %s\n", sup(i+1), n)
+		fmt.Fprintf(&b, "- %s %s\n", sup(i+1), n)
+	}
+	for _, e := range events {
+		fmt.Fprintf(&b, "- %s\n", e)
 	}
 	return b.String()
 }
@@ -167,11 +186,11 @@ func summaryCell(r *Report, name, row string, note func(string) string) string {
 			s += ", " + group(m.Timeouts) + " timed out"
 		}
 	case KindMemory:
-		v, text, ok := headline(KindMemory, m)
+		v, _, ok := headline(KindMemory, m)
 		if !ok || v <= 0 {
 			return note(name + ": no memory figure")
 		}
-		s = text
+		s = group(int64(v/(1<<20)+0.5)) + " MiB"
 	}
 	if m.Errors > 0 {
 		s += ", " + group(m.Errors) + " errors"
@@ -197,14 +216,24 @@ func naText(system, na string) string {
 	if t == "as W3" {
 		t = "no linearizable read: every node serves reads from its own cache"
 	}
-	return system + ": " + t
+	return system + ": " + withoutHosts(t)
 }
 
 func errNote(m Measurement) string {
 	if m.FirstError == "" {
 		return ""
 	}
-	return " (" + group(m.Errors) + " errors, the first: " + firstLine(m.FirstError) + ")"
+	return " (" + group(m.Errors) + " errors, the first: " + withoutHosts(firstLine(m.FirstError)) + ")"
+}
+
+// hostPart is the scheme and address of a URL in an error message, or an
+// address alone.
+var hostPart = regexp.MustCompile(`https?://[^/\s"]+|\b\d{1,3}(?:\.\d{1,3}){3}:\d+`)
+
+// withoutHosts drops the scheme and address from the URLs in an error
+// message: the table keeps the path, not a run's ephemeral ports.
+func withoutHosts(s string) string {
+	return strings.ReplaceAll(hostPart.ReplaceAllString(s, ""), "dial tcp : ", "dial tcp: ")
 }
 
 func kindOf(row string) Kind {

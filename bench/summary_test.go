@@ -110,6 +110,7 @@ func TestSummaryTable(t *testing.T) {
 		"¹ eureka-server: needs nodes the bench started (--local)",
 		"etcd: not run (etcd not installed)",
 		"eureka-server: " + BudgetNote(25*time.Minute),
+		"- heureka at 10,000, during the run: Raft term went from 2 to 3 (a leader election)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
@@ -127,6 +128,18 @@ func TestSummaryTable(t *testing.T) {
 	}
 	if rows != 8 {
 		t.Errorf("%d rows, want 8 (4 systems × 2 sizes):\n%s", rows, out)
+	}
+}
+
+func TestWithoutHosts(t *testing.T) {
+	for in, want := range map[string]string{
+		`failed: Get "http://127.0.0.2:20724/eureka/apps/delta": context deadline exceeded`:  `failed: Get "/eureka/apps/delta": context deadline exceeded`,
+		`Post "http://127.0.0.2:20724/eureka/apps/X": dial tcp 127.0.0.2:20724: i/o timeout`: `Post "/eureka/apps/X": dial tcp: i/o timeout`,
+		`no delta read`: `no delta read`,
+	} {
+		if got := withoutHosts(in); got != want {
+			t.Errorf("withoutHosts(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
