@@ -2,7 +2,7 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build build-bench test unit e2e deps vet lint fmt-check fuzz race image mutation-check
+.PHONY: build build-bench bench-summary etcd-server test unit e2e deps vet lint fmt-check fuzz race image mutation-check
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
@@ -21,10 +21,7 @@ deps:
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	fi
 # Debian's etcd-server for the etcd column of heureka bench (bench/bench_e2e_test.go).
-	@if ! command -v etcd >/dev/null && [ "$$(id -u)" = 0 ]; then \
-		echo "make deps: installing etcd-server"; \
-		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; \
-	fi
+	@$(MAKE) --no-print-directory etcd-server
 # Debian's docker.io and docker-compose, and a running dockerd, for the
 # container tests (e2e/compose; they build the image themselves, as make image).
 	@sh scripts/docker-deps.sh || echo "make deps: no Docker engine; container tests will skip (and fail under make test)"
@@ -45,6 +42,27 @@ deps:
 		cp e2e/pyclient/requirements.txt e2e/pyclient/.venv/installed.txt; \
 	fi
 
+# etcd-server installs Debian's etcd-server: only as root, only when missing.
+etcd-server:
+	@if ! command -v etcd >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "make deps: installing etcd-server"; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; \
+	fi
+
+# bench-summary regenerates the summary table at the top of BENCHMARKS.md
+# (heureka beside eureka-server, etcd and the limit at 10,000, 50,000 and
+# 200,000 instances; docs/bench.md, "The summary table"): it builds heureka
+# with the etcd column, installs etcd and builds the eureka-server jar where
+# it can, then runs heureka bench --summary, which rewrites only the lines
+# between the table's markers. A column that cannot run says so in the
+# table. About an hour on a 2-core machine. BENCH_ARGS adds flags (e.g.
+# BENCH_ARGS=--summary-sizes=10000 for a quick look).
+bench-summary: build-bench etcd-server
+	@$(MAKE) --no-print-directory java-tools
+	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
+		$(MAKE) -s --no-print-directory e2e/eurekaserver/target/eurekaserver.jar; fi
+	bin/heureka bench --summary BENCHMARKS.md $(BENCH_ARGS)
+
 # image builds heureka:latest from a binary built here, pulling nothing
 # (scripts/image.sh); `docker build -t heureka:latest .` is the same image
 # where a registry is reachable.
@@ -58,16 +76,19 @@ JAVA_APPS = e2e/springclient/target/springclient.jar e2e/eurekaserver/target/eur
 # Maven's output is shown only when a build fails.
 MVN = mvn -q -B -DskipTests
 
-.PHONY: java-apps
-java-apps:
-	@if [ "$$(id -u)" = 0 ] && ! command -v mvn >/dev/null; then \
-		echo "make deps: installing maven and a JDK"; \
-		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null; \
-	fi
+.PHONY: java-apps java-tools
+java-apps: java-tools
 	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
 		$(MAKE) -s --no-print-directory $(JAVA_APPS); \
 	elif [ "$$HEUREKA_REQUIRE_TOOLS" = 1 ]; then echo "make deps: java and mvn are required"; exit 1; \
 	else echo "make deps: java or mvn missing, skipping the Spring apps"; fi
+
+# java-tools installs Maven and a JDK: only as root, only when missing.
+java-tools:
+	@if [ "$$(id -u)" = 0 ] && ! command -v mvn >/dev/null; then \
+		echo "make deps: installing maven and a JDK"; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null; \
+	fi
 
 e2e/springclient/target/springclient.jar: e2e/springclient/pom.xml $(shell find e2e/springclient/src -type f)
 	@echo "make deps: building e2e/springclient"

@@ -135,6 +135,55 @@ func TestBenchCommand_LocalTiny(t *testing.T) {
 	}
 }
 
+// TestBenchCommand_SummaryTiny runs `heureka bench --summary` at one tiny
+// size (heureka and the limit only; several sizes are TestSummaryTable's)
+// against a page with text around the markers: the table lands between
+// them with its date, commit and command, every column not run says why,
+// the rest of the page is unchanged, and --summary-from writes the same
+// table from the kept report.
+func TestBenchCommand_SummaryTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, "PAGE.md")
+	before := "# Page\n\nHand-written intro.\n\n" + bench.SummaryBegin + "\nold table\n"
+	after := bench.SummaryEnd + "\n\n## Topic\n\nHand-written rest.\n"
+	if err := os.WriteFile(page, []byte(before+after), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reports := filepath.Join(dir, "reports")
+	_, stderr, _ := runBench(t, 2*time.Minute, "--summary", page, "--summary-sizes", "150", "--etcd", "none",
+		"--eureka-server", "none", "--duration", "300ms", "--samples", "10", "--crash-instances", "5",
+		"--tmp", dir, "--json-out", reports)
+	checkStopped(t, stderr)
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	begin := strings.Index(got, bench.SummaryBegin)
+	end := strings.Index(got, bench.SummaryEnd)
+	if !strings.HasPrefix(got, strings.TrimSuffix(before, "old table\n")) || !strings.HasSuffix(got, after) || begin < 0 || end < begin {
+		t.Fatalf("the page outside the markers changed:\n%s", got)
+	}
+	table := got[begin+len(bench.SummaryBegin) : end]
+	for _, re := range []string{`Measured 20\d\d-\d\d-\d\d \d\d:\d\d UTC from commit `, "with `heureka bench --summary ",
+		`(?m)^\| 150 \| heureka \| [0-9,]+/s \|`, `(?m)^\|  \| limit \|  \| [0-9,]+/s \(×`,
+		`etcd: not run \(disabled`} {
+		if !regexp.MustCompile(re).MatchString(table) {
+			t.Errorf("summary lacks %s:\n%s", re, table)
+		}
+	}
+	if strings.Contains(table, "old table") {
+		t.Errorf("the old table is still there:\n%s", table)
+	}
+	again, _, _ := runBench(t, 30*time.Second, "--summary", page, "--summary-from", filepath.Join(reports, "150.json"))
+	if strings.TrimSpace(again) != strings.TrimSpace(table) {
+		t.Errorf("--summary-from wrote another table:\n%s\nwant:\n%s", again, table)
+	}
+}
+
 // TestBenchCommand_EtcdTiny runs the etcd column alone at a tiny size; it
 // is skipped where etcd is not installed (apt-get install etcd-server).
 func TestBenchCommand_EtcdTiny(t *testing.T) {

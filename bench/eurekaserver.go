@@ -108,7 +108,8 @@ func (s *Suite) eurekaServerColumn(ctx context.Context, es *System) (*column, er
 	stop := s.started("eureka-server", "peers", "peers", l)
 	es.Settings = l.Settings
 	t := &HeurekaTarget{URLs: l.URLs, PIDs: l.PIDs(), Settings: l.Settings,
-		DeltaRetention: 5 * time.Second, CacheRefresh: time.Second, EvictionInterval: time.Second}
+		DeltaRetention: 5 * time.Second, CacheRefresh: time.Second, EvictionInterval: time.Second,
+		NoRestart: "not run: eureka-server keeps its registry in memory only, so after every peer restarts it holds nothing until clients register again"}
 	// The limit column measures what heureka serves; it is not run again.
 	noLimit := &System{Name: ColumnLimit, NotRun: "measured against heureka"}
 	steps, closeFn, err := s.heurekaSteps(ctx, t, es, noLimit)

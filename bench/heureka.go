@@ -45,8 +45,10 @@ type HeurekaTarget struct {
 	EvictionInterval time.Duration
 	// Restart, when set, kills every node with SIGKILL and starts it again
 	// on its data, returning the new PIDs (only for nodes the bench
-	// started); the restart row needs it.
-	Restart func() ([]int, error)
+	// started); the restart row needs it. NoRestart, when set, is why the
+	// restart row is not run (else: the nodes are not the bench's).
+	Restart   func() ([]int, error)
+	NoRestart string
 }
 
 type heurekaRun struct {

@@ -203,9 +203,12 @@ type Report struct {
 	Started time.Time     `json:"started"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 	Command string        `json:"command,omitempty"`
-	Machine Machine       `json:"machine"`
-	Params  Params        `json:"params"`
-	Systems []*System     `json:"systems"`
+	// Commit is the commit the bench's executable was built from, when
+	// known (--summary records it).
+	Commit  string    `json:"commit,omitempty"`
+	Machine Machine   `json:"machine"`
+	Params  Params    `json:"params"`
+	Systems []*System `json:"systems"`
 }
 
 // System returns the column with the given name, or nil.

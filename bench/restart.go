@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -27,7 +28,7 @@ const (
 func (r *heurekaRun) restart(ctx context.Context) error {
 	s := r.s
 	if r.t.Restart == nil {
-		r.sys.Set(RowRestart, NotApplicable("needs nodes the bench started (--local)"))
+		r.sys.Set(RowRestart, NotApplicable(cmp.Or(r.t.NoRestart, "needs nodes the bench started (--local)")))
 		return nil
 	}
 	before := 0

@@ -72,6 +72,11 @@ type Suite struct {
 	EurekaServerJar        string
 	Java                   string
 	EurekaServerNoReadOnly bool
+	// Budgets bounds, by column name, the time that column's workload steps
+	// may take in all (its cluster's start is not counted). A step still
+	// running when its column's bound runs out is cancelled, and the rows the
+	// column has not measured by then say so; other columns go on.
+	Budgets map[string]time.Duration
 
 	mu      sync.Mutex
 	bodies  [][]byte        // W1 register bodies, generated once
@@ -140,6 +145,41 @@ type column struct {
 	name  string
 	steps []step
 	close func()
+	// budget, when positive, bounds the time its steps take in all; spent
+	// is the time they took so far.
+	budget, spent time.Duration
+}
+
+// run runs step i under the column's budget and reports whether the
+// budget ran out during it.
+func (c *column) run(ctx context.Context, i int) (out bool, err error) {
+	if c.budget <= 0 {
+		return false, c.steps[i](ctx)
+	}
+	sctx, cancel := context.WithTimeout(ctx, c.budget-c.spent)
+	defer cancel()
+	t0 := time.Now()
+	err = c.steps[i](sctx)
+	c.spent += time.Since(t0)
+	return c.spent >= c.budget && ctx.Err() == nil, err
+}
+
+// BudgetNote is what a row says that a column did not measure because the
+// column's time bound (Suite.Budgets) ran out.
+func BudgetNote(bound time.Duration) string {
+	return "not measured: the column's steps were bounded at " + fmtElapsed(bound) + " in all, and the bound ran out"
+}
+
+// markBudgetSpent marks, in a column whose time bound ran out, every row
+// it did not measure, and the ones the bound cut short.
+func markBudgetSpent(sys *System, bound time.Duration) {
+	for _, row := range Rows {
+		m, ok := sys.Rows[row.ID]
+		if !ok || strings.Contains(m.NA, context.DeadlineExceeded.Error()) || strings.Contains(m.FirstError, context.DeadlineExceeded.Error()) {
+			sys.Set(row.ID, NotApplicable(BudgetNote(bound)))
+		}
+	}
+	sys.Events = append(sys.Events, "its steps were bounded at "+fmtElapsed(bound)+" in all, and the bound ran out")
 }
 
 // newColumn is a column of prepared steps whose close runs closeFn and then
@@ -212,18 +252,32 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 	} else if c != nil {
 		cols = append(cols, c)
 	}
+	for _, c := range cols {
+		c.budget = s.Budgets[c.name]
+	}
+	spent := map[string]bool{}
 	for i := 0; ctx.Err() == nil; i++ {
 		ran := false
 		for _, c := range cols {
-			if i < len(c.steps) {
+			if i < len(c.steps) && !spent[c.name] {
 				ran = true
-				if err := c.steps[i](ctx); err != nil {
+				out, err := c.run(ctx, i)
+				if err != nil && !out {
 					errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
+				}
+				if out {
+					spent[c.name] = true
+					s.logf(c.name, "bounded at %s: the bound ran out, skipping its remaining steps", fmtElapsed(c.budget))
 				}
 			}
 		}
 		if !ran {
 			break
+		}
+	}
+	for _, sys := range rep.Systems {
+		if spent[sys.Name] {
+			markBudgetSpent(sys, s.Budgets[sys.Name])
 		}
 	}
 	for _, c := range cols {
