@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -92,39 +90,11 @@ func TestEurekaRegionsDifferential(t *testing.T) {
 		get("instance/fallback", "/eureka/apps/WONLY/w-2", js),
 		get("apps/plain", "/eureka/apps", js),
 	}
-	var unexplained []string
-	allowed := 0
-	for _, tc := range cases {
-		want, err := diffSend(ref, tc)
-		if err != nil {
-			t.Fatalf("%s: eureka-server: %v", tc.name, err)
-		}
-		got, err := diffSend(ours, tc)
-		if err != nil {
-			t.Fatalf("%s: heureka: %v", tc.name, err)
-		}
+	compareServers(t, "regions differential", ref, ours, cases, regionsDiffAllowed, func(tc diffCase, r *diffResult) {
 		if strings.HasPrefix(tc.name, "delta/") {
 			// eureka-server numbers delta builds from 1, heureka gives its
 			// log index (docs/eureka-compat.md, "Delta"); the rest must match.
-			want.Body = deltaVersion.ReplaceAllString(want.Body, `"versions__delta": "<version>"`)
-			got.Body = deltaVersion.ReplaceAllString(got.Body, `"versions__delta": "<version>"`)
+			r.Body = deltaVersion.ReplaceAllString(r.Body, `"versions__delta": "<version>"`)
 		}
-		if reflect.DeepEqual(want, got) {
-			if doc, ok := regionsDiffAllowed[tc.name]; ok {
-				t.Errorf("%s: no difference left, drop it from regionsDiffAllowed (%s)", tc.name, doc)
-			}
-			continue
-		}
-		if doc, ok := regionsDiffAllowed[tc.name]; ok {
-			allowed++
-			t.Logf("%s: known difference (docs/eureka-compat.md%s)", tc.name, doc)
-			continue
-		}
-		unexplained = append(unexplained, fmt.Sprintf("%s %s:\n  eureka-server: %d %s %s\n  heureka:       %d %s %s",
-			tc.name, tc.path, want.Code, want.ContentType, want.Body, got.Code, got.ContentType, got.Body))
-	}
-	t.Logf("regions differential: %d cases, %d known differences, %d unexplained", len(cases), allowed, len(unexplained))
-	if len(unexplained) > 0 {
-		t.Fatalf("%d unexplained differences:\n%s", len(unexplained), strings.Join(unexplained, "\n"))
-	}
+	})
 }

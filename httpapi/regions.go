@@ -369,16 +369,7 @@ func (v *views) deltaAfter(f eureka.Format, after uint64) ([]cache.Segment, uint
 		if changes, complete = r.DeltaAfter(after); !complete {
 			return
 		}
-		index := map[string]int{}
-		for _, d := range changes {
-			i, ok := index[d.Entry.App]
-			if !ok {
-				i = len(parts)
-				index[d.Entry.App] = i
-				parts = append(parts, part{name: d.Entry.App})
-			}
-			parts[i].entries = append(parts[i].entries, d.Entry)
-		}
+		parts = partsOf(changes)
 		hash, version, seq = r.HashCode(), r.Version(), r.DeltaSeq()
 	})
 	if !complete {

@@ -239,16 +239,7 @@ func (v *views) readDelta(f eureka.Format) (parts []part, current map[string]par
 	current = map[string]part{}
 	v.read(func(r *fsm.Registry) {
 		since := v.cfg.Now().Add(-r.DeltaRetention()).UnixMilli()
-		index := map[string]int{}
-		for _, d := range r.Delta(since) {
-			i, ok := index[d.Entry.App]
-			if !ok {
-				i = len(parts)
-				index[d.Entry.App] = i
-				parts = append(parts, part{name: d.Entry.App})
-			}
-			parts[i].entries = append(parts[i].entries, d.Entry)
-		}
+		parts = partsOf(r.Delta(since))
 		for i, p := range parts {
 			all := r.AppEntries(p.name)
 			switch {
@@ -312,6 +303,23 @@ func (v *views) appendPartialApp(segs []cache.Segment, f eureka.Format, p, cur p
 		segs = append(segs, cache.Compressed(pc))
 	}
 	return append(segs, cache.Plain(appSuffix))
+}
+
+// partsOf groups delta changes per application, in order of first
+// appearance, each application's in change order.
+func partsOf(changes []fsm.DeltaView) []part {
+	var parts []part
+	index := map[string]int{}
+	for _, d := range changes {
+		i, ok := index[d.Entry.App]
+		if !ok {
+			i = len(parts)
+			index[d.Entry.App] = i
+			parts = append(parts, part{name: d.Entry.App})
+		}
+		parts[i].entries = append(parts[i].entries, d.Entry)
+	}
+	return parts
 }
 
 // keptPiece returns the piece under k for the delta being built (next):
