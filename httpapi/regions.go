@@ -257,6 +257,9 @@ func (v *views) regionDelta(f eureka.Format, regions []string) ([]cache.Segment,
 		}
 		m = v.mergeRegions(r, regions)
 	})
+	for i := range parts {
+		parts[i].entries = deletionsLast(parts[i].entries)
+	}
 	return v.collectionLocked(f, strconv.FormatUint(m.version, 10), fsm.HashCode(m.counts), parts), m.version, nil
 }
 

@@ -252,3 +252,64 @@ func TestRegions_SameApplicationInTwoRegions(t *testing.T) {
 		t.Fatalf("regions=legacy: %v %q", d.items, d.hash)
 	}
 }
+
+// In a delta an application's deletions come after its other changes:
+// the Java client drops a deletion for an application it does not hold
+// yet and then takes the delta's whole application, so listed first, a
+// cancelled instance would stay in the client's registry (and its hash
+// would not match). Both the local and the regions= delta.
+func TestDelta_DeletionsAfterAdditions(t *testing.T) {
+	ts, fc := newTestServerWith(t, func(c *Config) { c.Regions = RegionConfig{Names: []string{"west"}} })
+	applyRegionUpdate(t, fc, &fsm.RegionUpdateBody{Region: "west", Pass: 1, Final: true,
+		Put: []*fsm.Entry{regionEntry("W", "w-a", fsm.StatusUp)}, Status: &fsm.RegionStatus{Loaded: true, Reachable: true}})
+	applyRegionUpdate(t, fc, &fsm.RegionUpdateBody{Region: "west", Pass: 2, Final: true, Delete: []fsm.KeyBody{{App: "W", ID: "w-a"}}})
+	applyRegionUpdate(t, fc, &fsm.RegionUpdateBody{Region: "west", Pass: 3, Final: true, Put: []*fsm.Entry{regionEntry("W", "w-b", fsm.StatusUp)}})
+	do(t, "POST", ts.URL+"/eureka/apps/Q", "application/json", instanceJSON("Q", "a"))
+	do(t, "DELETE", ts.URL+"/eureka/apps/Q/a", "", "")
+	do(t, "POST", ts.URL+"/eureka/apps/Q", "application/json", instanceJSON("Q", "b"))
+	do(t, "POST", ts.URL+"/eureka/apps/Q", "application/json", instanceJSON("Q", "c"))
+	for _, path := range []string{"/eureka/apps/delta", "/eureka/apps/delta?regions=west"} {
+		code, body, _ := do(t, "GET", ts.URL+path, "", "", "Accept", "application/json")
+		if code != 200 {
+			t.Fatalf("%s: %d", path, code)
+		}
+		for _, app := range []string{"Q", "W"} {
+			if app == "W" && !strings.Contains(path, "regions") {
+				continue
+			}
+			ids := deltaOrder(t, body, app)
+			if len(ids) < 2 || ids[len(ids)-1] != map[string]string{"Q": "a:DELETED", "W": "w-a:DELETED"}[app] {
+				t.Errorf("%s: %s lists %v, want its deletion last", path, app, ids)
+			}
+		}
+	}
+}
+
+// deltaOrder lists "id:ACTION" of one application in a JSON delta, in
+// document order.
+func deltaOrder(t *testing.T, body, app string) []string {
+	t.Helper()
+	var doc struct {
+		Applications struct {
+			Application []struct {
+				Name     string `json:"name"`
+				Instance []struct {
+					ID     string `json:"instanceId"`
+					Action string `json:"actionType"`
+				} `json:"instance"`
+			} `json:"application"`
+		} `json:"applications"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range doc.Applications.Application {
+		if a.Name == app {
+			for _, in := range a.Instance {
+				out = append(out, in.ID+":"+in.Action)
+			}
+		}
+	}
+	return out
+}

@@ -319,7 +319,40 @@ func partsOf(changes []fsm.DeltaView) []part {
 		}
 		parts[i].entries = append(parts[i].entries, d.Entry)
 	}
+	for i := range parts {
+		parts[i].entries = deletionsLast(parts[i].entries)
+	}
 	return parts
+}
+
+// deletionsLast puts an application's deleted instances after its others
+// in a delta, keeping each group's order. The Java client's updateDelta
+// skips a deletion for an application it does not hold yet and then adds
+// the delta's whole application, the deleted instance with it: listed
+// after an addition, the deletion finds the application and is applied.
+// Order is otherwise free: the queue holds one change per instance.
+func deletionsLast(entries []*fsm.Entry) []*fsm.Entry {
+	n := 0
+	for _, e := range entries {
+		if e.ActionType == fsm.ActionDeleted {
+			n++
+		}
+	}
+	if n == 0 || n == len(entries) {
+		return entries
+	}
+	out := make([]*fsm.Entry, 0, len(entries))
+	for _, e := range entries {
+		if e.ActionType != fsm.ActionDeleted {
+			out = append(out, e)
+		}
+	}
+	for _, e := range entries {
+		if e.ActionType == fsm.ActionDeleted {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // keptPiece returns the piece under k for the delta being built (next):
@@ -359,14 +392,17 @@ func (fr fragment) currentRuns(entries []*fsm.Entry) []deltaItem {
 	}
 	inOrder := len(seen) < len(entries) || fr.piece == nil
 	items := make([]deltaItem, 0, len(entries))
-	var idx []int // the fragment's current instances, to merge into runs
+	var others []deltaItem // not in the fragment: deleted (or replaced since)
+	var idx []int          // the fragment's current instances, to merge into runs
 	for _, e := range entries {
 		i, ok := fr.index(e)
 		switch {
-		case !ok:
+		case inOrder && !ok:
 			items = append(items, deltaItem{entry: e})
 		case inOrder:
 			items = append(items, deltaItem{i: i, j: i})
+		case !ok:
+			others = append(others, deltaItem{entry: e})
 		default:
 			idx = append(idx, i)
 		}
@@ -380,7 +416,8 @@ func (fr fragment) currentRuns(entries []*fsm.Entry) []deltaItem {
 		items = append(items, deltaItem{i: idx[k], j: idx[j]})
 		k = j + 1
 	}
-	return items
+	// Deletions after the current instances (deletionsLast says why).
+	return append(items, others...)
 }
 
 // isWholeApp reports whether the delta's entries of an application are

@@ -262,10 +262,10 @@ func TestViews_DeltaFromKeptInstancesMatchesAFreshEncoding(t *testing.T) {
 					}
 				}
 				if len(ids) == len(es) {
-					// Each instance once: the ones gone first, then the
-					// current ones in id order (runs of the fragment).
+					// Each instance once: the current ones in id order
+					// (runs of the fragment), then the ones gone.
 					slices.SortFunc(cur, func(a, b *fsm.Entry) int { return strings.Compare(a.ID, b.ID) })
-					byApp[a] = append(rest, cur...)
+					byApp[a] = append(cur, rest...)
 				}
 			}
 			hash = r.HashCode()
