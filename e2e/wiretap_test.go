@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -28,6 +29,7 @@ const clientTagHeader = "X-Heureka-E2E-Client"
 
 // wireRecord is one request a client sent through the tap.
 type wireRecord struct {
+	node                 string // the ID of the node behind the proxy
 	client, method, path string
 	accept, contentType  string // the request's
 	body                 string // the request body's first non-blank character
@@ -58,7 +60,8 @@ func firstChar(b []byte, encoding string) string {
 	return string(b[:1])
 }
 
-// wireTap is one loopback reverse proxy per node, recording every request.
+// wireTap is one loopback reverse proxy per node (on a FreeAddr port),
+// recording every request.
 type wireTap struct {
 	mu   sync.Mutex
 	recs []wireRecord
@@ -89,15 +92,15 @@ func startWireTap(t *testing.T, nodes []*Node) *wireTap {
 					resp.Body = io.NopCloser(bytes.NewReader(raw))
 					answer = firstChar(raw, resp.Header.Get("Content-Encoding"))
 				}
-				w.record(resp.Request, resp.StatusCode, resp.Header.Get("Content-Type"), answer)
+				w.record(nd.ID, resp.Request, resp.StatusCode, resp.Header.Get("Content-Type"), answer)
 				return nil
 			},
 			ErrorHandler: func(rw http.ResponseWriter, r *http.Request, err error) {
-				w.record(r, http.StatusBadGateway, "", "")
+				w.record(nd.ID, r, http.StatusBadGateway, "", "")
 				http.Error(rw, "wire tap: "+err.Error(), http.StatusBadGateway)
 			},
 		}
-		w.srvs[nd] = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			if r.Method == "POST" {
 				raw, err := io.ReadAll(r.Body)
 				if err != nil {
@@ -109,6 +112,15 @@ func startWireTap(t *testing.T, nodes []*Node) *wireTap {
 			}
 			rp.ServeHTTP(rw, r)
 		}))
+		addr := FreeAddr(t)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("listen %s: %v", addr, err)
+		}
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.Start()
+		w.srvs[nd] = srv
 	}
 	t.Cleanup(func() {
 		for nd := range w.srvs {
@@ -118,7 +130,7 @@ func startWireTap(t *testing.T, nodes []*Node) *wireTap {
 	return w
 }
 
-func (w *wireTap) record(r *http.Request, status int, answerType, answer string) {
+func (w *wireTap) record(node string, r *http.Request, status int, answerType, answer string) {
 	client := r.Header.Get(clientTagHeader)
 	if client == "" {
 		client = "spring"
@@ -126,9 +138,74 @@ func (w *wireTap) record(r *http.Request, status int, answerType, answer string)
 	body, _ := r.Context().Value(bodyKey{}).(string)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.recs = append(w.recs, wireRecord{client: client, method: r.Method, path: r.URL.Path,
+	w.recs = append(w.recs, wireRecord{node: node, client: client, method: r.Method, path: r.URL.Path,
 		accept: r.Header.Get("Accept"), contentType: r.Header.Get("Content-Type"), body: body,
 		status: status, answerType: answerType, answer: answer})
+}
+
+// wireKind is what a Eureka client's request through the tap did:
+// wireFull and wireDelta read the registry (GET /eureka/apps/,
+// /eureka/apps/delta), wireRegister is POST /eureka/apps/{app},
+// wireHeartbeat PUT /eureka/apps/{app}/{id}; wireOther is anything else.
+type wireKind string
+
+const (
+	wireFull      wireKind = "full"
+	wireDelta     wireKind = "delta"
+	wireRegister  wireKind = "register"
+	wireHeartbeat wireKind = "heartbeat"
+	wireOther     wireKind = "other"
+)
+
+func (r wireRecord) kind() wireKind {
+	p := strings.TrimSuffix(r.path, "/")
+	switch {
+	case r.method == "GET" && strings.HasSuffix(p, "/eureka/apps"):
+		return wireFull
+	case r.method == "GET" && strings.HasSuffix(p, "/eureka/apps/delta"):
+		return wireDelta
+	case r.method == "POST" && strings.Count(p, "/") == 3: // /eureka/apps/{app}
+		return wireRegister
+	case r.method == "PUT" && strings.Count(p, "/") == 4: // /eureka/apps/{app}/{id}
+		return wireHeartbeat
+	}
+	return wireOther
+}
+
+// wireCounts is how many requests of each kind reached each node through
+// the tap: node ID -> kind -> requests. answered counts those the node
+// answered with a 2xx status; all counts every request.
+type wireCounts struct {
+	answered, all map[string]map[wireKind]int
+}
+
+// total is how many requests of any kind reached node.
+func (c wireCounts) total(node string) int {
+	n := 0
+	for _, v := range c.all[node] {
+		n += v
+	}
+	return n
+}
+
+// counts counts client's requests by node and kind.
+func (w *wireTap) counts(client string) wireCounts {
+	c := wireCounts{answered: map[string]map[wireKind]int{}, all: map[string]map[wireKind]int{}}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.recs {
+		if r.client != client {
+			continue
+		}
+		if c.all[r.node] == nil {
+			c.all[r.node], c.answered[r.node] = map[wireKind]int{}, map[wireKind]int{}
+		}
+		c.all[r.node][r.kind()]++
+		if r.status >= 200 && r.status < 300 {
+			c.answered[r.node][r.kind()]++
+		}
+	}
+	return c
 }
 
 // URL is the proxied form of nd.URL(path).
@@ -174,10 +251,9 @@ func (w *wireTap) check(t *testing.T, client, want string) string {
 			continue
 		}
 		accepts[r.accept]++
-		p := strings.TrimSuffix(r.path, "/")
-		switch {
-		case r.method == "GET" && r.status == 200 && (strings.HasSuffix(p, "/eureka/apps") || strings.HasSuffix(p, "/eureka/apps/delta")):
-			if strings.HasSuffix(p, "/delta") {
+		switch k := r.kind(); {
+		case (k == wireFull || k == wireDelta) && r.status == 200:
+			if k == wireDelta {
 				delta++
 			} else {
 				full++
@@ -185,12 +261,12 @@ func (w *wireTap) check(t *testing.T, client, want string) string {
 			if got := mediaType(r.answerType); got != want || r.answer != wireFirst[want] {
 				bad = append(bad, fmt.Sprintf("GET %s answered %q starting with %q", r.path, r.answerType, r.answer))
 			}
-		case r.method == "POST" && strings.Count(p, "/") == 3: // /eureka/apps/{app}
+		case k == wireRegister:
 			register++
 			if got := mediaType(r.contentType); got != want || r.body != wireFirst[want] {
 				bad = append(bad, fmt.Sprintf("POST %s sent as %q starting with %q", r.path, r.contentType, r.body))
 			}
-		case r.method == "PUT" && r.status == 200 && strings.Count(p, "/") == 4: // /eureka/apps/{app}/{id}
+		case k == wireHeartbeat && r.status == 200:
 			heartbeats++
 		}
 	}

@@ -336,6 +336,77 @@ func TestComposeRegionsProfile(t *testing.T) {
 	}
 }
 
+// zoneLabel is the container label that names a node's zone in region
+// east (docs/regions.md, "Zones inside a region").
+const zoneLabel = "heureka.zone"
+
+// The zone layout (docs/regions.md, "The compose file's zones"): the east
+// nodes carry their zone as a label, west's none; the docs' Spring client
+// properties list the zones in order, and under each exactly the host
+// ports of the default nodes labelled with it.
+func TestComposeZones(t *testing.T) {
+	want := map[string]string{"heureka1": "zone-a", "heureka2": "zone-a", "heureka3": "zone-b", "heureka4": "zone-a", "heureka5": "zone-b"}
+	for name, nd := range composeNodes(t, loadComposeEnv(t, nil, "five", "regions")) {
+		got, ok := nd.svc.Labels[zoneLabel]
+		if w, east := want[name]; east && got != w {
+			t.Errorf("%s: label %s=%q, want %q", name, zoneLabel, got, w)
+		} else if !east && ok {
+			t.Errorf("%s: label %s=%q; only region east's nodes have zones", name, zoneLabel, got)
+		}
+	}
+
+	// The default nodes' host ports, by zone.
+	nodes := composeNodes(t, loadCompose(t))
+	ports := map[string][]string{}
+	for _, name := range sortedKeys(nodes) {
+		nd := nodes[name]
+		zone := nd.svc.Labels[zoneLabel]
+		ports[zone] = append(ports[zone], nd.svc.Ports[0].Published)
+	}
+	if !slices.Equal(sortedKeys(ports), []string{"zone-a", "zone-b"}) {
+		t.Fatalf("default nodes' zones %v, want zone-a and zone-b", sortedKeys(ports))
+	}
+	sec := regionsDocSection(t, "### The compose file's zones")
+	zones := regexp.MustCompile(`(?m)^eureka\.client\.availability-zones\.east=(\S+)$`).FindAllStringSubmatch(sec, -1)
+	if len(zones) != 1 || zones[0][1] != "zone-a,zone-b" {
+		t.Errorf("docs: availability-zones.east lines %q, want one listing zone-a,zone-b", zones)
+	}
+	urls := regexp.MustCompile(`(?m)^eureka\.client\.service-url\.([a-z0-9-]+)=(\S+)$`).FindAllStringSubmatch(sec, -1)
+	seen := map[string]bool{}
+	for _, m := range urls {
+		zone := m[1]
+		if seen[zone] {
+			t.Errorf("docs: service-url.%s given twice", zone)
+		}
+		seen[zone] = true
+		var got []string
+		for _, raw := range strings.Split(m[2], ",") {
+			u, err := url.Parse(raw)
+			if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Path != "/eureka/" {
+				t.Errorf("docs: service-url.%s URL %q, want http://127.0.0.1:PORT/eureka/", zone, raw)
+				continue
+			}
+			got = append(got, u.Port())
+		}
+		if !slices.Equal(got, ports[zone]) {
+			t.Errorf("docs: service-url.%s names ports %v; the nodes labelled %s publish %v", zone, got, zone, ports[zone])
+		}
+	}
+	if !slices.Equal(sortedKeys(seen), sortedKeys(ports)) {
+		t.Errorf("docs: service-url lines for zones %v, the nodes are in %v", sortedKeys(seen), sortedKeys(ports))
+	}
+	// The compose file's header gives the same lines.
+	header, err := os.ReadFile(composeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range append(zones, urls...) {
+		if !strings.Contains(string(header), "#   "+m[0]+"\n") {
+			t.Errorf("docker-compose.yml's header lacks %q", m[0])
+		}
+	}
+}
+
 // checkCopiesWest checks that name copies one remote region, west, from
 // the HTTP ports of the west services, in order, at their Eureka path.
 func checkCopiesWest(t *testing.T, name string, nodes map[string]*composeNode, west []string) {
@@ -358,16 +429,25 @@ func checkCopiesWest(t *testing.T, name string, nodes map[string]*composeNode, w
 // composeDocSection is the section of docs/regions.md that runs the
 // regions profile.
 func composeDocSection(t *testing.T) string {
+	return regionsDocSection(t, "## Two regions with compose")
+}
+
+// regionsDocSection is the section of docs/regions.md under heading (a
+// "## " or "### " line), up to the next heading of its level or above.
+func regionsDocSection(t *testing.T, heading string) string {
 	t.Helper()
 	data, err := os.ReadFile("../../docs/regions.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sec, ok := strings.Cut(string(data), "\n## Two regions with compose")
+	_, sec, ok := strings.Cut(string(data), "\n"+heading+"\n")
 	if !ok {
-		t.Fatal(`docs/regions.md has no section "Two regions with compose"`)
+		t.Fatalf("docs/regions.md has no section %q", heading)
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
+	if strings.HasPrefix(heading, "### ") {
+		sec, _, _ = strings.Cut(sec, "\n### ")
+	}
 	return sec
 }
 
