@@ -245,7 +245,7 @@ func TestComposeFiveProfileJoins(t *testing.T) {
 			}
 			continue
 		}
-		if !slices.Equal(nd.profiles, []string{"five"}) {
+		if !slices.Equal(nd.profiles, []string{"five", "zones"}) {
 			t.Errorf("%s: profiles %v, want [five]", name, nd.profiles)
 		}
 		if nd.cfg.initialCluster != "" {
@@ -353,6 +353,17 @@ func TestComposeZones(t *testing.T) {
 		} else if !east && ok {
 			t.Errorf("%s: label %s=%q; only region east's nodes have zones", name, zoneLabel, got)
 		}
+	}
+
+	// The zones profile: five nodes, zone-a a majority, so that zone-b
+	// down leaves a quorum.
+	perZone := map[string]int{}
+	zoned := composeNodes(t, loadCompose(t, "zones"))
+	for _, nd := range zoned {
+		perZone[nd.svc.Labels[zoneLabel]]++
+	}
+	if len(zoned) != 5 || 2*perZone["zone-a"] <= len(zoned) || perZone["zone-b"] == 0 {
+		t.Errorf("zones profile: %d nodes, by zone %v: want five with zone-a a majority", len(zoned), perZone)
 	}
 
 	// The default nodes' host ports, by zone.

@@ -233,7 +233,7 @@ func (p *project) up(profiles ...string) {
 	for _, pr := range profiles {
 		args = append(args, "--profile", pr)
 		switch pr {
-		case "five":
+		case "five", "zones":
 			clusters[0] = append(clusters[0], "heureka4", "heureka5")
 		case "regions":
 			clusters = append(clusters, westServices)
