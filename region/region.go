@@ -223,6 +223,9 @@ type follower struct {
 	// changes after seq are read).
 	seq   uint64
 	seqOK bool
+	// noDelta: the region refuses its delta (an eureka-server with
+	// disable-delta), so every fetch is a full one.
+	noDelta bool
 	// url is the index in r.URLs of the URL that answered last.
 	url  int
 	pass uint64
@@ -288,7 +291,17 @@ func (f *follower) step(ctx context.Context) error {
 	if f.kind != KindHeureka && !sleep(ctx, f.s.cfg.FetchInterval) {
 		return ctx.Err()
 	}
-	return f.delta(ctx)
+	if f.noDelta {
+		return f.full(ctx) // the region serves no delta: copy it whole each time
+	}
+	err := f.delta(ctx)
+	if errors.Is(err, errRefused) && f.kind == KindEureka {
+		// An eureka-server with its delta off (disable-delta) answers it
+		// 403; its own remote regions then fetch the whole registry.
+		f.noDelta = true
+		return f.full(ctx)
+	}
+	return err
 }
 
 // latest asks for the changes after the largest sequence number: a heureka
@@ -520,6 +533,10 @@ func (f *follower) apply(ctx context.Context, b *fsm.RegionUpdateBody) error {
 	return nil
 }
 
+// errRefused is a 403: the region refuses the document (an eureka-server
+// with its delta off, or one not ready to serve).
+var errRefused = errors.New("refused")
+
 // errGone is a heureka region's 410 to ?after=: the changes after the
 // sequence number asked for aged out of its queue.
 var errGone = errors.New("changes aged out of the region's queue")
@@ -539,6 +556,7 @@ type answer struct {
 // starting with the one that answered last.
 func (f *follower) get(ctx context.Context, path, query string) (answer, error) {
 	var errs []string
+	refused := true
 	for i := range f.r.URLs {
 		u := f.r.URLs[(f.url+i)%len(f.r.URLs)]
 		a, err := f.fetch(ctx, u+path, query)
@@ -551,7 +569,11 @@ func (f *follower) get(ctx context.Context, path, query string) (answer, error) 
 		if ctx.Err() != nil {
 			return answer{}, ctx.Err()
 		}
+		refused = refused && errors.Is(err, errRefused)
 		errs = append(errs, err.Error())
+	}
+	if refused {
+		return answer{}, fmt.Errorf("region %s: %s: %w", f.r.Name, strings.Join(errs, "; "), errRefused)
 	}
 	return answer{}, fmt.Errorf("region %s: %s", f.r.Name, strings.Join(errs, "; "))
 }
@@ -576,6 +598,9 @@ func (f *follower) fetch(ctx context.Context, u, query string) (answer, error) {
 	}
 	if resp.StatusCode == http.StatusGone {
 		return answer{}, fmt.Errorf("GET %s: %w", u, errGone)
+	}
+	if resp.StatusCode == http.StatusForbidden {
+		return answer{}, fmt.Errorf("GET %s: %s: %w", u, resp.Status, errRefused)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return answer{}, fmt.Errorf("GET %s: %s", u, resp.Status)

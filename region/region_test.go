@@ -70,6 +70,8 @@ type fakeEureka struct {
 	hash  string
 	down  bool
 	full  int
+	// noDelta answers the delta 403, as eureka-server with disable-delta.
+	noDelta bool
 }
 
 func instanceJSON(id, status, action string) string {
@@ -104,6 +106,10 @@ func (e *fakeEureka) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			items = append(items, instanceJSON(id, s, "ADDED"))
 		}
 	case "/eureka/apps/delta":
+		if e.noDelta {
+			http.Error(w, "delta disabled", http.StatusForbidden)
+			return
+		}
 		for _, d := range e.delta {
 			id, action, _ := strings.Cut(d, ":")
 			items = append(items, instanceJSON(id, e.instances[id], action))
@@ -240,5 +246,28 @@ func TestParseRemote(t *testing.T) {
 	}
 	if _, err := ParseRemotes([]string{"w=http://a/", "W=http://b/"}); err == nil {
 		t.Error("a region given twice parsed")
+	}
+}
+
+// An eureka-server that refuses its delta is followed by full fetches,
+// and is not marked unreachable for it.
+func TestSyncer_EurekaRegionWithoutDelta(t *testing.T) {
+	remote := &fakeEureka{instances: map[string]string{"a": "UP"}, noDelta: true}
+	ts := httptest.NewServer(remote)
+	defer ts.Close()
+	c := &fsmCluster{f: fsm.New(0, nil)}
+	s := New(Config{Remotes: []Remote{{Name: "legacy", URLs: []string{ts.URL + "/eureka/"}}},
+		FetchInterval: 30 * time.Millisecond, RetryDelay: 10 * time.Millisecond}, c, nil)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { s.Run(stop); close(done) }()
+	defer func() { close(stop); <-done }()
+	waitFor(t, "the first copy", func() bool { ids, _ := c.copyOf("legacy"); return len(ids) == 1 })
+	remote.mu.Lock()
+	remote.instances["b"] = "DOWN"
+	remote.mu.Unlock()
+	waitFor(t, "a change taken by a full fetch", func() bool { ids, _ := c.copyOf("legacy"); return len(ids) == 2 })
+	if _, st := c.copyOf("legacy"); !st.Reachable || s.Stats()["legacy"].Failures != 0 {
+		t.Fatalf("status %+v, failures %d: a refused delta is not an outage", st, s.Stats()["legacy"].Failures)
 	}
 }
