@@ -652,7 +652,8 @@ func (n *Node) leaderWork(stop <-chan struct{}) {
 	n.rd.leaderTerm.Store(term)
 	defer n.rd.leaderTerm.Store(0)
 	if n.storedMode() == "" {
-		if err := n.applyLocalCmd(fsm.CmdSetMode, &fsm.ModeBody{Mode: n.cfg.Mode}); err != nil {
+		// Only if still unset when applied: `heureka mode` may get there first.
+		if err := n.applyLocalCmd(fsm.CmdSetMode, &fsm.ModeBody{Mode: n.cfg.Mode, IfUnset: true}); err != nil {
 			n.log.Warn("writing initial mode failed", "error", err)
 		}
 	}

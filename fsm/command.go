@@ -179,6 +179,11 @@ type ClusterIDBody struct {
 // ModeBody sets the cluster-wide consistency mode.
 type ModeBody struct {
 	Mode string `codec:"m"`
+	// IfUnset makes it the bootstrap mode: applied only while no mode is
+	// set, so that a first leader writing it cannot undo an operator's
+	// change that reached the log first. An FSM that predates the field
+	// applies it as it is.
+	IfUnset bool `codec:"iu,omitempty"`
 }
 
 // Command is a decoded log entry.

@@ -114,7 +114,9 @@ var commands = map[CmdType]cmdSpec{
 		}},
 	CmdSetMode: {name: "set_mode", newBody: func() any { return &ModeBody{} },
 		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
-			r.setMode(cmd.Body.(*ModeBody).Mode)
+			if b := cmd.Body.(*ModeBody); !b.IfUnset || r.mode == "" {
+				r.setMode(b.Mode)
+			}
 			return nil
 		}},
 }

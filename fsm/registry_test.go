@@ -208,3 +208,27 @@ func TestRegistry_DeltaSupersededAndPruned(t *testing.T) {
 		t.Fatalf("queue not empty: %d %d", len(r.delta), len(r.deltaOrder))
 	}
 }
+
+// The bootstrap mode applies only while no mode is set: a first leader
+// writing it after an operator's change does not undo that change.
+func TestRegistry_BootstrapModeDoesNotOverride(t *testing.T) {
+	r := NewRegistry(0)
+	for i, b := range []*ModeBody{{Mode: "cp"}, {Mode: "ap", IfUnset: true}} {
+		cmd, err := Decode(mustEncode(t, CmdSetMode, 1, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Apply(uint64(i+1), cmd, &Change{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Mode() != "cp" {
+		t.Fatalf("mode %q: the bootstrap write undid the operator's cp", r.Mode())
+	}
+	cmd, _ := Decode(mustEncode(t, CmdSetMode, 1, &ModeBody{Mode: "ap", IfUnset: true}))
+	fresh := NewRegistry(0)
+	_ = fresh.Apply(1, cmd, &Change{})
+	if fresh.Mode() != "ap" {
+		t.Fatalf("bootstrap mode on a fresh registry: %q", fresh.Mode())
+	}
+}
