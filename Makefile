@@ -131,7 +131,7 @@ e2e: deps
 
 # race runs the tests of the packages that hold concurrency under the race
 # detector (-short: the in-process tests, not the multi-process system tests).
-RACE_PKGS = ./cache ./fsm ./store ./httpapi/... ./cluster ./nodeapi ./internal/testkit/launch ./faultproxy ./lab ./peering ./internal/runtime/memlimit
+RACE_PKGS = ./cache ./fsm ./store ./httpapi/... ./cluster ./nodeapi ./internal/testkit/launch ./faultproxy ./lab ./peering ./region ./internal/runtime/memlimit
 race:
 	$(GO) test -race -short -count=1 $(RACE_PKGS)
 
