@@ -75,6 +75,12 @@ func edHashCode(instances []edInstance) string {
 	for _, in := range instances {
 		counts[in.Status]++
 	}
+	return statusHash(counts)
+}
+
+// statusHash formats status counts as Eureka's reconcile hash:
+// "<STATUS>_<count>_" per status present, statuses in ascending order.
+func statusHash(counts map[string]int) string {
 	names := make([]string, 0, len(counts))
 	for s := range counts {
 		names = append(names, s)

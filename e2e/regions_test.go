@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,16 +35,7 @@ func hashOf(a Apps) string {
 	for _, in := range a.Instances {
 		counts[in.Status]++
 	}
-	var names []string
-	for s := range counts {
-		names = append(names, s)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, s := range names {
-		fmt.Fprintf(&b, "%s_%d_", s, counts[s])
-	}
-	return b.String()
+	return statusHash(counts)
 }
 
 func serviceURLs(nodes []*Node) string {

@@ -152,24 +152,12 @@ type Stats struct {
 // New returns a syncer of cfg.Remotes on c.
 func New(cfg Config, c Cluster, log hclog.Logger) *Syncer {
 	d := DefaultConfig()
-	if cfg.FetchInterval <= 0 {
-		cfg.FetchInterval = d.FetchInterval
-	}
-	if cfg.BlockingWait <= 0 {
-		cfg.BlockingWait = d.BlockingWait
-	}
-	if cfg.StatusEvery <= 0 {
-		cfg.StatusEvery = d.StatusEvery
-	}
-	if cfg.RetryDelay <= 0 {
-		cfg.RetryDelay = d.RetryDelay
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = d.Timeout
-	}
-	if cfg.Chunk <= 0 {
-		cfg.Chunk = d.Chunk
-	}
+	cfg.FetchInterval = orDefault(cfg.FetchInterval, d.FetchInterval)
+	cfg.BlockingWait = orDefault(cfg.BlockingWait, d.BlockingWait)
+	cfg.StatusEvery = orDefault(cfg.StatusEvery, d.StatusEvery)
+	cfg.RetryDelay = orDefault(cfg.RetryDelay, d.RetryDelay)
+	cfg.Timeout = orDefault(cfg.Timeout, d.Timeout)
+	cfg.Chunk = orDefault(cfg.Chunk, d.Chunk)
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -179,6 +167,14 @@ func New(cfg Config, c Cluster, log hclog.Logger) *Syncer {
 		s.stats[r.Name] = &counters{}
 	}
 	return s
+}
+
+// orDefault is v, or d when v is not positive (not set).
+func orDefault[T int | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // Stats returns each region's counters.
