@@ -2,7 +2,7 @@
 # it installs what the tests need, then runs every Go test.
 GO ?= go
 
-.PHONY: build build-bench bench-summary etcd-server test unit e2e deps vet lint fmt-check fuzz race image mutation-check
+.PHONY: build build-bench bench-summary bench-scale etcd-server test unit e2e deps vet lint fmt-check fuzz race image mutation-check
 
 build:
 	$(GO) build -o bin/heureka ./cmd/heureka
@@ -62,6 +62,13 @@ bench-summary: build-bench etcd-server
 	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
 		$(MAKE) -s --no-print-directory e2e/eurekaserver/target/eurekaserver.jar; fi
 	bin/heureka bench --summary BENCHMARKS.md $(BENCH_ARGS)
+
+# bench-scale regenerates the scale table of BENCHMARKS.md: heureka and the
+# limit at 10,000, 100,000 and 1,000,000 instances, 20 to an application
+# (docs/bench.md, "The scale table"). About 40 minutes and 10 GB of memory
+# on a 2-core machine. BENCH_ARGS adds flags.
+bench-scale: build
+	bin/heureka bench --scale BENCHMARKS.md $(BENCH_ARGS)
 
 # image builds heureka:latest from a binary built here, pulling nothing
 # (scripts/image.sh); `docker build -t heureka:latest .` is the same image

@@ -184,6 +184,59 @@ func TestBenchCommand_SummaryTiny(t *testing.T) {
 	}
 }
 
+// TestBenchCommand_ScaleTiny runs `heureka bench --scale` at two tiny
+// sizes: the table lands between the page's bench-scale markers (the
+// summary's markers on the same page are left alone), with a row per size,
+// heureka and the limit only, and each size's instances spread 20 to an
+// application.
+func TestBenchCommand_ScaleTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 3-node clusters")
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, "PAGE.md")
+	summary := bench.SummaryBegin + "\nthe summary, untouched\n" + bench.SummaryEnd + "\n"
+	begin, end := bench.ScaleBeginPrefix+" -->", bench.ScaleEndPrefix+" -->"
+	if err := os.WriteFile(page, []byte("# Page\n\n"+summary+"\n"+begin+"\nold\n"+end+"\nrest\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reports := filepath.Join(dir, "reports")
+	_, stderr, _ := runBench(t, 3*time.Minute, "--scale", page, "--summary-sizes", "100,200", "--duration", "300ms",
+		"--samples", "10", "--crash-instances", "5", "--tmp", dir, "--json-out", reports)
+	checkStopped(t, stderr)
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	if !strings.Contains(got, summary) || !strings.HasSuffix(got, end+"\nrest\n") {
+		t.Fatalf("the page outside the scale markers changed:\n%s", got)
+	}
+	table := got[strings.Index(got, begin)+len(begin) : strings.Index(got, end)]
+	for _, re := range []string{"with `heureka bench --scale ", `(?m)^\| 100 \| heureka \| [0-9,]+/s \|`,
+		`(?m)^\| 200 \| heureka \| [0-9,]+/s \|`, `(?m)^\|  \| limit \|  \| [0-9,.]+/s \(×`} {
+		if !regexp.MustCompile(re).MatchString(table) {
+			t.Errorf("scale table lacks %s:\n%s", re, table)
+		}
+	}
+	if strings.Contains(table, "old") || strings.Contains(table, "| etcd |") || strings.Contains(table, "| eureka-server |") {
+		t.Errorf("the scale table has the old text or a column it should not run:\n%s", table)
+	}
+	for _, n := range []int{100, 200} {
+		raw, err := os.ReadFile(filepath.Join(reports, strconv.Itoa(n)+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep bench.Report
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Params.Instances != n || rep.Params.Apps != n/bench.ScaleInstancesPerApp {
+			t.Errorf("%d instances: report says %d instances in %d apps, want %d apps", n, rep.Params.Instances, rep.Params.Apps, n/bench.ScaleInstancesPerApp)
+		}
+	}
+}
+
 // TestBenchCommand_EtcdTiny runs the etcd column alone at a tiny size; it
 // is skipped where etcd is not installed (apt-get install etcd-server).
 func TestBenchCommand_EtcdTiny(t *testing.T) {

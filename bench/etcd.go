@@ -292,19 +292,19 @@ func (r *etcdRun) propagation(ctx context.Context, row string) {
 	A, B := r.clients[r.a], r.clients[r.b]
 	direct := row == RowPropagation
 	prefix := EtcdAppPrefix(PropApp + "-" + strings.ToLower(row))
-	var wl *watchLog
+	var wl *timedLog[watchEv]
 	label := row + " propagation (serializable get)"
 	if !direct {
 		label = row + " propagation (watch)"
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		wl = newWatchLog()
+		wl = newTimedLog[watchEv]()
 		wch := B.Watch(clientv3.WithRequireLeader(wctx), prefix, clientv3.WithPrefix())
 		go func() {
 			for resp := range wch {
 				at := time.Now()
 				for _, ev := range resp.Events {
-					wl.add(string(ev.Kv.Key), watchEv{rev: ev.Kv.ModRevision, del: ev.Type == clientv3.EventTypeDelete, at: at})
+					wl.add(watchEv{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision, del: ev.Type == clientv3.EventTypeDelete}, at)
 				}
 			}
 		}()
@@ -314,7 +314,7 @@ func (r *etcdRun) propagation(ctx context.Context, row string) {
 	const timeout = 10 * time.Second
 	visible := func(ctx context.Context, key string, rev int64, del bool, ack time.Time) (time.Duration, bool) {
 		if !direct {
-			at, ok := wl.wait(ctx, key, func(e watchEv) bool { return e.del == del && (del || e.rev >= rev) }, timeout)
+			at, ok := wl.wait(ctx, 0, timeout, func(e watchEv) bool { return e.key == key && e.del == del && (del || e.rev >= rev) })
 			return max(at.Sub(ack), 0), ok
 		}
 		err := waitFor(ctx, timeout, time.Millisecond, func() (bool, error) {
@@ -373,53 +373,11 @@ func (r *etcdRun) propagation(ctx context.Context, row string) {
 	r.sys.Set(row, s.sample(ctx, "etcd", label, s.PropWorkers, 0, cycle))
 }
 
+// watchEv is one event of the W6 watch.
 type watchEv struct {
+	key string
 	rev int64
 	del bool
-	at  time.Time
-}
-
-// watchLog records watch events by key and wakes waiters.
-type watchLog struct {
-	mu      sync.Mutex
-	events  map[string][]watchEv
-	changed chan struct{}
-}
-
-func newWatchLog() *watchLog {
-	return &watchLog{events: map[string][]watchEv{}, changed: make(chan struct{})}
-}
-
-func (l *watchLog) add(key string, e watchEv) {
-	l.mu.Lock()
-	l.events[key] = append(l.events[key], e)
-	close(l.changed)
-	l.changed = make(chan struct{})
-	l.mu.Unlock()
-}
-
-// wait returns when the first event on key matching match arrived.
-func (l *watchLog) wait(ctx context.Context, key string, match func(watchEv) bool, timeout time.Duration) (time.Time, bool) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		l.mu.Lock()
-		for _, e := range l.events[key] {
-			if match(e) {
-				l.mu.Unlock()
-				return e.at, true
-			}
-		}
-		ch := l.changed
-		l.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return time.Time{}, false
-		case <-deadline.C:
-			return time.Time{}, false
-		}
-	}
 }
 
 // elections records a change of Raft term since W1 began.

@@ -201,6 +201,9 @@ func (r *heurekaRun) renew(ctx context.Context) {
 	r.sys.Set(RowRenew, m)
 }
 
+// firstFetchClient makes the reads that precede a timed phase.
+var firstFetchClient = &http.Client{Timeout: 10 * time.Minute}
+
 // readHeader is what Eureka clients send: JSON, gzip accepted.
 func readHeader() http.Header {
 	return http.Header{"Accept": {"application/json"}, "Accept-Encoding": {"gzip"}}
@@ -262,15 +265,20 @@ func (r *heurekaRun) read(ctx context.Context, row, path string, lc LoadConfig, 
 	s := r.s
 	hdr := readHeader()
 	t0 := time.Now()
-	body, respHdr, err := Fetch(r.client, r.url(r.b, path), hdr)
+	// The first fetch may build the document: give it longer than the
+	// timed reads get (a million instances' full registry took more than
+	// their 30 s).
+	body, respHdr, err := Fetch(firstFetchClient, r.url(r.b, path), hdr)
 	first := time.Since(t0)
 	if err != nil {
 		r.sys.Set(row, NotApplicable("failed: "+err.Error()))
 		return
 	}
 	note := ""
-	if ids, err := appsInstances(body, respHdr.Get("Content-Encoding") == "gzip"); err == nil {
-		note = "holds " + group(int64(len(ids))) + " instances"
+	if row == RowDelta { // the full registry is gigabytes at a million instances: not parsed
+		if ids, err := appsInstances(body, respHdr.Get("Content-Encoding") == "gzip"); err == nil {
+			note = "holds " + group(int64(len(ids))) + " instances"
+		}
 	}
 	url := r.url(r.b, path)
 	req := Request{Method: http.MethodGet, Header: hdr, WantMin: 200, WantMax: 200}
@@ -512,17 +520,19 @@ func (r *heurekaRun) propagation(ctx context.Context, row string) {
 }
 
 // W6B: register, status change and cancel on A, each timed from A's answer
-// until a blocking read of the application document on B
-// (GET /eureka/apps/{app}?index=N, N from the previous answer) returns a
+// until a blocking read of the application document on B returns a
 // document that shows it: what a sidecar or gateway using blocking reads
-// sees. Other writers change the same application, so a read may return
-// with their change first; the next read then blocks from there.
+// sees. One loop on B follows the document (GET /eureka/apps/{app}?index=N,
+// N from the previous answer) for all writers, as etcd's row holds one
+// watch for all of them: a read that returns with another writer's change
+// is followed at once by the next, which answers at once when more has
+// changed meanwhile.
 func (r *heurekaRun) propagationBlocking(ctx context.Context) {
 	s := r.s
 	const timeout = 10 * time.Second
 	appPath := "/eureka/apps/" + PropApp
-	// index reads the application document's version on B (0 while it is
-	// missing: a blocking read with index 0 waits for it to appear).
+	// read reads the application document on B with its version (0 while
+	// it is missing: a blocking read with index 0 waits for it to appear).
 	read := func(ctx context.Context, query string) (map[string]string, uint64, error) {
 		code, body, hdr, err := r.send(ctx, http.MethodGet, r.url(r.b, appPath+query), nil, nil)
 		if err != nil {
@@ -539,51 +549,110 @@ func (r *heurekaRun) propagationBlocking(ctx context.Context) {
 		}
 		return nil, 0, fmt.Errorf("GET %s%s: %d", appPath, query, code)
 	}
+	docs := newTimedLog[map[string]string]()
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	_, idx, err := read(fctx, "")
+	if err != nil {
+		r.sys.Set(RowPropBlock, Measurement{Errors: 1, FirstError: err.Error()})
+		return
+	}
+	followed := make(chan error, 1)
+	go func() {
+		for fctx.Err() == nil {
+			ids, next, err := read(fctx, fmt.Sprintf("?index=%d&wait=%ds", idx, int(timeout.Seconds())))
+			if err != nil {
+				followed <- err
+				return
+			}
+			docs.add(ids, time.Now())
+			idx = next
+		}
+		followed <- nil
+	}()
 	cycle := func(ctx context.Context, w, n int, record func(time.Duration, bool)) error {
 		id, steps := r.propSteps(RowPropBlock, w, n)
 		for _, st := range steps {
-			_, idx, err := read(ctx, "")
-			if err != nil {
-				return err
-			}
-			type seen struct {
-				at time.Time
-				ok bool
-			}
-			got := make(chan seen, 1)
-			go func() {
-				deadline := time.Now().Add(timeout)
-				for time.Now().Before(deadline) && ctx.Err() == nil {
-					ids, next, err := read(ctx, fmt.Sprintf("?index=%d&wait=%ds", idx, int(timeout.Seconds())))
-					at := time.Now()
-					if err != nil {
-						break
-					}
-					status, present := ids[id]
-					if (st.want == stateGone && !present) || (present && stateOf(status) == st.want) {
-						got <- seen{at, true}
-						return
-					}
-					idx = next
-				}
-				got <- seen{}
-			}()
-			sleepCtx(ctx, 5*time.Millisecond) // let the read park first
+			from := docs.len()
 			if _, err := r.expect(ctx, st.method, r.url(r.a, st.path), st.body, st.code); err != nil {
-				<-got
 				return err
 			}
 			ack := time.Now()
-			sn := <-got
+			at, ok := docs.wait(ctx, from, timeout, func(ids map[string]string) bool {
+				status, present := ids[id]
+				return (st.want == stateGone && !present) || (present && stateOf(status) == st.want)
+			})
 			if ctx.Err() != nil {
 				return nil
 			}
-			record(max(sn.at.Sub(ack), 0), sn.ok)
+			record(max(at.Sub(ack), 0), ok)
 		}
 		return nil
 	}
 	m := s.sample(ctx, "heureka", RowPropBlock+" propagation (blocking read)", s.PropWorkers, 0, cycle)
+	stop()
+	if err := <-followed; err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		m.Errors++
+		if m.FirstError == "" {
+			m.FirstError = "following the document on B: " + err.Error()
+		}
+	}
 	r.sys.Set(RowPropBlock, m)
+}
+
+// timedLog is what a following loop received (a watch's events, the
+// documents of a blocking-read loop), each with when it arrived, for the
+// writers waiting to see their change.
+type timedLog[T any] struct {
+	mu      sync.Mutex
+	items   []timedItem[T]
+	changed chan struct{}
+}
+
+type timedItem[T any] struct {
+	v  T
+	at time.Time
+}
+
+func newTimedLog[T any]() *timedLog[T] { return &timedLog[T]{changed: make(chan struct{})} }
+
+func (l *timedLog[T]) add(v T, at time.Time) {
+	l.mu.Lock()
+	l.items = append(l.items, timedItem[T]{v, at})
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+func (l *timedLog[T]) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.items)
+}
+
+// wait returns when the first item from the from-th on that match accepts
+// arrived; false when ctx ends or timeout passes first.
+func (l *timedLog[T]) wait(ctx context.Context, from int, timeout time.Duration, match func(T) bool) (time.Time, bool) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		for ; from < len(l.items); from++ {
+			if it := l.items[from]; match(it.v) {
+				l.mu.Unlock()
+				return it.at, true
+			}
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return time.Time{}, false
+		case <-deadline.C:
+			return time.Time{}, false
+		}
+	}
 }
 
 // elections records a change of Raft term since W1 began: a leader

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -209,6 +210,15 @@ type Report struct {
 	Machine Machine   `json:"machine"`
 	Params  Params    `json:"params"`
 	Systems []*System `json:"systems"`
+}
+
+// notRunDisabled begins the NotRun of a column nobody asked for.
+const notRunDisabled = "disabled"
+
+// WithoutDisabled drops the columns nobody asked for (an etcd column
+// without --etcd): the scale table shows what was run.
+func (r *Report) WithoutDisabled() {
+	r.Systems = slices.DeleteFunc(r.Systems, func(s *System) bool { return strings.HasPrefix(s.NotRun, notRunDisabled) })
 }
 
 // System returns the column with the given name, or nil.

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -127,15 +128,36 @@ func (r *heurekaRun) restart(ctx context.Context) error {
 }
 
 // countInstances asks node i for GET /eureka/apps and returns how many
-// instances the document lists (the sum of its apps__hashcode counts).
+// instances the document lists (the sum of its apps__hashcode counts). It
+// reads only the document's head, where the hash code is, and drops the
+// connection: at a million instances the document is gigabytes, and
+// three nodes polled at once held more than the machine's memory.
 func (r *heurekaRun) countInstances(ctx context.Context, i int, query string) (int, int, error) {
-	code, body, _, err := r.send(ctx, http.MethodGet, r.url(i, "/eureka/apps"+query), nil, nil)
-	if err != nil || code != http.StatusOK {
-		return 0, code, err
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url(i, "/eureka/apps"+query), nil)
+	if err != nil {
+		return 0, 0, err
 	}
-	n, err := hashCount(body)
-	return n, code, err
+	req.Header.Set("Accept", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return 0, resp.StatusCode, nil
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, docHead))
+	if err != nil {
+		return 0, resp.StatusCode, err
+	}
+	n, err := hashCount(head)
+	return n, resp.StatusCode, err
 }
+
+// docHead is how much of an applications document countInstances reads:
+// the hash code comes right after the document's opening.
+const docHead = 4 << 10
 
 // hashCount sums the counts of an applications document's hash code
 // ("UP_5_OUT_OF_SERVICE_2_" → 7).

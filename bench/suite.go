@@ -359,7 +359,7 @@ func (s *Suite) etcdColumn(ctx context.Context, e *System) (*column, error) {
 		stop = s.started("etcd", "members", "cluster", l)
 		t = &EtcdTarget{Endpoints: l.URLs, PIDs: l.PIDs(), Settings: l.Settings}
 	case t == nil:
-		e.NotRun = "disabled (give --etcd local or --etcd-endpoints)"
+		e.NotRun = notRunDisabled + " (give --etcd local or --etcd-endpoints)"
 		return nil, nil
 	}
 	e.Settings = settingsOr(t.Settings, t.Endpoints)

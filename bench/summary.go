@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,6 +24,30 @@ const (
 
 // SummarySizes are the registry sizes the summary table is measured at.
 var SummarySizes = []int{10000, 50000, 200000}
+
+// The scale table (`heureka bench --scale FILE`) lies between these two
+// lines: heureka and the limit alone, up to a million instances.
+const (
+	ScaleBeginPrefix = "<!-- bench-scale:begin"
+	ScaleEndPrefix   = "<!-- bench-scale:end"
+)
+
+// ScaleSizes are the registry sizes the scale table is measured at.
+var ScaleSizes = []int{10000, 100000, 1000000}
+
+// ScaleInstancesPerApp is how many instances the scale table puts in each
+// application: 1,000,000 instances are 50,000 applications of 20.
+const ScaleInstancesPerApp = 20
+
+// Markers name the two lines a generated table lies between, by the
+// prefixes they start with.
+type Markers struct{ Begin, End string }
+
+// SummaryMarkers and ScaleMarkers are the summary's and the scale table's.
+var (
+	SummaryMarkers = Markers{SummaryBeginPrefix, SummaryEndPrefix}
+	ScaleMarkers   = Markers{ScaleBeginPrefix, ScaleEndPrefix}
+)
 
 // SummaryInfo is what the summary's header line says about how the table
 // was made.
@@ -62,7 +87,7 @@ var summarySystems = []string{ColumnHeureka, ColumnEurekaServer, ColumnEtcd, Col
 // cell without a figure carries a note that says why.
 func SummaryTable(reps []*Report, info SummaryInfo) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured %s from commit `%s` with `%s`", info.Date.UTC().Format("2006-01-02 15:04 UTC"), info.Commit, info.Command)
+	fmt.Fprintf(&b, "Measured %s from commit `%s` with `%s`", info.Date.UTC().Format("2006-01-02 15:04 UTC"), info.Commit, withoutDirs(info.Command))
 	if len(reps) > 0 {
 		m := reps[0].Machine
 		fmt.Fprintf(&b, " on %d CPUs (%s), %s memory; load average (1, 5, 15 min) at the start → end of each size:", m.CPUs, m.Model, m.Memory)
@@ -226,6 +251,28 @@ func errNote(m Measurement) string {
 	return " (" + group(m.Errors) + " errors, the first: " + withoutHosts(firstLine(m.FirstError)) + ")"
 }
 
+// withoutDirs writes a command with each absolute path in it cut to its
+// last element (`--json-out /tmp/x/reports` → `--json-out reports`): the
+// table is committed, and where the run kept its files is that machine's
+// business.
+func withoutDirs(cmd string) string {
+	fields := strings.Fields(cmd)
+	for i, f := range fields {
+		flag, val, hasEq := strings.Cut(f, "=")
+		if !hasEq {
+			flag, val = "", f
+		}
+		if filepath.IsAbs(val) {
+			val = filepath.Base(val)
+			if hasEq {
+				val = flag + "=" + val
+			}
+			fields[i] = val
+		}
+	}
+	return strings.Join(fields, " ")
+}
+
 // hostPart is the scheme and address of a URL in an error message, or an
 // address alone.
 var hostPart = regexp.MustCompile(`https?://[^/\s"]+|\b\d{1,3}(?:\.\d{1,3}){3}:\d+`)
@@ -284,30 +331,35 @@ func sup(n int) string {
 // them are kept byte for byte. It fails unless doc holds exactly one begin
 // marker followed by one end marker.
 func ReplaceSummary(doc, table string) (string, error) {
+	return ReplaceSection(doc, table, SummaryMarkers)
+}
+
+// ReplaceSection is ReplaceSummary between the markers m.
+func ReplaceSection(doc, table string, m Markers) (string, error) {
 	lines := strings.SplitAfter(doc, "\n")
 	begin, end := -1, -1
 	for i, l := range lines {
 		t := strings.TrimSpace(l)
 		switch {
-		case strings.HasPrefix(t, SummaryBeginPrefix):
+		case strings.HasPrefix(t, m.Begin):
 			if begin >= 0 {
-				return "", errors.New("two summary begin markers")
+				return "", errors.New("two begin markers")
 			}
 			begin = i
-		case strings.HasPrefix(t, SummaryEndPrefix):
+		case strings.HasPrefix(t, m.End):
 			if end >= 0 {
-				return "", errors.New("two summary end markers")
+				return "", errors.New("two end markers")
 			}
 			end = i
 		}
 	}
 	switch {
 	case begin < 0:
-		return "", fmt.Errorf("no summary begin marker (a line starting %q)", SummaryBeginPrefix)
+		return "", fmt.Errorf("no begin marker (a line starting %q)", m.Begin)
 	case end < 0:
-		return "", fmt.Errorf("no summary end marker (a line starting %q)", SummaryEndPrefix)
+		return "", fmt.Errorf("no end marker (a line starting %q)", m.End)
 	case end < begin:
-		return "", errors.New("the summary end marker comes before the begin marker")
+		return "", errors.New("the end marker comes before the begin marker")
 	}
 	var b strings.Builder
 	for _, l := range lines[:begin+1] {
@@ -327,11 +379,16 @@ func ReplaceSummary(doc, table string) (string, error) {
 // ReplaceSummary), writing the new content to a temporary file beside it
 // and renaming it over the old.
 func RewriteSummary(path, table string) error {
+	return RewriteSection(path, table, SummaryMarkers)
+}
+
+// RewriteSection is RewriteSummary between the markers m.
+func RewriteSection(path, table string, m Markers) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	doc, err := ReplaceSummary(string(old), table)
+	doc, err := ReplaceSection(string(old), table, m)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

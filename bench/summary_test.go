@@ -177,3 +177,15 @@ func TestColumnBudget_CancelsAndMarks(t *testing.T) {
 		t.Errorf("events %q", sys.Events)
 	}
 }
+
+func TestWithoutDirs(t *testing.T) {
+	for in, want := range map[string]string{
+		"heureka bench --scale /tmp/x/PAGE.md --json-out /tmp/x/reports": "heureka bench --scale PAGE.md --json-out reports",
+		"heureka bench --summary BENCHMARKS.md --tmp=/var/tmp/b":         "heureka bench --summary BENCHMARKS.md --tmp=b",
+		"heureka bench --summary-sizes 10000":                            "heureka bench --summary-sizes 10000",
+	} {
+		if got := withoutDirs(in); got != want {
+			t.Errorf("withoutDirs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

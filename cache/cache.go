@@ -234,10 +234,12 @@ type Config struct {
 	// UpdateInterval is how often readOnly is refreshed from readWrite
 	// as a whole: the upper bound on how stale it can be.
 	UpdateInterval time.Duration
-	// PushWindow bounds how often the affected readOnly documents are
-	// rebuilt after changes: a change after a quiet window is pushed at
-	// once, later ones within the window wait for its end and share one
-	// rebuild. 0 turns the push off: readOnly then changes only
+	// PushWindow bounds how often the affected registry-wide readOnly
+	// documents (the full registry, the delta) are rebuilt after changes:
+	// a change after a quiet window is pushed at once, later ones within
+	// the window wait for its end and share one rebuild. Smaller documents
+	// (an application's, a VIP's) are pushed after every change, paced by
+	// their cost only. 0 turns the push off: readOnly then changes only
 	// every UpdateInterval, exactly as in eureka-server.
 	PushWindow time.Duration
 	// AutoExpiration is how long a readWrite entry lives after its build.
@@ -264,7 +266,7 @@ type Config struct {
 // 50,000 instances in JSON, and bounds what plain readers can make a node
 // hold.
 func DefaultConfig() Config {
-	return Config{UpdateInterval: 30 * time.Second, PushWindow: 2 * time.Millisecond, AutoExpiration: 180 * time.Second,
+	return Config{UpdateInterval: 30 * time.Second, PushWindow: 50 * time.Millisecond, AutoExpiration: 180 * time.Second,
 		UseReadOnly: true, Formats: 2, MaxEntries: 50000, PlainBudget: 128 << 20, PlainKeep: 10 * time.Second}
 }
 

@@ -181,6 +181,7 @@ func (c *Cache) pushLoop(l *lane) {
 	// Passes run at most once per window, on the window's leading edge: a
 	// change after a quiet spell is pushed at once, and the changes that
 	// follow it within the window wait for its end and share one pass.
+	window := c.window(l)
 	var last time.Time // when the last pass ended
 	for {
 		select {
@@ -188,16 +189,30 @@ func (c *Cache) pushLoop(l *lane) {
 			return
 		case <-l.kick:
 		}
-		if wait := c.cfg.PushWindow - time.Since(last); wait > 0 && !sleep(wait) {
+		if wait := window - time.Since(last); wait > 0 && !sleep(wait) {
 			return
 		}
 		for next := c.push(l); next > 0; next = c.push(l) {
-			if !sleep(max(next, c.cfg.PushWindow)) {
+			if !sleep(max(next, window)) {
 				return
 			}
 		}
 		last = time.Now()
 	}
+}
+
+// window is lane l's push window. The small lane has none: an
+// application's document is rebuilt after every change, as soon as the
+// previous pass ended and its pacing allows, since under a stream of
+// changes a window of 2 ms held each change up to 2 ms for a rebuild that
+// costs tens of microseconds; passes still run one at a time, so changes
+// that arrive during one share the next. The wide lane's documents cost
+// milliseconds and keep the window.
+func (c *Cache) window(l *lane) time.Duration {
+	if l.idx == laneSmall {
+		return 0
+	}
+	return c.cfg.PushWindow
 }
 
 // push rebuilds the readOnly documents of lane l's pending topics and

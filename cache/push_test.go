@@ -270,34 +270,40 @@ func TestPush_GzipMadeAheadOnlyWhileRead(t *testing.T) {
 	}
 }
 
-// The window bounds how often a document is rebuilt, not how long the first
-// change waits: a change after a quiet spell is pushed at once, and the
-// changes that follow it within the window share one later pass.
+// The window bounds how often a registry-wide document is rebuilt, not how
+// long the first change waits: a change after a quiet spell is pushed at
+// once, and the changes that follow it within the window share one later
+// pass. An application's document has no window: it follows each change.
 func TestPush_LeadingEdgeOfWindow(t *testing.T) {
 	const window = time.Second
 	c, b := newTestCache(t, func(cfg *Config) { cfg.PushWindow = window })
+	mustGet(t, c, kApps)
 	mustGet(t, c, kAppA)
 	start := time.Now()
 	b.gen.Store(1)
 	c.Invalidate(fsm.Change{Apps: []string{"A"}})
-	waitFor(t, "the first change pushed", func() bool { return mustGet(t, c, kAppA) == "app/A/0@1" })
+	waitFor(t, "the first change pushed", func() bool { return mustGet(t, c, kApps) == "apps//0@1" })
 	if d := time.Since(start); d >= window/2 {
 		t.Fatalf("the first change after a quiet spell waited %v for a %v window", d, window)
 	}
-	// Two more changes right away: both wait for the window's end, and one
-	// rebuild carries them.
-	builds := b.count(kAppA)
+	// Two more changes right away: the full registry waits for the
+	// window's end, and one rebuild carries both.
+	builds := b.count(kApps)
 	b.gen.Store(2)
 	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	waitFor(t, "the application's document pushed within the window", func() bool { return mustGet(t, c, kAppA) == "app/A/0@2" })
 	b.gen.Store(3)
 	c.Invalidate(fsm.Change{Apps: []string{"A"}})
-	time.Sleep(window / 4)
-	if got := mustGet(t, c, kAppA); got != "app/A/0@1" {
-		t.Fatalf("a change within the window was pushed before its end: %s", got)
+	waitFor(t, "the application's document pushed again", func() bool { return mustGet(t, c, kAppA) == "app/A/0@3" })
+	if d := time.Since(start); d >= window/2 {
+		t.Fatalf("the application's document waited %v: it should not wait for the window", d)
 	}
-	waitFor(t, "the later changes pushed", func() bool { return mustGet(t, c, kAppA) == "app/A/0@3" })
-	if n := b.count(kAppA) - builds; n != 1 {
-		t.Fatalf("%d rebuilds for two changes within one window, want 1", n)
+	if got := mustGet(t, c, kApps); got != "apps//0@1" {
+		t.Fatalf("a change within the window was pushed into the full registry before its end: %s", got)
+	}
+	waitFor(t, "the later changes pushed", func() bool { return mustGet(t, c, kApps) == "apps//0@3" })
+	if n := b.count(kApps) - builds; n != 1 {
+		t.Fatalf("%d rebuilds of the full registry for two changes within one window, want 1", n)
 	}
 }
 

@@ -21,7 +21,8 @@ import (
 // "Memory footprint"; run it with `go test ./e2e -run XXX -bench Footprint
 // -benchtime 1x -v`): a 3-node cluster started with default flags and no
 // environment variables, BENCH_INSTANCES instances (default 10,000) of
-// `heureka bench`'s workload (500 apps, ~1 KB of varied metadata each),
+// `heureka bench`'s workload (500 apps, BENCH_APPS to change it, ~1 KB of
+// varied metadata each),
 // registered by 64 writers and then renewed once each by 64 clients (server
 // CPU per registration and per renewal, all three nodes). Between the two
 // it waits until no node has a snapshot due: the snapshots the
@@ -53,6 +54,13 @@ func BenchmarkFootprint(b *testing.B) {
 			b.Fatalf("BENCH_INSTANCES=%q: want a number >= %d", s, wl.Apps)
 		}
 		wl.Instances = v
+	}
+	if s := os.Getenv("BENCH_APPS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > wl.Instances {
+			b.Fatalf("BENCH_APPS=%q: want a number from 1 to the instances", s)
+		}
+		wl.Apps = v
 	}
 	n := wl.Instances
 	clientsOnly := os.Getenv("BENCH_VARIANTS") == "clients"

@@ -131,9 +131,10 @@ func isNotFound(err error) bool { return errorStatus(err) == http.StatusNotFound
 // record: the connection, what to answer, a timer. One goroutine per
 // waited-on document waits for the cache to close its channel and answers
 // every parked read the change satisfies; a sweep once a second notices
-// connections the client closed (parkSweep) and releases them. A parked
-// read answers with Connection: close: the server no longer owns the
-// connection, so the client opens a new one for its next read.
+// connections the client closed (parkSweep) and releases them. Once
+// answered, a parked read's connection goes back to the server for the
+// client's next request (Listener); a server without that listener, or a
+// TLS connection, answers with Connection: close instead.
 //
 // HTTP/2 connections cannot be taken over; their reads wait in awaitNewer.
 
@@ -155,6 +156,9 @@ type parked struct {
 	head, v1 bool
 	header   http.Header // set before parking: node headers, X-Heureka-Stale
 	timer    *time.Timer
+	// reuse is the connection when it can go back to the server after the
+	// answer (nil: the answer closes it).
+	reuse reusable
 }
 
 // parkedKey is the parked reads of one document and their watcher's kick.
@@ -210,13 +214,20 @@ func (s *Server) park(c *gin.Context, key cache.Key, b blocking) bool {
 		return false
 	}
 	_, v1 := c.Writer.(*v1Writer)
-	conn, _, err := http.NewResponseController(c.Writer).Hijack()
+	conn, brw, err := http.NewResponseController(c.Writer).Hijack()
 	if err != nil {
 		return false
 	}
 	_ = conn.SetDeadline(time.Time{}) // the server's timeouts no longer apply
 	p := &parked{conn: conn, key: key, index: b.index, header: c.Writer.Header().Clone(),
 		gz: acceptsGzip(c.GetHeader("Accept-Encoding")), head: c.Request.Method == http.MethodHead, v1: v1}
+	// The connection can serve the client's next request after the answer
+	// when the client keeps connections (HTTP/1.1, no Connection: close)
+	// and sent nothing beyond this request: bytes the server had read
+	// ahead would be lost with its buffer.
+	if rc, ok := conn.(reusable); ok && c.Request.ProtoAtLeast(1, 1) && !c.Request.Close && brw.Reader.Buffered() == 0 {
+		p.reuse = rc
+	}
 	s.waiting.Add(1)
 	p.timer = time.AfterFunc(b.wait, func() { l.release(p, true) })
 	l.add(p)
@@ -340,10 +351,11 @@ func (l *parkingLot) close() {
 }
 
 // answerParked writes the answer a parked read would have had from serve,
-// with Connection: close, and closes the connection.
+// and hands the connection back to the server for the client's next
+// request, or, when it cannot, answers with Connection: close and closes
+// it.
 func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
 	defer s.waiting.Add(-1)
-	defer p.conn.Close()
 	_ = p.conn.SetWriteDeadline(time.Now().Add(blockingGrace))
 	h := p.header
 	if err == nil && h.Get("X-Heureka-Stale") == "" && !s.cluster.Ready() {
@@ -381,7 +393,9 @@ func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
 			h.Set("Content-Length", strconv.Itoa(len(body)))
 		}
 	}
-	h.Set("Connection", "close")
+	if p.reuse == nil {
+		h.Set("Connection", "close")
+	}
 	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 	bw := answerWriters.Get().(*bufio.Writer)
 	defer answerWriters.Put(bw)
@@ -397,5 +411,11 @@ func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
 	default:
 		writeDoc(bw, v, p.gz)
 	}
-	_ = bw.Flush()
+	if bw.Flush() == nil && p.reuse != nil {
+		_ = p.conn.SetDeadline(time.Time{})
+		if p.reuse.reuse() {
+			return
+		}
+	}
+	_ = p.conn.Close()
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -386,12 +387,96 @@ func TestBlocking_ParkedAnswerIsTheReadsOwn(t *testing.T) {
 	_, z, hdr := do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept-Encoding", "gzip")
 	at = strconv.FormatUint(index(t, hdr), 10)
 	answer := rawExchange(t, ts.Listener.Addr().String(),
-		"HEAD /eureka/apps?index="+at+"&wait=100ms HTTP/1.1\r\nHost: heureka\r\nAccept-Encoding: gzip\r\n\r\n")
+		"HEAD /eureka/apps?index="+at+"&wait=100ms HTTP/1.1\r\nHost: heureka\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n")
 	head, rest, _ := strings.Cut(answer, "\r\n\r\n")
 	if !strings.HasPrefix(head, "HTTP/1.1 200 ") || rest != "" {
 		t.Fatalf("parked HEAD sent a %d-byte body: %q", len(rest), answer)
 	}
 	if want := "Content-Length: " + strconv.Itoa(len(z)); !strings.Contains(head, want) {
 		t.Fatalf("parked HEAD headers lack %q:\n%s", want, head)
+	}
+}
+
+// TestBlocking_ParkedConnectionServesTheNextRead: once a parked read is
+// answered, its connection serves the client's next request (a follower of
+// a document reads again at once), parked or not; a client that asked for
+// Connection: close, or sent a request ahead, gets its connection closed.
+func TestBlocking_ParkedConnectionServesTheNextRead(t *testing.T) {
+	ts, _ := newPushServer(t)
+	register(t, ts.URL, "APP1", "i-1")
+	_, _, hdr := do(t, "GET", ts.URL+"/eureka/apps/APP1", "", "")
+	at := index(t, hdr)
+
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(conn)
+	read := func(req string) *http.Response {
+		t.Helper()
+		if _, err := io.WriteString(conn, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	get := func(index uint64, extra string) string {
+		return "GET /eureka/apps/APP1?index=" + strconv.FormatUint(index, 10) + "&wait=10s HTTP/1.1\r\nHost: heureka\r\nAccept: application/json\r\n" + extra + "\r\n"
+	}
+	for i := 2; i <= 4; i++ {
+		time.AfterFunc(50*time.Millisecond, func() { register(t, ts.URL, "APP1", "i-"+strconv.Itoa(i)) })
+		resp := read(get(at, ""))
+		if resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("parked read %d: %d, close %v", i, resp.StatusCode, resp.Close)
+		}
+		next := index(t, resp.Header)
+		if next <= at {
+			t.Fatalf("parked read %d answered version %d, not above %d", i, next, at)
+		}
+		at = next
+	}
+	// An ordinary read on the same connection.
+	if resp := read("GET /eureka/apps/APP1 HTTP/1.1\r\nHost: heureka\r\n\r\n"); resp.StatusCode != 200 {
+		t.Fatalf("plain read on the reused connection: %d", resp.StatusCode)
+	}
+
+	// Connection: close is honoured.
+	time.AfterFunc(50*time.Millisecond, func() { register(t, ts.URL, "APP1", "i-5") })
+	if resp := read(get(at, "Connection: close\r\n")); !resp.Close {
+		t.Fatal("a parked read that asked for Connection: close kept its connection")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("connection still open after Connection: close: %v", err)
+	}
+
+	// A request sent ahead of the answer: the server read it into the
+	// buffer it gives up, so the connection is closed rather than reused.
+	_, _, hdr = do(t, "GET", ts.URL+"/eureka/apps/APP1", "", "")
+	at = index(t, hdr)
+	conn2, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	_ = conn2.SetDeadline(time.Now().Add(20 * time.Second))
+	time.AfterFunc(50*time.Millisecond, func() { register(t, ts.URL, "APP1", "i-6") })
+	if _, err := io.WriteString(conn2, get(at, "")+"GET /eureka/apps/APP1 HTTP/1.1\r\nHost: heureka\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(conn2)
+	if err != nil {
+		t.Fatalf("pipelined: %v", err)
+	}
+	if n := strings.Count(string(b), "HTTP/1.1 "); n < 1 || !strings.Contains(string(b), "Connection: close") {
+		t.Fatalf("pipelined request: %d answers, want the parked read's with Connection: close:\n%.400s", n, b)
 	}
 }

@@ -122,7 +122,8 @@ type merged struct {
 // replacing an earlier one of the same id. The version is the newest of
 // the local registry's and the regions' (all Raft indexes).
 func (v *views) mergeRegions(r *fsm.Registry, regions []string) merged {
-	m := merged{order: r.AppNames(), apps: map[string][]*fsm.Entry{}, only: map[string]string{}, counts: r.StatusCounts(), version: r.Version()}
+	// AppNames is shared: Clip makes the appends below copy it.
+	m := merged{order: slices.Clip(r.AppNames()), apps: map[string][]*fsm.Entry{}, only: map[string]string{}, counts: r.StatusCounts(), version: r.Version()}
 	pos := map[string]map[string]int{}
 	for _, rn := range regions {
 		rr, ok := r.RemoteRegion(rn)
@@ -194,22 +195,22 @@ func (v *views) regionApps(f eureka.Format, regions []string) ([]cache.Segment, 
 			}
 		}
 	})
-	segs := v.collectionLocked(f, "1", fsm.HashCode(m.counts), parts)
+	segs := v.collection(f, "1", fsm.HashCode(m.counts), parts)
 	// Drop this format's fragments of the regions' applications that are
 	// gone from them.
-	for k := range v.frags {
-		if k.format == f && slices.Contains(regions, k.region) && m.only[k.app] != k.region {
-			delete(v.frags, k)
-		}
-	}
+	v.dropFrags(func(k fragKey) bool {
+		return k.format == f && slices.Contains(regions, k.region) && m.only[k.app] != k.region
+	})
 	return segs, m.version, nil
 }
 
 // regionWholeApp describes application name of a region's copy for a
-// document, as wholeApp does a local one (inside fsm.Read, v.mu held).
+// document, as wholeApp does a local one (inside fsm.Read).
 func (v *views) regionWholeApp(copy *fsm.Registry, f eureka.Format, region, name string) part {
 	p := part{name: name, version: copy.AppVersion(name), whole: true, region: region}
-	if fr, ok := v.frags[fragKey{name, f, region}]; !ok || fr.version != p.version {
+	if fr, ok := v.frag(fragKey{name, f, region}); ok && fr.version == p.version {
+		p.current, p.hasCurrent = fr, true
+	} else {
 		p.entries = copy.AppEntries(name)
 	}
 	return p
@@ -260,7 +261,7 @@ func (v *views) regionDelta(f eureka.Format, regions []string) ([]cache.Segment,
 	for i := range parts {
 		parts[i].entries = deletionsLast(parts[i].entries)
 	}
-	return v.collectionLocked(f, strconv.FormatUint(m.version, 10), fsm.HashCode(m.counts), parts), m.version, nil
+	return v.collection(f, strconv.FormatUint(m.version, 10), fsm.HashCode(m.counts), parts), m.version, nil
 }
 
 // fallbackApp is the application of the first remote region (in name
@@ -378,7 +379,7 @@ func (v *views) deltaAfter(f eureka.Format, after uint64) ([]cache.Segment, uint
 	if !complete {
 		return nil, 0, 0, fmt.Errorf("delta after %d: %w", after, errDeltaGone)
 	}
-	return v.collectionLocked(f, strconv.FormatUint(version, 10), hash, parts), version, seq, nil
+	return v.collection(f, strconv.FormatUint(version, 10), hash, parts), version, seq, nil
 }
 
 // changeSignal wakes the waiters of a change to the local registry: the

@@ -26,7 +26,16 @@ type views struct {
 	read func(func(*fsm.Registry))
 	cfg  Config
 
-	mu    sync.Mutex
+	// mu serializes the builds of registry-wide documents (the full
+	// registry, the delta, VIPs, the region merges) and guards what only
+	// they use: deltaInst, deltaRuns, scratch. An application's document
+	// does not take it: a blocking read of one application must not wait
+	// behind a delta of 10,000 instances being encoded.
+	mu sync.Mutex
+	// fmu guards frags and is held only around the map (a leaf lock:
+	// nothing else is taken while it is held); fragments are encoded
+	// outside it.
+	fmu   sync.Mutex
 	frags map[fragKey]fragment
 	// deltaInst keeps, per format, the compressed instances of the last
 	// delta build that no current fragment holds (deleted or since
@@ -81,7 +90,9 @@ func newViews(read func(func(*fsm.Registry)), cfg Config) *views {
 func (v *views) forget(ch fsm.Change) {
 	if ch.All {
 		v.mu.Lock()
+		v.fmu.Lock()
 		clear(v.frags)
+		v.fmu.Unlock()
 		clear(v.deltaInst)
 		clear(v.deltaRuns)
 		v.mu.Unlock()
@@ -123,39 +134,89 @@ type part struct {
 	entries []*fsm.Entry
 	// region is the remote region of a whole application from a copy.
 	region string
+	// current is the stored fragment of a whole application when it was
+	// current as the part was read (hasCurrent; entries are then nil):
+	// kept here, for an application document built meanwhile may replace
+	// it in the store.
+	current    fragment
+	hasCurrent bool
 }
 
 // wholeApp describes application name for a document; call it inside
-// fsm.Read with v.mu held.
+// fsm.Read.
 func (v *views) wholeApp(r *fsm.Registry, f eureka.Format, name string) part {
 	p := part{name: name, version: r.AppVersion(name), whole: true}
-	if fr, ok := v.frags[fragKey{name, f, ""}]; !ok || fr.version != p.version {
+	if fr, ok := v.frag(fragKey{name, f, ""}); ok && fr.version == p.version {
+		p.current, p.hasCurrent = fr, true
+	} else {
 		p.entries = r.AppEntries(name)
 	}
 	return p
 }
 
-// fragmentLocked returns the compressed application of p, from the
-// fragment store when current, else encoding it (and storing it when
-// whole). v.mu must be held.
-func (v *views) fragmentLocked(f eureka.Format, p part) cache.Segment {
-	if !p.whole {
-		v.scratch = eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries)
-		return cache.Compressed(cache.NewPiece(v.scratch))
+// frag returns the stored fragment of k.
+func (v *views) frag(k fragKey) (fragment, bool) {
+	v.fmu.Lock()
+	defer v.fmu.Unlock()
+	fr, ok := v.frags[k]
+	return fr, ok
+}
+
+// dropFrags deletes the stored fragments gone says are gone.
+func (v *views) dropFrags(gone func(fragKey) bool) {
+	v.fmu.Lock()
+	defer v.fmu.Unlock()
+	for k := range v.frags {
+		if gone(k) {
+			delete(v.frags, k)
+		}
+	}
+}
+
+// scratchBufs are the encoding buffers of fragments, which builds of
+// different documents encode at the same time.
+var scratchBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// encodeApp compresses the encoding of application name with entries.
+func encodeApp(f eureka.Format, name string, entries []*fsm.Entry) *cache.Piece {
+	b := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(b)
+	*b = eureka.AppendApplication((*b)[:0], f, name, entries)
+	return cache.NewPiece(*b)
+}
+
+// fragment returns the application of p, whole, from the fragment store
+// when current, else encoding it and storing it. Two builds may encode
+// the same version at once (the same bytes); an older version never
+// replaces a newer one.
+func (v *views) fragment(f eureka.Format, p part) fragment {
+	if p.hasCurrent {
+		return p.current
 	}
 	k := fragKey{p.name, f, p.region}
-	if fr, ok := v.frags[k]; ok && fr.version == p.version {
-		return cache.Compressed(fr.piece)
+	if fr, ok := v.frag(k); ok && fr.version == p.version {
+		return fr
 	}
-	v.scratch = eureka.AppendApplication(v.scratch[:0], f, p.name, p.entries)
-	fr := fragment{version: p.version, piece: cache.NewPiece(v.scratch), entries: p.entries}
-	v.frags[k] = fr
-	return cache.Compressed(fr.piece)
+	fr := fragment{version: p.version, piece: encodeApp(f, p.name, p.entries), entries: p.entries}
+	v.fmu.Lock()
+	if old, ok := v.frags[k]; !ok || old.version <= fr.version {
+		v.frags[k] = fr
+	}
+	v.fmu.Unlock()
+	return fr
+}
+
+// segment is p's compressed application: its fragment when whole, else
+// an encoding of its own.
+func (v *views) segment(f eureka.Format, p part) cache.Segment {
+	if !p.whole {
+		return cache.Compressed(encodeApp(f, p.name, p.entries))
+	}
+	return cache.Compressed(v.fragment(f, p).piece)
 }
 
 // collection assembles an applications document from parts as segments.
-// v.mu must be held.
-func (v *views) collectionLocked(f eureka.Format, versionsDelta, hash string, parts []part) []cache.Segment {
+func (v *views) collection(f eureka.Format, versionsDelta, hash string, parts []part) []cache.Segment {
 	prefix, sep, suffix := eureka.ApplicationsParts(f, versionsDelta, hash)
 	segs := make([]cache.Segment, 0, 2*len(parts)+2)
 	segs = append(segs, cache.Plain(prefix))
@@ -163,15 +224,15 @@ func (v *views) collectionLocked(f eureka.Format, versionsDelta, hash string, pa
 		if i > 0 && len(sep) > 0 {
 			segs = append(segs, cache.Plain(sep))
 		}
-		segs = append(segs, v.fragmentLocked(f, p))
+		segs = append(segs, v.segment(f, p))
 	}
 	return append(segs, cache.Plain(suffix))
 }
 
 // apps is GET /apps: every application, versions__delta 1, the registry's hash.
-// The fragment lock is held for the whole build (lock order: fragments,
-// then FSM); the FSM lock only while collecting entries, which are
-// immutable and encoded afterwards.
+// The wide-build lock (v.mu) is held for the whole build (lock order:
+// v.mu, then the FSM, then fmu); the FSM lock only while collecting
+// entries, which are immutable and encoded afterwards.
 func (v *views) apps(f eureka.Format) ([]cache.Segment, uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -184,17 +245,13 @@ func (v *views) apps(f eureka.Format) ([]cache.Segment, uint64, error) {
 		}
 		hash, version = r.HashCode(), r.Version()
 	})
-	segs := v.collectionLocked(f, "1", hash, parts)
+	segs := v.collection(f, "1", hash, parts)
 	// Drop this format's fragments of applications that are gone.
 	live := make(map[string]bool, len(parts))
 	for _, p := range parts {
 		live[p.name] = true
 	}
-	for k := range v.frags {
-		if k.format == f && k.region == "" && !live[k.app] {
-			delete(v.frags, k)
-		}
-	}
+	v.dropFrags(func(k fragKey) bool { return k.format == f && k.region == "" && !live[k.app] })
 	return segs, version, nil
 }
 
@@ -207,7 +264,7 @@ func (v *views) apps(f eureka.Format) ([]cache.Segment, uint64, error) {
 // a copy. Of an application it holds in part, it encodes the instances it
 // lists (runs of current ones as one piece each, see currentRuns), and
 // keeps their pieces for the next build while they stay in it. The
-// fragment lock is held for the whole build, as in apps.
+// wide-build lock is held for the whole build, as in apps.
 func (v *views) delta(f eureka.Format) ([]cache.Segment, uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -221,7 +278,7 @@ func (v *views) delta(f eureka.Format) ([]cache.Segment, uint64, error) {
 			segs = append(segs, cache.Plain(sep))
 		}
 		if p.whole {
-			segs = append(segs, v.fragmentLocked(f, p))
+			segs = append(segs, v.segment(f, p))
 			continue
 		}
 		segs = v.appendPartialApp(segs, f, p, current[p.name], pcs)
@@ -270,8 +327,7 @@ func (v *views) appendPartialApp(segs []cache.Segment, f eureka.Format, p, cur p
 	appPrefix, instSep, appSuffix := eureka.ApplicationParts(f, p.name)
 	var fr fragment
 	if cur.whole {
-		v.fragmentLocked(f, cur)
-		fr = v.frags[fragKey{p.name, f, ""}]
+		fr = v.fragment(f, cur)
 	}
 	segs = append(segs, cache.Plain(appPrefix))
 	for j, it := range fr.currentRuns(p.entries) {
@@ -438,8 +494,6 @@ func isWholeApp(delta, all []*fsm.Entry) bool {
 
 // app is GET /apps/{app}, sharing the fragment the full registry uses.
 func (v *views) app(f eureka.Format, name string) ([]cache.Segment, uint64, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	var p part
 	var version uint64
 	found := false
@@ -454,11 +508,11 @@ func (v *views) app(f eureka.Format, name string) ([]cache.Segment, uint64, erro
 		}
 	})
 	if !found {
-		delete(v.frags, fragKey{name, f, ""})
+		v.dropFrags(func(k fragKey) bool { return k == fragKey{name, f, ""} })
 		return nil, 0, fmt.Errorf("application %s: %w", name, errNoApp)
 	}
 	prefix, suffix := eureka.ApplicationDocParts(f)
-	return []cache.Segment{cache.Plain(prefix), v.fragmentLocked(f, p), cache.Plain(suffix)}, version, nil
+	return []cache.Segment{cache.Plain(prefix), v.segment(f, p), cache.Plain(suffix)}, version, nil
 }
 
 // vip is GET /vips/{vip} and /svips/{svip}: instances whose (secure) VIP list contains vip exactly;
@@ -505,7 +559,7 @@ func (v *views) vip(f eureka.Format, secure bool, vip string) ([]cache.Segment, 
 			}
 		}
 	})
-	return v.collectionLocked(f, "-1", fsm.HashCode(counts), parts), version, nil
+	return v.collection(f, "-1", fsm.HashCode(counts), parts), version, nil
 }
 
 // instance is GET /apps/{app}/{id} (app given) and /instances/{id} (app empty: search every application).

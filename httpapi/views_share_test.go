@@ -48,7 +48,9 @@ func TestViews_DeltaSharesWholeApplications(t *testing.T) {
 			t.Fatal(err)
 		}
 		v.mu.Lock()
+		v.fmu.Lock()
 		shared, own := v.frags[fragKey{app: "APP-001", format: format}].piece, v.frags[fragKey{app: "APP-004", format: format}].piece
+		v.fmu.Unlock()
 		kept, runs := len(v.deltaInst[format]), v.deltaRuns[format]
 		v.mu.Unlock()
 		if !holds(apps, shared) || !holds(delta, shared) {
@@ -313,4 +315,95 @@ func TestViews_BuildKeepsNoPlainCopy(t *testing.T) {
 	t.Logf("%d plain bytes held in %d bytes", plain, added)
 	runtime.KeepAlive(docs)
 	runtime.KeepAlive(v) // and the registry it reads
+}
+
+// An application's document does not wait for a registry-wide build: a
+// blocking read of one application would otherwise sit behind the encoding
+// of a large delta. The test holds the wide-build lock, as a long delta
+// build does, and builds application documents meanwhile, while other
+// goroutines build the full registry and the delta over and over (run
+// with -race, this also checks the fragment store's locking).
+func TestViews_ApplicationDocumentNeverWaitsForAWideBuild(t *testing.T) {
+	f, idx := benchRegistry(t, 200, 40)
+	cfg := DefaultConfig()
+	cfg.Now = time.Now
+	v := newViews(f.Read, cfg)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Applications come and go while documents are built.
+			app := fmt.Sprintf("NEW-%d", i%3)
+			in := &fsm.Instance{InstanceID: "i-1", HostName: "h", App: app, IPAddr: "10.0.0.1", Status: fsm.StatusUp,
+				OverriddenStatus: fsm.StatusUnknown, Port: 8080, PortEnabled: true, DataCenterInfo: fsm.DataCenterInfo{Name: "MyOwn"}}
+			applyCmd(t, f, idx, fsm.CmdRegister, &fsm.RegisterBody{Instance: in})
+			applyCmd(t, f, idx, fsm.CmdCancel, &fsm.KeyBody{App: app, ID: "i-1"})
+			for _, e := range []cache.Entity{cache.EntityApps, cache.EntityDelta} {
+				if _, _, err := v.build(cache.Key{Entity: e, Format: uint8(eureka.JSON)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		app := fmt.Sprintf("APP-%03d", i%40)
+		if _, _, err := v.build(cache.Key{Entity: cache.EntityApp, Name: app, Format: uint8(eureka.JSON)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-done
+
+	v.mu.Lock() // a wide build in progress
+	defer v.mu.Unlock()
+	built := make(chan error, 1)
+	go func() {
+		_, _, err := v.build(cache.Key{Entity: cache.EntityApp, Name: "APP-007", Format: uint8(eureka.XML)})
+		built <- err
+	}()
+	select {
+	case err := <-built:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an application's document waited for the wide-build lock")
+	}
+}
+
+// A registry-wide build that read an application's fragment as current
+// uses that fragment even when an application document built meanwhile
+// stored a newer one: it must not encode the application from the entries
+// it did not read (it would list it empty).
+func TestViews_WideBuildKeepsTheFragmentItRead(t *testing.T) {
+	f, idx := benchRegistry(t, 20, 2)
+	cfg := DefaultConfig()
+	cfg.Now = time.Now
+	v := newViews(f.Read, cfg)
+	key := cache.Key{Entity: cache.EntityApp, Name: "APP-000", Format: uint8(eureka.JSON)}
+	old, _, err := v.build(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p part
+	f.Read(func(r *fsm.Registry) { p = v.wholeApp(r, eureka.JSON, "APP-000") })
+	if !p.hasCurrent {
+		t.Fatal("the fragment just built is not current")
+	}
+	applyCmd(t, f, idx, fsm.CmdCancel, &fsm.KeyBody{App: "APP-000", ID: "10.0.0.0:app-000:8080"})
+	if _, _, err := v.build(key); err != nil { // stores the newer fragment
+		t.Fatal(err)
+	}
+	got := string(cache.NewValue([]cache.Segment{v.segment(eureka.JSON, p)}, 0).Bytes())
+	want := string(cache.NewValue(old[1:2], 0).Bytes())
+	if got != want || !strings.Contains(got, "10.0.0.0:app-000:8080") {
+		t.Fatalf("the wide build's part of APP-000 is not the fragment it read:\n%.300s\nwant\n%.300s", got, want)
+	}
 }

@@ -23,20 +23,120 @@ import (
 
 // Listener wraps ln so that gzip documents are written with writev (its
 // TCP connections keep every method of *net.TCPConn, so that parking a
-// blocking read still reaches the socket).
-func Listener(ln net.Listener) net.Listener { return vecListener{ln} }
-
-type vecListener struct{ net.Listener }
-
-func (l vecListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		return vecConn{tc}, nil
-	}
-	return c, err
+// blocking read still reaches the socket), and so that the connection of
+// an answered blocking read goes back to the server for the client's next
+// request (reuse) instead of being closed: a client following a document
+// reads again at once, and a new connection per answer cost it a dial and
+// the server an accept.
+func Listener(ln net.Listener) net.Listener {
+	return &vecListener{Listener: ln, accepted: make(chan accepted), back: make(chan net.Conn, reuseQueue), done: make(chan struct{})}
 }
 
-type vecConn struct{ *net.TCPConn }
+// reuseQueue bounds the answered connections waiting to be served again;
+// beyond it they are closed, as a parked read's always were.
+const reuseQueue = 1024
+
+type vecListener struct {
+	net.Listener
+	accepted chan accepted
+	back     chan net.Conn
+	done     chan struct{}
+	start    sync.Once
+	// mu orders reuse against Close: nothing is queued once Close began
+	// draining the queue.
+	mu     sync.Mutex
+	closed bool
+}
+
+type accepted struct {
+	c   net.Conn
+	err error
+}
+
+// Accept returns the next connection: a new one, or one whose parked read
+// was answered.
+func (l *vecListener) Accept() (net.Conn, error) {
+	l.start.Do(func() { go l.acceptLoop() })
+	select {
+	case c := <-l.back:
+		return c, nil
+	case a := <-l.accepted:
+		return a.c, a.err
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// acceptLoop accepts on the wrapped listener and hands each result to
+// Accept, until the listener is closed. The server calls Accept again
+// after an error when it is temporary, and closes the listener when not.
+func (l *vecListener) acceptLoop() {
+	for {
+		c, err := l.Listener.Accept()
+		if tc, ok := c.(*net.TCPConn); ok {
+			c = vecConn{tc, l}
+		}
+		select {
+		case l.accepted <- accepted{c, err}:
+		case <-l.done:
+			if c != nil {
+				_ = c.Close()
+			}
+			return
+		}
+	}
+}
+
+// Close closes the wrapped listener and the connections waiting to be
+// served again.
+func (l *vecListener) Close() error {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.done)
+	}
+	l.mu.Unlock()
+	err := l.Listener.Close()
+	for {
+		select {
+		case c := <-l.back:
+			_ = c.Close()
+		default:
+			return err
+		}
+	}
+}
+
+// reuse hands c back to the server, which reads the client's next request
+// from it; false when it cannot (closing, or too many waiting), and the
+// caller closes c.
+func (l *vecListener) reuse(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	select {
+	case l.back <- c:
+		return true
+	default:
+		return false
+	}
+}
+
+type vecConn struct {
+	*net.TCPConn
+	l *vecListener
+}
+
+// reusable is a connection an answered parked read may hand back to the
+// server.
+type reusable interface {
+	net.Conn
+	reuse() bool
+}
+
+func (c vecConn) reuse() bool { return c.l.reuse(c) }
 
 // vectoredWrites counts the documents written with writev (tests).
 var vectoredWrites atomic.Int64

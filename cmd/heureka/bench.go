@@ -37,6 +37,11 @@ The summary table at the top of BENCHMARKS.md (all of the above at 10,000,
 
   heureka bench --summary BENCHMARKS.md
 
+The scale table of BENCHMARKS.md (heureka and the limit at 10,000, 100,000
+and 1,000,000 instances, 20 to an application; make bench-scale):
+
+  heureka bench --scale BENCHMARKS.md
+
 The etcd column needs a build with the etcd client (go build -tags
 etcdclient ./cmd/heureka, or make build-bench); the server binary leaves it
 out.
@@ -55,6 +60,11 @@ type benchConfig struct {
 	summary     string
 	summaryFrom string
 	sizes       []int
+	// scale is --scale: summary is its file, with the scale table's
+	// markers, sizes and per-size workload (scaleSize).
+	scale bool
+	// set are the flags given on the command line.
+	set map[string]bool
 	// noEtcdClient: the summary would have run etcd, but this build
 	// cannot.
 	noEtcdClient bool
@@ -66,7 +76,7 @@ type benchFlagValues struct {
 	local                                          *int
 	targets, localArgs                             *string
 	cacheRefresh, deltaRetention, evictionInterval *time.Duration
-	etcdMode, etcdEndpoints, esMode, sizes         *string
+	etcdMode, etcdEndpoints, esMode, sizes, scale  *string
 	etcdMembers                                    *int
 	esBound                                        *time.Duration
 	quiet                                          *bool
@@ -145,7 +155,8 @@ func declareBenchFlags(fs *flag.FlagSet, c *benchConfig) *benchFlagValues {
 	fs.StringVar(&c.tableFrom, "table-from", "", "A.json: print the table of a saved report (--json-out), and exit")
 	fs.StringVar(&c.summary, "summary", "", "FILE: run the suite at each --summary-sizes (3 heureka nodes, 3 eureka-server peers, 3 etcd members unless told otherwise) and rewrite the summary table between FILE's bench-summary markers")
 	v.sizes = fs.String("summary-sizes", sizeList(bench.SummarySizes), "--summary: comma-separated registry sizes (instances)")
-	fs.StringVar(&c.summaryFrom, "summary-from", "", "--summary: A.json,B.json,...: write the table from these reports (of --json-out) instead of running")
+	fs.StringVar(&c.summaryFrom, "summary-from", "", "--summary, --scale: A.json,B.json,...: write the table from these reports (of --json-out) instead of running")
+	v.scale = fs.String("scale", "", fmt.Sprintf("FILE: run heureka (3 local nodes) and the limit at %s instances, %d to an application, and rewrite the table between FILE's bench-scale markers (--summary-sizes changes the sizes; --etcd and --eureka-server add columns)", sizeList(bench.ScaleSizes), bench.ScaleInstancesPerApp))
 	v.quiet = fs.Bool("quiet", false, "no progress on stderr")
 	return v
 }
@@ -154,6 +165,19 @@ func declareBenchFlags(fs *flag.FlagSet, c *benchConfig) *benchFlagValues {
 // given): the summary's sizes and defaults, and the systems to measure.
 func (c *benchConfig) configure(v *benchFlagValues, set map[string]bool) error {
 	s := c.suite
+	c.set = set
+	if *v.scale != "" {
+		if c.summary != "" {
+			return errors.New("give --summary or --scale, not both")
+		}
+		c.summary, c.scale = *v.scale, true
+		if !set["summary-sizes"] {
+			*v.sizes = sizeList(bench.ScaleSizes)
+		}
+		if *v.local == 0 && *v.targets == "" {
+			*v.local = 3
+		}
+	}
 	for _, f := range splitList(*v.sizes) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
@@ -161,7 +185,7 @@ func (c *benchConfig) configure(v *benchFlagValues, set map[string]bool) error {
 		}
 		c.sizes = append(c.sizes, n)
 	}
-	if c.summary != "" {
+	if c.summary != "" && !c.scale {
 		// The summary's defaults: every column, local clusters.
 		if *v.local == 0 && *v.targets == "" {
 			*v.local = 3
@@ -305,8 +329,11 @@ func benchSummary(args []string, c *benchConfig) int {
 		sc, _ := parseBench(args)
 		s := sc.suite
 		s.Workload.Instances = n
+		if c.scale {
+			sc.scaleSize(n)
+		}
 		if s.Progress != nil {
-			fmt.Fprintf(s.Progress, "heureka bench --summary: %s instances\n", strconv.Itoa(n))
+			fmt.Fprintf(s.Progress, "heureka bench %s: %s instances\n", c.mode(), strconv.Itoa(n))
 		}
 		rep, err := s.Run(ctx)
 		if rep == nil {
@@ -327,7 +354,7 @@ func benchSummary(args []string, c *benchConfig) int {
 			fmt.Fprintf(os.Stderr, "heureka bench: %v\n", werr)
 			return 1
 		}
-		fmt.Fprintf(os.Stderr, "heureka bench --summary: %d instances done in %s, report in %s\n", n, rep.Elapsed.Round(time.Second), path)
+		fmt.Fprintf(os.Stderr, "heureka bench %s: %d instances done in %s, report in %s\n", c.mode(), n, rep.Elapsed.Round(time.Second), path)
 		reps = append(reps, rep)
 		if ctx.Err() != nil {
 			break
@@ -337,7 +364,7 @@ func benchSummary(args []string, c *benchConfig) int {
 		// The date --summary-from would give the same reports.
 		info.Date = reps[0].Started
 	}
-	if code := writeSummary(c.summary, reps, info); code != 0 {
+	if code := writeSummary(c, reps, info); code != 0 {
 		return code
 	}
 	if failed {
@@ -367,13 +394,42 @@ func summaryFromReports(c *benchConfig, info bench.SummaryInfo) int {
 			info.Command = reps[0].Command
 		}
 	}
-	return writeSummary(c.summary, reps, info)
+	return writeSummary(c, reps, info)
 }
 
-// writeSummary writes the summary table of reps into file.
-func writeSummary(file string, reps []*bench.Report, info bench.SummaryInfo) int {
+// mode is the flag that chose the sizes run: --summary or --scale.
+func (c *benchConfig) mode() string {
+	if c.scale {
+		return "--scale"
+	}
+	return "--summary"
+}
+
+// scaleSize sets the workload of one size of the scale table: the
+// instances in applications of bench.ScaleInstancesPerApp, and time to
+// register them all (the default bound is for 10,000), unless the flags
+// said otherwise.
+func (c *benchConfig) scaleSize(n int) {
+	s := c.suite
+	if !c.set["apps"] {
+		s.Workload.Apps = max(1, n/bench.ScaleInstancesPerApp)
+	}
+	if !c.set["register-timeout"] {
+		s.RegisterTimeout = max(s.RegisterTimeout, time.Duration(n/1000)*2*time.Second)
+	}
+}
+
+// writeSummary writes the summary (or scale) table of reps into c's file.
+func writeSummary(c *benchConfig, reps []*bench.Report, info bench.SummaryInfo) int {
+	file, markers := c.summary, bench.SummaryMarkers
+	if c.scale {
+		markers = bench.ScaleMarkers
+		for _, r := range reps {
+			r.WithoutDisabled()
+		}
+	}
 	table := bench.SummaryTable(reps, info)
-	if err := bench.RewriteSummary(file, table); err != nil {
+	if err := bench.RewriteSection(file, table, markers); err != nil {
 		fmt.Fprintf(os.Stderr, "heureka bench: %v\n", err)
 		fmt.Fprint(os.Stdout, table)
 		return 1

@@ -15,7 +15,7 @@ func TestParseServe_Defaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.httpAddr != "127.0.0.1:8761" || c.raftAddr != "127.0.0.1:8762" || c.dataDir != "heureka-data" || c.cluster.Mode != "ap" ||
-		c.api.Cache.PushWindow != 2*time.Millisecond || c.api.Cache.UpdateInterval != 30*time.Second {
+		c.api.Cache.PushWindow != 50*time.Millisecond || c.api.Cache.UpdateInterval != 30*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	cc, err := c.clusterConfig()

@@ -341,8 +341,7 @@ func (p *memberProber) status(ctx context.Context, addr, authorization string) (
 var statusOrder = []string{"UP", "DOWN", "STARTING", "OUT_OF_SERVICE", "UNKNOWN"}
 
 func (p *dashboardPage) fillRegistry(r *fsm.Registry, now time.Time) {
-	names := r.AppNames()
-	sort.Strings(names)
+	names := r.AppNames() // sorted, and shared: not to be modified
 	p.Applications, p.Instances = len(names), r.Count()
 	totals := r.StatusCounts()
 	for _, st := range sortedStatuses(totals) {
