@@ -326,15 +326,10 @@ func sup(n int) string {
 	return b.String()
 }
 
-// ReplaceSummary returns doc with the lines between its summary markers
-// replaced by table; the marker lines themselves and everything outside
-// them are kept byte for byte. It fails unless doc holds exactly one begin
-// marker followed by one end marker.
-func ReplaceSummary(doc, table string) (string, error) {
-	return ReplaceSection(doc, table, SummaryMarkers)
-}
-
-// ReplaceSection is ReplaceSummary between the markers m.
+// ReplaceSection returns doc with the lines between its markers m (the
+// summary's, the scale table's) replaced by table; the marker lines
+// themselves and everything outside them are kept byte for byte. It fails
+// unless doc holds exactly one begin marker followed by one end marker.
 func ReplaceSection(doc, table string, m Markers) (string, error) {
 	lines := strings.SplitAfter(doc, "\n")
 	begin, end := -1, -1
@@ -375,14 +370,9 @@ func ReplaceSection(doc, table string, m Markers) (string, error) {
 	return b.String(), nil
 }
 
-// RewriteSummary replaces the summary table in the file at path (see
-// ReplaceSummary), writing the new content to a temporary file beside it
-// and renaming it over the old.
-func RewriteSummary(path, table string) error {
-	return RewriteSection(path, table, SummaryMarkers)
-}
-
-// RewriteSection is RewriteSummary between the markers m.
+// RewriteSection replaces the table between markers m in the file at
+// path (see ReplaceSection), writing the new content to a temporary file
+// beside it and renaming it over the old.
 func RewriteSection(path, table string, m Markers) error {
 	old, err := os.ReadFile(path)
 	if err != nil {

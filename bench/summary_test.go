@@ -14,7 +14,7 @@ func TestReplaceSummary_OnlyBetweenMarkers(t *testing.T) {
 	after := SummaryEnd + "\n\n## Topic\n\nThe rest, untouched.\n<!-- another comment -->\n"
 	doc := before + "\nold table\n| a | b |\n\n" + after
 
-	got, err := ReplaceSummary(doc, "| new | table |\n|---|---|\n")
+	got, err := ReplaceSection(doc, "| new | table |\n|---|---|\n", SummaryMarkers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,13 +23,13 @@ func TestReplaceSummary_OnlyBetweenMarkers(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
 	// Again: the same result, nothing piles up.
-	again, err := ReplaceSummary(got, "| new | table |\n|---|---|\n")
+	again, err := ReplaceSection(got, "| new | table |\n|---|---|\n", SummaryMarkers)
 	if err != nil || again != got {
 		t.Fatalf("second rewrite changed the page (err %v):\n%s", err, again)
 	}
 	// The marker lines are found by their prefix; their own text is kept.
 	custom := strings.Replace(doc, SummaryBegin, SummaryBeginPrefix+" hand-written note -->", 1)
-	got, err = ReplaceSummary(custom, "T")
+	got, err = ReplaceSection(custom, "T", SummaryMarkers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestReplaceSummary_OnlyBetweenMarkers(t *testing.T) {
 		t.Fatalf("custom begin marker not kept:\n%s", got)
 	}
 	// An empty section between adjacent markers.
-	got, err = ReplaceSummary("a\n"+SummaryBegin+"\n"+SummaryEnd+"\nb\n", "T")
+	got, err = ReplaceSection("a\n"+SummaryBegin+"\n"+SummaryEnd+"\nb\n", "T", SummaryMarkers)
 	if err != nil || got != "a\n"+SummaryBegin+"\n\nT\n\n"+SummaryEnd+"\nb\n" {
 		t.Fatalf("adjacent markers: %q, %v", got, err)
 	}
@@ -53,7 +53,7 @@ func TestReplaceSummary_RefusesBadMarkers(t *testing.T) {
 		"two ends":     SummaryBegin + "\n" + SummaryEnd + "\n" + SummaryEnd + "\n",
 		"begin inline": "text " + SummaryBegin + "\n" + SummaryEnd + "\n",
 	} {
-		if got, err := ReplaceSummary(doc, "T"); err == nil {
+		if got, err := ReplaceSection(doc, "T", SummaryMarkers); err == nil {
 			t.Errorf("%s: no error; got %q", name, got)
 		}
 	}
@@ -65,7 +65,7 @@ func TestRewriteSummary_File(t *testing.T) {
 	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := RewriteSummary(p, "new"); err != nil {
+	if err := RewriteSection(p, "new", SummaryMarkers); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
@@ -75,7 +75,7 @@ func TestRewriteSummary_File(t *testing.T) {
 	if err := os.WriteFile(p, []byte("no markers\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := RewriteSummary(p, "new"); err == nil {
+	if err := RewriteSection(p, "new", SummaryMarkers); err == nil {
 		t.Fatal("a file without markers was rewritten")
 	}
 	if b, _ := os.ReadFile(p); string(b) != "no markers\n" {

@@ -156,9 +156,9 @@ type parked struct {
 	head, v1 bool
 	header   http.Header // set before parking: node headers, X-Heureka-Stale
 	timer    *time.Timer
-	// reuse is the connection when it can go back to the server after the
-	// answer (nil: the answer closes it).
-	reuse reusable
+	// keep is set when the connection goes back to the server after the
+	// answer (else the answer closes it).
+	keep bool
 }
 
 // parkedKey is the parked reads of one document and their watcher's kick.
@@ -225,9 +225,8 @@ func (s *Server) park(c *gin.Context, key cache.Key, b blocking) bool {
 	// when the client keeps connections (HTTP/1.1, no Connection: close)
 	// and sent nothing beyond this request: bytes the server had read
 	// ahead would be lost with its buffer.
-	if rc, ok := conn.(reusable); ok && c.Request.ProtoAtLeast(1, 1) && !c.Request.Close && brw.Reader.Buffered() == 0 {
-		p.reuse = rc
-	}
+	_, reusable := conn.(reusableConn)
+	p.keep = reusable && c.Request.ProtoAtLeast(1, 1) && !c.Request.Close && brw.Reader.Buffered() == 0
 	s.waiting.Add(1)
 	p.timer = time.AfterFunc(b.wait, func() { l.release(p, true) })
 	l.add(p)
@@ -393,7 +392,7 @@ func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
 			h.Set("Content-Length", strconv.Itoa(len(body)))
 		}
 	}
-	if p.reuse == nil {
+	if !p.keep {
 		h.Set("Connection", "close")
 	}
 	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
@@ -411,9 +410,9 @@ func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
 	default:
 		writeDoc(bw, v, p.gz)
 	}
-	if bw.Flush() == nil && p.reuse != nil {
+	if bw.Flush() == nil && p.keep {
 		_ = p.conn.SetDeadline(time.Time{})
-		if p.reuse.reuse() {
+		if p.conn.(reusableConn).reuse() {
 			return
 		}
 	}

@@ -204,14 +204,16 @@ func (v *views) regionApps(f eureka.Format, regions []string) ([]cache.Segment, 
 	return segs, m.version, nil
 }
 
-// regionWholeApp describes application name of a region's copy for a
-// document, as wholeApp does a local one (inside fsm.Read).
-func (v *views) regionWholeApp(copy *fsm.Registry, f eureka.Format, region, name string) part {
-	p := part{name: name, version: copy.AppVersion(name), whole: true, region: region}
+// regionWholeApp describes application name of r, the local registry
+// (region "") or a region's copy, for a document; call it inside
+// fsm.Read. When the stored fragment is current it is kept in the part,
+// else the entries are read.
+func (v *views) regionWholeApp(r *fsm.Registry, f eureka.Format, region, name string) part {
+	p := part{name: name, version: r.AppVersion(name), whole: true, region: region}
 	if fr, ok := v.frag(fragKey{name, f, region}); ok && fr.version == p.version {
 		p.current, p.hasCurrent = fr, true
 	} else {
-		p.entries = copy.AppEntries(name)
+		p.entries = r.AppEntries(name)
 	}
 	return p
 }

@@ -28,7 +28,7 @@ type views struct {
 
 	// mu serializes the builds of registry-wide documents (the full
 	// registry, the delta, VIPs, the region merges) and guards what only
-	// they use: deltaInst, deltaRuns, scratch. An application's document
+	// they use: deltaInst, deltaRuns. An application's document
 	// does not take it: a blocking read of one application must not wait
 	// behind a delta of 10,000 instances being encoded.
 	mu sync.Mutex
@@ -44,9 +44,6 @@ type views struct {
 	// version, so what is still in the delta is not encoded again (v.mu).
 	deltaInst map[eureka.Format]map[*fsm.Entry]*cache.Piece
 	deltaRuns map[eureka.Format]map[runKey]*cache.Piece
-	// scratch is the encoding buffer reused for every encoding that is
-	// compressed (v.mu): plain bytes live only there, until the next one.
-	scratch []byte
 }
 
 type fragKey struct {
@@ -142,16 +139,10 @@ type part struct {
 	hasCurrent bool
 }
 
-// wholeApp describes application name for a document; call it inside
-// fsm.Read.
+// wholeApp describes local application name for a document; call it
+// inside fsm.Read.
 func (v *views) wholeApp(r *fsm.Registry, f eureka.Format, name string) part {
-	p := part{name: name, version: r.AppVersion(name), whole: true}
-	if fr, ok := v.frag(fragKey{name, f, ""}); ok && fr.version == p.version {
-		p.current, p.hasCurrent = fr, true
-	} else {
-		p.entries = r.AppEntries(name)
-	}
-	return p
+	return v.regionWholeApp(r, f, "", name)
 }
 
 // frag returns the stored fragment of k.
@@ -160,6 +151,13 @@ func (v *views) frag(k fragKey) (fragment, bool) {
 	defer v.fmu.Unlock()
 	fr, ok := v.frags[k]
 	return fr, ok
+}
+
+// dropFrag deletes the stored fragment of k.
+func (v *views) dropFrag(k fragKey) {
+	v.fmu.Lock()
+	delete(v.frags, k)
+	v.fmu.Unlock()
 }
 
 // dropFrags deletes the stored fragments gone says are gone.
@@ -173,16 +171,22 @@ func (v *views) dropFrags(gone func(fragKey) bool) {
 	}
 }
 
-// scratchBufs are the encoding buffers of fragments, which builds of
-// different documents encode at the same time.
+// scratchBufs are the encoding buffers of the pieces, which builds of
+// different documents encode at the same time: plain bytes live only
+// there, until they are compressed.
 var scratchBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// compress compresses what encode appends to an empty scratch buffer.
+func compress(encode func([]byte) []byte) *cache.Piece {
+	b := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(b)
+	*b = encode((*b)[:0])
+	return cache.NewPiece(*b)
+}
 
 // encodeApp compresses the encoding of application name with entries.
 func encodeApp(f eureka.Format, name string, entries []*fsm.Entry) *cache.Piece {
-	b := scratchBufs.Get().(*[]byte)
-	defer scratchBufs.Put(b)
-	*b = eureka.AppendApplication((*b)[:0], f, name, entries)
-	return cache.NewPiece(*b)
+	return compress(func(b []byte) []byte { return eureka.AppendApplication(b, f, name, entries) })
 }
 
 // fragment returns the application of p, whole, from the fragment store
@@ -338,22 +342,21 @@ func (v *views) appendPartialApp(segs []cache.Segment, f eureka.Format, p, cur p
 		if it.entry != nil {
 			// Not in the current fragment (deleted, or replaced since).
 			pc = keptPiece(pcs.nextInst, pcs.oldInst, it.entry, func() *cache.Piece {
-				v.scratch = eureka.AppendInstance(v.scratch[:0], f, it.entry)
-				return cache.NewPiece(v.scratch)
+				return compress(func(b []byte) []byte { return eureka.AppendInstance(b, f, it.entry) })
 			})
 		} else {
 			pc = keptPiece(pcs.nextRuns, pcs.oldRuns, runKey{p.name, fr.version, it.i, it.j}, func() *cache.Piece {
 				// The same bytes as the fragment's instances i to j
 				// with their separators.
-				b := v.scratch[:0]
-				for x := it.i; x <= it.j; x++ {
-					if x > it.i {
-						b = append(b, instSep...)
+				return compress(func(b []byte) []byte {
+					for x := it.i; x <= it.j; x++ {
+						if x > it.i {
+							b = append(b, instSep...)
+						}
+						b = eureka.AppendInstance(b, f, fr.entries[x])
 					}
-					b = eureka.AppendInstance(b, f, fr.entries[x])
-				}
-				v.scratch = b
-				return cache.NewPiece(b)
+					return b
+				})
 			})
 		}
 		segs = append(segs, cache.Compressed(pc))
@@ -508,7 +511,7 @@ func (v *views) app(f eureka.Format, name string) ([]cache.Segment, uint64, erro
 		}
 	})
 	if !found {
-		v.dropFrags(func(k fragKey) bool { return k == fragKey{name, f, ""} })
+		v.dropFrag(fragKey{name, f, ""})
 		return nil, 0, fmt.Errorf("application %s: %w", name, errNoApp)
 	}
 	prefix, suffix := eureka.ApplicationDocParts(f)

@@ -129,12 +129,9 @@ type vecConn struct {
 	l *vecListener
 }
 
-// reusable is a connection an answered parked read may hand back to the
-// server.
-type reusable interface {
-	net.Conn
-	reuse() bool
-}
+// reusableConn is a connection an answered parked read may hand back to
+// the server.
+type reusableConn interface{ reuse() bool }
 
 func (c vecConn) reuse() bool { return c.l.reuse(c) }
 
