@@ -77,8 +77,14 @@ func restartAfterModes(t *testing.T, mode string, modes ...string) (*memCluster,
 			t.Fatalf("set mode %s: %v", m, err)
 		}
 	}
-	last := modes[len(modes)-1]
-	c.waitFor(2*time.Second, mn.ID()+" in mode "+last, func() bool { return mn.storedMode() == last })
+	// Wait for the last set-mode entry itself, not for its mode: when the
+	// last mode is the one the cluster started in, mn holds it before any
+	// of the entries reach its log.
+	want := leader.raft.LastIndex()
+	c.waitFor(2*time.Second, mn.ID()+" applied the set-mode entries", func() bool { return mn.raft.AppliedIndex() >= want })
+	if last := modes[len(modes)-1]; mn.storedMode() != last {
+		t.Fatalf("%s holds mode %q after the set-mode entries, want %q", mn.ID(), mn.storedMode(), last)
+	}
 	c.restartAlone(mn)
 	if got := mn.storedMode(); got != mode {
 		t.Fatalf("restarted FSM holds mode %q, want the snapshot's %q (the case under test)", got, mode)
