@@ -89,6 +89,9 @@ func TestBenchCommand_LocalTiny(t *testing.T) {
 	p.Instances, p.Writers, p.Renewers, p.FullReaders, p.Readers, p.CrashInstances = 200, 64, 64, 8, 32, 20
 	p.Duration = time.Second
 	for _, row := range bench.Rows {
+		if row.ID == bench.RowRenewSoak {
+			continue // not asked for, not in the table
+		}
 		title := row.Title(p)
 		var line string
 		for _, l := range strings.Split(stdout, "\n") {
@@ -202,7 +205,7 @@ func TestBenchCommand_ScaleTiny(t *testing.T) {
 	}
 	reports := filepath.Join(dir, "reports")
 	_, stderr, _ := runBench(t, 3*time.Minute, "--scale", page, "--summary-sizes", "100,200", "--duration", "300ms",
-		"--samples", "10", "--crash-instances", "5", "--tmp", dir, "--json-out", reports)
+		"--samples", "10", "--crash-instances", "5", "--renew-soak", "2s", "--tmp", dir, "--json-out", reports)
 	checkStopped(t, stderr)
 	b, err := os.ReadFile(page)
 	if err != nil {
@@ -214,7 +217,8 @@ func TestBenchCommand_ScaleTiny(t *testing.T) {
 	}
 	table := got[strings.Index(got, begin)+len(begin) : strings.Index(got, end)]
 	for _, re := range []string{"with `heureka bench --scale ", `(?m)^\| 100 \| heureka \| [0-9,]+/s \|`,
-		`(?m)^\| 200 \| heureka \| [0-9,]+/s \|`, `(?m)^\|  \| limit \|  \| [0-9,.]+/s \(×`} {
+		`(?m)^\| 200 \| heureka \| [0-9,]+/s \| [0-9,]+/s \| [0-9,]+/s \|`, `(?m)^\|  \| limit \|  \| [0-9,.]+/s \(×[0-9.]+\) \| [0-9,.]+/s \(×`,
+		`\| renew \| renew, sustained \|`} {
 		if !regexp.MustCompile(re).MatchString(table) {
 			t.Errorf("scale table lacks %s:\n%s", re, table)
 		}
@@ -230,6 +234,10 @@ func TestBenchCommand_ScaleTiny(t *testing.T) {
 		var rep bench.Report
 		if err := json.Unmarshal(raw, &rep); err != nil {
 			t.Fatal(err)
+		}
+		// --renew-soak applies to every size when given.
+		if m := rep.System(bench.ColumnHeureka).Rows[bench.RowRenewSoak]; m.PerSec <= 0 || !strings.Contains(m.Note, "0 evicted; the leader held "+strconv.Itoa(n)+" instances at every poll") {
+			t.Errorf("%d instances: sustained renewals %+v", n, m)
 		}
 		if rep.Params.Instances != n || rep.Params.Apps != n/bench.ScaleInstancesPerApp {
 			t.Errorf("%d instances: report says %d instances in %d apps, want %d apps", n, rep.Params.Instances, rep.Params.Apps, n/bench.ScaleInstancesPerApp)

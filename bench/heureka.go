@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/heureka-registry/heureka/internal/runtime/tick"
 	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
@@ -81,6 +82,7 @@ func (s *Suite) heurekaSteps(ctx context.Context, t *HeurekaTarget, sys, lim *Sy
 	steps := []step{
 		r.register,
 		func(ctx context.Context) error { r.renew(ctx); return nil },
+		func(ctx context.Context) error { r.renewSoak(ctx); return nil },
 		func(ctx context.Context) error { r.full(ctx); return nil },
 		func(ctx context.Context) error { r.delta(ctx); return nil },
 		func(ctx context.Context) error { r.app(ctx); return nil },
@@ -184,21 +186,198 @@ func (r *heurekaRun) countOnB(ctx context.Context) (int, error) {
 	return len(ids), err
 }
 
-// W2: renewals as fast as Renewers clients, each bound to one node, can go.
+// W2: renewals as fast as Renewers clients, each bound to one node, can go,
+// taking turns with the limit answering the same PUTs.
 func (r *heurekaRun) renew(ctx context.Context) {
-	s, wl, n := r.s, r.s.Workload, len(r.t.URLs)
-	cpu := newCPUMeter(r.t.PIDs)
+	s := r.s
+	lc := LoadConfig{Concurrency: s.Renewers, Duration: s.Duration, Drain: drain}
+	run, cpu := r.renewRun(RowRenew)
+	limit, limitCPU, stop := r.renewLimit(RowRenew)
+	defer stop()
 	var res Result
-	cpu.measure(func() {
-		res = s.timed(ctx, "heureka", "W2 renew", LoadConfig{Concurrency: s.Renewers, Duration: s.Duration, Drain: drain},
-			func(ctx context.Context, w, _ int, seq int64) (int64, error) {
-				k := int(seq % int64(wl.Instances))
-				return r.expect(ctx, http.MethodPut, r.url(w%n, "/eureka/apps/"+wl.App(k)+"/"+wl.ID(k)), nil, http.StatusOK)
-			})
-	})
+	if limit != nil {
+		var lres Result
+		res, lres = s.alternate(ctx, lc, run, limit)
+		lm := FromResult(lres)
+		lm.CPUPerOp = limitCPU.perOp(lres.Requests)
+		r.lim.Set(RowRenew, lm)
+	} else {
+		res = run(ctx, lc)
+	}
 	m := FromResult(res)
 	m.CPUPerOp = cpu.perOp(res.Requests)
 	r.sys.Set(RowRenew, m)
+}
+
+// renewPath is the renewal of instance k of the W1 population.
+func (r *heurekaRun) renewPath(k int) string {
+	wl := r.s.Workload
+	return "/eureka/apps/" + wl.App(k) + "/" + wl.ID(k)
+}
+
+// renewRun is a run of renewals of every instance in turn, spread over the
+// nodes by worker, and the meter of the nodes' CPU time during its runs.
+func (r *heurekaRun) renewRun(row string) (func(ctx context.Context, lc LoadConfig) Result, *cpuMeter) {
+	s, n := r.s, len(r.t.URLs)
+	cpu := newCPUMeter(r.t.PIDs)
+	req := Request{Method: http.MethodPut, WantMin: http.StatusOK, WantMax: http.StatusOK}
+	return func(ctx context.Context, lc LoadConfig) (res Result) {
+		cpu.measure(func() {
+			res = s.timed(ctx, "heureka", row+" renew", lc, func(ctx context.Context, w, _ int, seq int64) (int64, error) {
+				return do(ctx, r.client, req, r.url(w%n, r.renewPath(int(seq%int64(s.Workload.Instances)))))
+			})
+		})
+		return res
+	}, cpu
+}
+
+// renewLimit is the limit answering renewals as heureka does (200, no
+// body); nil when the limit column is off.
+func (r *heurekaRun) renewLimit(row string) (func(ctx context.Context, lc LoadConfig) Result, *cpuMeter, func()) {
+	req := Request{Method: http.MethodPut, WantMin: http.StatusOK, WantMax: http.StatusOK}
+	return r.s.startLimit(r.lim, row, nil, http.Header{}, req, r.s.Renewers, func(seq int64) string {
+		return r.renewPath(int(seq % int64(r.s.Workload.Instances)))
+	})
+}
+
+// W2S: every instance renewed in turn for RenewSoak, the fleet's steady
+// load, while the leader's lease status is polled: the row's note says
+// whether the renewals stayed above the self-preservation threshold (the
+// bench's nodes run with self-preservation off, so that W8 can evict; the
+// threshold is computed all the same), whether anything was evicted and
+// how many instances the leader held. The limit answers the same PUTs for
+// a tenth of RenewSoak before and after.
+func (r *heurekaRun) renewSoak(ctx context.Context) {
+	s := r.s
+	if s.RenewSoak <= 0 {
+		return
+	}
+	run, cpu := r.renewRun(RowRenewSoak)
+	limit, limitCPU, stop := r.renewLimit(RowRenewSoak)
+	defer stop()
+	var lres []Result
+	var llat [][]time.Duration
+	limitPart := func() {
+		if limit != nil {
+			lres = append(lres, limit(ctx, LoadConfig{Concurrency: s.Renewers, Duration: max(s.RenewSoak/10, time.Second), Drain: drain}))
+			llat = append(llat, s.lastLat)
+		}
+	}
+	limitPart()
+	watch := r.watchLeases(ctx)
+	res := run(ctx, LoadConfig{Concurrency: s.Renewers, Duration: s.RenewSoak, Drain: drain})
+	m := FromResult(res)
+	m.CPUPerOp = cpu.perOp(res.Requests)
+	m.Note = watch()
+	limitPart()
+	if len(lres) > 0 {
+		l := Merge(lres, llat)
+		lm := FromResult(l)
+		lm.CPUPerOp = limitCPU.perOp(l.Requests)
+		r.lim.Set(RowRenewSoak, lm)
+	}
+	r.sys.Set(RowRenewSoak, m)
+}
+
+// leaseWatch is what polling the leader's lease status during W2S saw.
+type leaseWatch struct {
+	polls, failed int
+	// judged counts the polls after the first minute; under those whose
+	// renewals of the last minute were below the threshold, active those
+	// that found self-preservation on.
+	judged, under, active int
+	lowest, threshold     int64
+	evicted               uint64
+	leaders               map[string]bool
+	fewest, most          int
+}
+
+// watchLeases polls B's /v1/status (which carries the leader's lease view)
+// every 5 s until the returned function is called, which gives the note.
+// The first minute is not judged: the renewals counted then include the
+// minute before the soak.
+func (r *heurekaRun) watchLeases(ctx context.Context) func() string {
+	w := leaseWatch{leaders: map[string]bool{}, fewest: -1, lowest: -1}
+	// evicted_total counts from a leader's start: kept per leader.
+	first, last := map[string]uint64{}, map[string]uint64{}
+	start := time.Now()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	poll := func() {
+		st, err := getHeurekaStatus(ctx, r.t.URLs[r.b])
+		w.polls++
+		if err != nil || st.Leases == nil {
+			w.failed++
+			return
+		}
+		ls := st.Leases
+		w.leaders[ls.From] = true
+		if _, ok := first[ls.From]; !ok {
+			first[ls.From] = ls.EvictedTotal
+		}
+		last[ls.From] = ls.EvictedTotal
+		if w.fewest < 0 || ls.Instances < w.fewest {
+			w.fewest = ls.Instances
+		}
+		w.most = max(w.most, ls.Instances)
+		if time.Since(start) < time.Minute+5*time.Second {
+			return
+		}
+		w.judged++
+		if ls.RenewsLastMin < ls.Threshold {
+			w.under++
+		}
+		if ls.SelfPreservationActive {
+			w.active++
+		}
+		if w.lowest < 0 || ls.RenewsLastMin < w.lowest {
+			w.lowest, w.threshold = ls.RenewsLastMin, ls.Threshold
+		}
+	}
+	go func() {
+		defer close(done)
+		poll()
+		tick.Every(stop, 5*time.Second, poll)
+	}()
+	return func() string {
+		close(stop)
+		<-done
+		for id, n := range last {
+			w.evicted += n - first[id]
+		}
+		return w.String(r.s.Workload)
+	}
+}
+
+// String is the W2S note.
+func (w leaseWatch) String(wl Workload) string {
+	var parts []string
+	switch {
+	case w.judged == 0:
+		parts = append(parts, "self-preservation not judged (shorter than a minute)")
+	case w.under == 0:
+		parts = append(parts, fmt.Sprintf("renewals above the self-preservation threshold at all %d polls after the first minute (lowest %s/min against %s)",
+			w.judged, group(w.lowest), group(w.threshold)))
+	default:
+		parts = append(parts, fmt.Sprintf("renewals UNDER the self-preservation threshold at %d of %d polls after the first minute (lowest %s/min against %s)",
+			w.under, w.judged, group(w.lowest), group(w.threshold)))
+	}
+	if w.active > 0 {
+		parts = append(parts, fmt.Sprintf("self-preservation active at %d polls", w.active))
+	}
+	parts = append(parts, fmt.Sprintf("%d evicted", w.evicted))
+	if w.fewest == w.most {
+		parts = append(parts, fmt.Sprintf("the leader held %s instances at every poll", group(int64(w.most))))
+	} else {
+		parts = append(parts, fmt.Sprintf("the leader held %s–%s instances", group(int64(max(w.fewest, 0))), group(int64(w.most))))
+	}
+	if len(w.leaders) > 1 {
+		parts = append(parts, fmt.Sprintf("%d leaders", len(w.leaders)))
+	}
+	if w.failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d polls unanswered", w.failed, w.polls))
+	}
+	return strings.Join(parts, "; ") + fmt.Sprintf(" (lease %d s, renewal interval %d s)", wl.LeaseSecs, wl.RenewalSecs)
 }
 
 // firstFetchClient makes the reads that precede a timed phase.
@@ -300,7 +479,7 @@ func (r *heurekaRun) read(ctx context.Context, row, path string, lc LoadConfig, 
 		})
 		return res
 	}
-	limit, limitCPU, stop := s.startLimit(r.lim, row, body, respHdr, path)
+	limit, limitCPU, stop := s.startLimit(r.lim, row, body, respHdr, req, max(s.Readers, s.FullReaders), func(int64) string { return path })
 	defer stop()
 	var res Result
 	if limit != nil {

@@ -12,6 +12,7 @@ import (
 const (
 	RowRegister    = "W1"  // register N instances
 	RowRenew       = "W2"  // renew for a fixed time
+	RowRenewSoak   = "W2S" // renew the whole registry, round and round, for RenewSoak
 	RowFull        = "W3"  // full registry from a follower (etcd: serializable range)
 	RowFullLinear  = "W3L" // full registry, linearizable
 	RowFullChurn   = "W3U" // full registry while the registry changes (ChurnPerSec changes/s)
@@ -64,6 +65,9 @@ var Rows = []RowSpec{
 	{RowRenew, KindRate, "renew", func(p Params) string {
 		return fmt.Sprintf("W2 renew (%d clients over all nodes, %s)", p.Renewers, fmtDur(p.Duration))
 	}},
+	{RowRenewSoak, KindRate, "renewals, sustained", func(p Params) string {
+		return fmt.Sprintf("W2S renew every instance in turn (%d clients over all nodes, %s; limit for a fifth of that)", p.Renewers, fmtDur(p.RenewSoak))
+	}},
 	{RowFull, KindRate, "full registry", func(p Params) string {
 		return fmt.Sprintf("W3 full registry from a follower (%d readers; etcd serializable)", p.FullReaders)
 	}},
@@ -97,8 +101,10 @@ var Rows = []RowSpec{
 	}},
 }
 
-// readRows are the rows that have a limit column and a ratio.
-var readRows = map[string]bool{RowFull: true, RowDelta: true, RowApp: true, RowFullChurn: true, RowAppChurn: true}
+// limitRows are the rows that have a limit column and a ratio: the reads,
+// and the renewals (the limit answers the same PUTs with heureka's empty
+// 200).
+var limitRows = map[string]bool{RowRenew: true, RowRenewSoak: true, RowFull: true, RowDelta: true, RowApp: true, RowFullChurn: true, RowAppChurn: true}
 
 // ChurnPerSec is how many registry changes per second W3U and W5U write
 // while they read.
@@ -117,6 +123,8 @@ type Params struct {
 	Samples        int           `json:"samples"`
 	CrashInstances int           `json:"crash_instances"`
 	CrashLeaseSecs int           `json:"crash_lease_secs"`
+	// RenewSoak is how long W2S renewed (0: not run).
+	RenewSoak time.Duration `json:"renew_soak_ns,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -267,9 +275,12 @@ func (r *Report) Table() string {
 		b.WriteString("| workload | heureka | etcd | limit | heureka/limit |\n|---|---|---|---|---|\n")
 	}
 	for _, row := range Rows {
+		if row.ID == RowRenewSoak && r.Params.RenewSoak <= 0 {
+			continue // not asked for
+		}
 		cells := []string{row.Title(r.Params)}
 		for _, col := range cols {
-			if col == ColumnLimit && !readRows[row.ID] {
+			if col == ColumnLimit && !limitRows[row.ID] {
 				cells = append(cells, "")
 				continue
 			}

@@ -30,6 +30,11 @@ type Suite struct {
 	Writers, Renewers, FullReaders, Readers int
 	// Duration bounds each timed phase (W2–W5, and each limit run).
 	Duration time.Duration
+	// RenewSoak, when positive, adds W2S: Renewers clients renew every
+	// instance in turn for this long, while the leader's lease status is
+	// polled for evictions and self-preservation; the limit answers the
+	// same PUTs for a tenth of it before and after.
+	RenewSoak time.Duration
 	// RegisterTimeout bounds W1 (which ends when every instance is
 	// registered).
 	RegisterTimeout time.Duration
@@ -129,7 +134,8 @@ func (s *Suite) Defaults() {
 func (s *Suite) Params() Params {
 	return Params{Instances: s.Workload.Instances, Apps: s.Workload.Apps, MetadataBytes: s.Workload.MetadataBytes,
 		Writers: s.Writers, Renewers: s.Renewers, FullReaders: s.FullReaders, Readers: s.Readers,
-		Duration: s.Duration, Samples: s.Samples, CrashInstances: s.CrashInstances, CrashLeaseSecs: s.CrashLeaseSecs}
+		Duration: s.Duration, Samples: s.Samples, CrashInstances: s.CrashInstances, CrashLeaseSecs: s.CrashLeaseSecs,
+		RenewSoak: max(s.RenewSoak, 0)}
 }
 
 // step is one workload of one column.
@@ -455,12 +461,12 @@ func (s *Suite) propBound(period time.Duration) time.Duration {
 	return max(3*s.Duration, 5*time.Second, 3*period)
 }
 
-// startLimit starts a limit server serving body with hdr's Content-Type
-// and Content-Encoding, and returns a run of the same read load against it
-// the meter of the limit process's CPU time during those runs, and a stop
-// function; nil when the limit column is off or failed (then the cell says
-// why).
-func (s *Suite) startLimit(lim *System, row string, body []byte, hdr http.Header, path string) (func(ctx context.Context, lc LoadConfig) Result, *cpuMeter, func()) {
+// startLimit starts a limit server answering every request with body and
+// hdr's Content-Type and Content-Encoding, and returns a run of req's load
+// against it (at the path next gives each operation), the meter of the
+// limit process's CPU time during those runs, and a stop function; nil when
+// the limit column is off or failed (then the cell says why).
+func (s *Suite) startLimit(lim *System, row string, body []byte, hdr http.Header, req Request, conc int, next func(seq int64) string) (func(ctx context.Context, lc LoadConfig) Result, *cpuMeter, func()) {
 	if lim.NotRun != "" {
 		return nil, nil, func() {}
 	}
@@ -474,13 +480,12 @@ func (s *Suite) startLimit(lim *System, row string, body []byte, hdr http.Header
 		return nil, nil, func() {}
 	}
 	cpu := newCPUMeter(l.PIDs())
-	client := NewClient(max(s.Readers, s.FullReaders))
-	req := Request{Method: http.MethodGet, Header: readHeader(), WantMin: 200, WantMax: 200}
-	url := l.URLs[0] + path
+	client := NewClient(conc)
+	base := l.URLs[0]
 	run := func(ctx context.Context, lc LoadConfig) (res Result) {
 		cpu.measure(func() {
-			res = s.timed(ctx, ColumnLimit, row+" limit", lc, func(ctx context.Context, _, _ int, _ int64) (int64, error) {
-				return do(ctx, client, req, url)
+			res = s.timed(ctx, ColumnLimit, row+" limit", lc, func(ctx context.Context, _, _ int, seq int64) (int64, error) {
+				return do(ctx, client, req, base+next(seq))
 			})
 		})
 		return res

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,10 @@ const (
 // ScaleSizes are the registry sizes the scale table is measured at.
 var ScaleSizes = []int{10000, 100000, 1000000}
 
+// ScaleRenewSoak is how long the scale table's largest size renews every
+// instance in turn (W2S).
+const ScaleRenewSoak = 5 * time.Minute
+
 // ScaleInstancesPerApp is how many instances the scale table puts in each
 // application: 1,000,000 instances are 50,000 applications of 20.
 const ScaleInstancesPerApp = 20
@@ -60,13 +65,18 @@ type SummaryInfo struct {
 	Command string
 }
 
-// summaryColumns are the summary's columns: a heading and the figure of one
-// report row it shows.
-var summaryColumns = []struct {
+// summaryColumn is one of the summary's columns: a heading and the figure
+// of one report row it shows.
+type summaryColumn struct {
 	title string
 	row   string
-}{
+}
+
+// summaryColumns are the summary's columns, in order.
+var summaryColumns = []summaryColumn{
 	{"register", RowRegister},
+	{"renew", RowRenew},
+	{"renew, sustained", RowRenewSoak},
 	{"full registry", RowFull},
 	{"delta", RowDelta},
 	{"one app", RowApp},
@@ -100,11 +110,15 @@ func SummaryTable(reps []*Report, info SummaryInfo) string {
 		}
 	}
 	b.WriteString("\n\n")
+	// The sustained renewals are a column only when some size ran them.
+	columns := slices.DeleteFunc(slices.Clone(summaryColumns), func(c summaryColumn) bool {
+		return c.row == RowRenewSoak && !slices.ContainsFunc(reps, func(r *Report) bool { return r.Params.RenewSoak > 0 })
+	})
 	b.WriteString("| instances | system |")
-	for _, c := range summaryColumns {
+	for _, c := range columns {
 		b.WriteString(" " + c.title + " |")
 	}
-	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(summaryColumns)) + "\n")
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(columns)) + "\n")
 
 	var notes []string
 	note := func(text string) string {
@@ -129,7 +143,7 @@ func SummaryTable(reps []*Report, info SummaryInfo) string {
 				first = false
 			}
 			cells := []string{size, name}
-			for i, c := range summaryColumns {
+			for i, c := range columns {
 				switch {
 				case sys.NotRun == "":
 					cells = append(cells, summaryCell(r, name, c.row, note))
@@ -176,7 +190,7 @@ func SummaryTable(reps []*Report, info SummaryInfo) string {
 // summaryCell is one cell of the summary: the figure of report row row in
 // system name, or a note saying why there is none.
 func summaryCell(r *Report, name, row string, note func(string) string) string {
-	if name == ColumnLimit && !readRows[row] {
+	if name == ColumnLimit && !limitRows[row] {
 		return ""
 	}
 	m, ok := r.cell(name, row)

@@ -542,14 +542,22 @@ func (r *Registry) cancel(idx uint64, ts int64, app, id string, c *Change) error
 // answered their clients with 404. Renewals change no content (no delta, no
 // cache invalidation).
 func (r *Registry) renew(renewals []Renewal) {
+	// A renewal batch holds every heartbeat of a second (tens of thousands
+	// at fleet rate) and is applied on every node: one lookup each, and
+	// the copy goes in place of the entry it replaces, with the counts
+	// left as they are (a renewal changes no status).
 	for _, rn := range renewals {
-		e := r.Get(rn.App, rn.ID)
+		a := r.apps[rn.App]
+		if a == nil {
+			continue
+		}
+		e := a.Instances[rn.ID]
 		if e == nil || rn.Ts <= e.LastRenewalTs {
 			continue
 		}
 		n := *e
 		n.LastRenewalTs = rn.Ts
-		r.put(&n)
+		a.Instances[rn.ID] = &n
 	}
 }
 

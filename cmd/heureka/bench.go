@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -142,6 +143,7 @@ func declareBenchFlags(fs *flag.FlagSet, c *benchConfig) *benchFlagValues {
 	fs.IntVar(&s.FullReaders, "full-readers", 8, "W3: concurrent full-registry readers")
 	fs.IntVar(&s.Readers, "readers", 32, "W4, W5: concurrent readers")
 	fs.DurationVar(&s.Duration, "duration", 5*time.Second, "length of each timed phase (W2–W5 and each limit run); W6 rows stop after 3× this")
+	fs.DurationVar(&s.RenewSoak, "renew-soak", 0, fmt.Sprintf("W2S: renew every instance in turn for this long, watching evictions and self-preservation (0: not run; --scale runs %s at its largest size)", bench.ScaleRenewSoak))
 	fs.DurationVar(&s.RegisterTimeout, "register-timeout", 5*time.Minute, "W1: give up registering after this long")
 	fs.IntVar(&s.Samples, "samples", 300, "W6: samples per row at most")
 	fs.IntVar(&s.CrashInstances, "crash-instances", 100, "W8: instances that stop renewing")
@@ -407,8 +409,8 @@ func (c *benchConfig) mode() string {
 
 // scaleSize sets the workload of one size of the scale table: the
 // instances in applications of bench.ScaleInstancesPerApp, and time to
-// register them all (the default bound is for 10,000), unless the flags
-// said otherwise.
+// register them all (the default bound is for 10,000), and at the largest
+// size the sustained renewals (W2S), unless the flags said otherwise.
 func (c *benchConfig) scaleSize(n int) {
 	s := c.suite
 	if !c.set["apps"] {
@@ -416,6 +418,9 @@ func (c *benchConfig) scaleSize(n int) {
 	}
 	if !c.set["register-timeout"] {
 		s.RegisterTimeout = max(s.RegisterTimeout, time.Duration(n/1000)*2*time.Second)
+	}
+	if !c.set["renew-soak"] && n == slices.Max(c.sizes) {
+		s.RenewSoak = bench.ScaleRenewSoak
 	}
 }
 
