@@ -292,8 +292,8 @@ func TestLeaderWorkStopsWithLeadership(t *testing.T) {
 }
 
 // TestLeaseScan_AllocatesNothingPerInstance: the leader's lease scan runs
-// for every /v1/status and /metrics request and every eviction interval, so
-// it must not allocate per instance, with or without renewals pending.
+// at every lease deadline and every eviction interval, so it must not
+// allocate per instance, with or without renewals pending.
 func TestLeaseScan_AllocatesNothingPerInstance(t *testing.T) {
 	n := singleNode(t, DefaultLeaseConfig())
 	const instances = 200
@@ -318,5 +318,23 @@ func TestLeaseScan_AllocatesNothingPerInstance(t *testing.T) {
 		if allocs > 5 {
 			t.Errorf("pending %v: the scan of %d instances made %.0f allocations, want a few, none per instance", pending, instances, allocs)
 		}
+	}
+}
+
+// The lease numbers status gives without a scan are the scan's: instances,
+// expected renewals, threshold and grace, over instances of several lease
+// shapes; expired is what the last pass found.
+func TestLeaseStatus_WithoutAScanAgreesWithTheScan(t *testing.T) {
+	n := singleNode(t, DefaultLeaseConfig())
+	for i := range 30 {
+		register(t, n, fmt.Sprintf("APP-%d", i%4), fmt.Sprintf("i-%d", i), int32(30+i%3*30))
+	}
+	k := n.leases
+	now := time.Now()
+	scanned, expired := k.evaluate(now)
+	got := k.status(now)
+	if got.Instances != 30 || got.Instances != scanned.Instances || got.ExpectedRenewsPerMin != scanned.ExpectedRenewsPerMin ||
+		got.Threshold != scanned.Threshold || got.GraceUntilMs != scanned.GraceUntilMs || got.Expired != len(expired) {
+		t.Fatalf("status %+v, scan %+v (%d expired)", got, scanned, len(expired))
 	}
 }

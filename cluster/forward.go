@@ -144,8 +144,7 @@ func (b backend) LeaseStatus() (opapi.LeaseStatus, error) {
 	if !b.n.IsLeader() {
 		return opapi.LeaseStatus{}, ErrNotLeader
 	}
-	st, _ := b.n.leases.evaluate(time.Now())
-	return st, nil
+	return b.n.leases.status(time.Now()), nil
 }
 
 func (b backend) Join(ctx context.Context, m fsm.Member) error { return b.n.joinLocal(ctx, m) }

@@ -27,6 +27,8 @@ type leaseKeeper struct {
 	mu          sync.Mutex
 	leaderSince int64
 	evicted     uint64
+	// lastExpired is how many expired leases the last pass found.
+	lastExpired int
 	// window charges evictions against the cap per evictionSpan, however
 	// many passes the deadlines and the eviction interval run in it.
 	window evictionWindow
@@ -89,27 +91,19 @@ func (k *leaseKeeper) onChange(c fsm.Change) {
 	k.dirtyMu.Unlock()
 }
 
-// evaluate scans the registry at now: which leases expired and the
-// self-preservation numbers.
+// evaluate scans the registry at now for the leases that expired (an
+// eviction pass) and returns them with the lease numbers, which then count
+// them. The scan allocates nothing per instance: at a million instances it
+// is the pass's whole cost.
 func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
-	cfg := k.n.cfg.Lease
 	k.mu.Lock()
-	since, evicted := k.leaderSince, k.evicted
+	since := k.leaderSince
 	k.mu.Unlock()
 	pending := k.n.renew.pendingTimes()
 	nowMs := now.UnixMilli()
-	// The scan allocates nothing per instance: it runs for every status
-	// and metrics request as well as every eviction interval, and the
-	// registry may hold hundreds of thousands of instances.
-	var expected float64
-	var count int
 	var expired []fsm.KeyBody
-	maxGrace := since
 	k.n.fsm.Read(func(r *fsm.Registry) {
 		r.Range(func(e *fsm.Entry) {
-			expected += renewalsPerMin(e.Instance.RenewalIntervalSecs)
-			count++
-			maxGrace = max(maxGrace, since+e.DurationMs())
 			// A pending renewal only moves the lease later, so its key
 			// is looked up for a lease that expired without it.
 			if leaseExpired(e.LastRenewalTs, e.DurationMs(), since, nowMs) &&
@@ -118,20 +112,48 @@ func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
 			}
 		})
 	})
+	k.mu.Lock()
+	k.lastExpired = len(expired)
+	k.mu.Unlock()
+	return k.status(now), expired
+}
+
+// status is the lease numbers at now without a registry scan: the
+// registry keeps its instances counted by lease shape, and the expired
+// leases are those the last eviction pass found (a pass runs at every
+// lease's deadline and every eviction interval). Status, metrics and the
+// dashboard's trends ask for it every few seconds on every node; a scan
+// each time held the FSM's read lock for a second at a million instances,
+// and every write and renewal queued behind the writer that waited for it.
+func (k *leaseKeeper) status(now time.Time) LeaseStatus {
+	cfg := k.n.cfg.Lease
+	k.mu.Lock()
+	since, evicted, expired := k.leaderSince, k.evicted, k.lastExpired
+	k.mu.Unlock()
+	var shapes []fsm.LeaseShapeCount
+	k.n.fsm.Read(func(r *fsm.Registry) { shapes = r.LeaseShapes() })
+	var expected float64
+	var count int
+	maxGrace := since
+	for _, sh := range shapes {
+		expected += renewalsPerMin(sh.RenewalIntervalSecs) * float64(sh.Instances)
+		count += sh.Instances
+		maxGrace = max(maxGrace, since+sh.DurationMs())
+	}
 	st := LeaseStatus{
 		SelfPreservationEnabled: cfg.SelfPreservation,
 		RenewsLastMin:           k.rate.perMinute(now),
 		Threshold:               renewalThreshold(expected, cfg.RenewalPercentThreshold),
 		ExpectedRenewsPerMin:    expected,
 		Instances:               count,
-		Expired:                 len(expired),
+		Expired:                 expired,
 		EvictedTotal:            evicted,
 		LeaderSinceMs:           since,
 		GraceUntilMs:            maxGrace,
 		From:                    k.n.cfg.NodeID,
 	}
 	st.SelfPreservationActive = selfPreserving(cfg.SelfPreservation, st.RenewsLastMin, st.Threshold)
-	return st, expired
+	return st
 }
 
 // run evicts expired leases while this node leads: at their deadlines,
@@ -141,6 +163,7 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 	now := time.Now()
 	k.mu.Lock()
 	k.leaderSince = now.UnixMilli()
+	k.lastExpired = 0
 	k.window.reset()
 	k.mu.Unlock()
 	k.rate.reset(now)
@@ -333,8 +356,7 @@ func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int) []fsm.KeyBody {
 // this node is a follower).
 func (n *Node) LeaseStatus(ctx context.Context) (LeaseStatus, error) {
 	if n.IsLeader() {
-		st, _ := n.leases.evaluate(time.Now())
-		return st, nil
+		return n.leases.status(time.Now()), nil
 	}
 	addr := n.leaderHTTP()
 	if addr == "" || addr == n.cfg.HTTPAdvertise {

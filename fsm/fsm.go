@@ -115,28 +115,15 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	return &snapshot{state: f.reg.export(f.lastIndex)}, nil
 }
 
-// Restore implements raft.FSM: it decodes a snapshot into a new registry and
-// swaps it in atomically.
+// Restore implements raft.FSM: it builds a new registry from the snapshot
+// as it reads it (restoreSnapshot) and swaps it in atomically; a snapshot
+// refused part way leaves the current registry as it was.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	st, err := readSnapshot(rc)
+	reg, st, err := restoreSnapshot(rc, f.retentionMs)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
-	// The decoded entries are this snapshot's own, so their strings can be
-	// interned in place, as registrations are. (importState must not do
-	// this: Clone passes it entries the live registry shares.)
-	for _, e := range st.Entries {
-		e.Instance = e.Instance.clone()
-	}
-	for _, rs := range st.Regions {
-		if rs.Copy != nil {
-			for _, e := range rs.Copy.Entries {
-				e.Instance = e.Instance.clone()
-			}
-		}
-	}
-	reg := importState(st, f.retentionMs)
 	f.mu.Lock()
 	f.reg = reg
 	f.lastIndex = st.LastIndex

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 )
 
@@ -103,6 +104,89 @@ func snapshotBytes(t testing.TB, f *FSM) []byte {
 		t.Fatalf("encode state: %v", err)
 	}
 	return buf.Bytes()
+}
+
+// snapshotBytesFormat is f's state in the given snapshot format.
+func snapshotBytesFormat(t testing.TB, f *FSM, format byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := f.Export().encodeFormat(&buf, format); err != nil {
+		t.Fatalf("encode state: %v", err)
+	}
+	return buf.Bytes()
+}
+
+// A snapshot of format 1 (the whole state as one value, what nodes wrote
+// before format 2) restores to the same state as format 2 does, and both
+// read back as the same State.
+func TestSnapshot_FormatOneStillRestores(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		orig := New(0, nil)
+		applyAll(orig, randomCommands(t, seed, 300))
+		want := snapshotBytes(t, orig)
+		old := snapshotBytesFormat(t, orig, snapshotFormatWhole)
+		if bytes.Equal(old, want) || old[len(snapshotMagic)] != 1 || want[len(snapshotMagic)] != SnapshotFormat {
+			t.Fatalf("seed %d: the two formats are not distinct", seed)
+		}
+		for name, snap := range map[string][]byte{"format 1": old, "format 2": want} {
+			f := New(0, nil)
+			if err := f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+				t.Fatalf("seed %d, %s: %v", seed, name, err)
+			}
+			if !bytes.Equal(snapshotBytes(t, f), want) {
+				t.Fatalf("seed %d, %s: restored state differs", seed, name)
+			}
+			st, err := ReadSnapshot(bytes.NewReader(snap))
+			if err != nil {
+				t.Fatalf("seed %d, %s: %v", seed, name, err)
+			}
+			if !reflect.DeepEqual(st, orig.Export()) {
+				t.Fatalf("seed %d, %s: ReadSnapshot differs from the state", seed, name)
+			}
+		}
+	}
+}
+
+// A format 2 snapshot cut anywhere, or claiming more entries than it
+// holds, is refused, and the registry it was restoring over is unchanged.
+func TestSnapshot_TruncatedStreamIsRefused(t *testing.T) {
+	src := New(0, nil)
+	applyAll(src, randomCommands(t, 3, 200))
+	snap := snapshotBytes(t, src)
+	f := New(0, nil)
+	applyAll(f, randomCommands(t, 4, 50))
+	before := snapshotBytes(t, f)
+	for _, cut := range []int{len(snapshotMagic) + 1, len(snap) / 3, len(snap) / 2, len(snap) - 1} {
+		if err := f.Restore(io.NopCloser(bytes.NewReader(snap[:cut]))); !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("restore of the first %d of %d bytes = %v, want ErrBadSnapshot", cut, len(snap), err)
+		}
+		if _, err := ReadSnapshot(bytes.NewReader(snap[:cut])); !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("ReadSnapshot of the first %d of %d bytes = %v, want ErrBadSnapshot", cut, len(snap), err)
+		}
+	}
+	// One entry more than the stream holds.
+	st := src.Export()
+	st.Entries = st.Entries[:len(st.Entries)-1]
+	head := stateHead{State: *st, EntryCount: len(st.Entries) + 1}
+	head.Entries = nil
+	var lying bytes.Buffer
+	lying.Write(snapshotMagic)
+	lying.WriteByte(SnapshotFormat)
+	enc := codec.NewEncoder(&lying, msgpackHandle)
+	if err := enc.Encode(&head); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range st.Entries {
+		if err := enc.Encode(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Restore(io.NopCloser(&lying)); !errors.Is(err, ErrBadSnapshot) {
+		t.Fatalf("restore of a stream one entry short = %v, want ErrBadSnapshot", err)
+	}
+	if !bytes.Equal(snapshotBytes(t, f), before) {
+		t.Fatal("a refused restore changed the registry")
+	}
 }
 
 func TestFSM_RandomSequencesAreDeterministic(t *testing.T) {

@@ -205,7 +205,8 @@ func TestMetadata_SnapshotCompatibleWithMapShape(t *testing.T) {
 	// A cancel leaves a deleted record (with metadata) in the delta.
 	entries = append(entries, mustEncode(t, CmdCancel, 5001, &KeyBody{App: "MD", ID: "md-4"}))
 	applyAll(f, entries)
-	snap := snapshotBytes(t, f)
+	// The previous code wrote format 1: the whole State as one value.
+	snap := snapshotBytesFormat(t, f, snapshotFormatWhole)
 	body := snap[len(snapshotMagic)+1:]
 
 	var old oldState
@@ -233,7 +234,7 @@ func TestMetadata_SnapshotCompatibleWithMapShape(t *testing.T) {
 		}
 	}
 	var buf bytes.Buffer
-	if err := st.Encode(&buf); err != nil {
+	if err := st.encodeFormat(&buf, snapshotFormatWhole); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(buf.Bytes(), snap) {
@@ -243,7 +244,7 @@ func TestMetadata_SnapshotCompatibleWithMapShape(t *testing.T) {
 	if err := restored.Restore(nopCloser{bytes.NewReader(snap)}); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(snapshotBytes(t, restored), snap) {
+	if !bytes.Equal(snapshotBytesFormat(t, restored, snapshotFormatWhole), snap) {
 		t.Fatal("restore then snapshot changed the bytes")
 	}
 }

@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,6 +108,9 @@ type Registry struct {
 	// statusCounts counts instances per effective status, kept as entries
 	// change so the reconcile hash costs nothing to compute.
 	statusCounts map[string]int
+	// leaseShapes counts instances per lease shape, kept as entries change,
+	// so that the self-preservation numbers cost no registry scan.
+	leaseShapes map[LeaseShape]int
 	// retentionMs bounds the delta queue's age, in the milliseconds of the
 	// commands' timestamps.
 	retentionMs int64
@@ -127,6 +132,7 @@ func newRegistry(retentionMs int64) *Registry {
 		members:      map[string]Member{},
 		regions:      map[string]*regionCopy{},
 		statusCounts: map[string]int{},
+		leaseShapes:  map[LeaseShape]int{},
 		retentionMs:  retentionMs,
 	}
 }
@@ -218,6 +224,42 @@ func (r *Registry) Get(app, id string) *Entry {
 		return a.Instances[id]
 	}
 	return nil
+}
+
+// LeaseShape is what an instance's lease asks of the leader: its renewal
+// interval and its lease duration, as registered (0 or less: the
+// defaults).
+type LeaseShape struct {
+	RenewalIntervalSecs int32
+	DurationSecs        int32
+}
+
+// DurationMs is the lease duration in milliseconds.
+func (s LeaseShape) DurationMs() int64 { return int64(leaseDuration(s.DurationSecs)) * 1000 }
+
+func shapeOf(e *Entry) LeaseShape {
+	return LeaseShape{RenewalIntervalSecs: e.Instance.RenewalIntervalSecs, DurationSecs: e.Instance.DurationSecs}
+}
+
+// LeaseShapeCount is how many instances have one lease shape.
+type LeaseShapeCount struct {
+	LeaseShape
+	Instances int
+}
+
+// LeaseShapes returns how many instances the registry holds of each lease
+// shape, ordered by renewal interval and duration (so that sums over them
+// come out the same every time): the self-preservation numbers without a
+// scan.
+func (r *Registry) LeaseShapes() []LeaseShapeCount {
+	out := make([]LeaseShapeCount, 0, len(r.leaseShapes))
+	for s, n := range r.leaseShapes {
+		out = append(out, LeaseShapeCount{LeaseShape: s, Instances: n})
+	}
+	slices.SortFunc(out, func(a, b LeaseShapeCount) int {
+		return cmp.Or(cmp.Compare(a.RenewalIntervalSecs, b.RenewalIntervalSecs), cmp.Compare(a.DurationSecs, b.DurationSecs))
+	})
+	return out
 }
 
 // FindByID returns the first entry (in application name order) with the given id.
@@ -370,11 +412,23 @@ func (r *Registry) put(e *Entry) {
 	}
 	if old, ok := a.Instances[e.ID]; ok {
 		r.statusCounts[old.Instance.Status]--
+		r.dropShape(shapeOf(old))
 	} else {
 		r.count++
 	}
 	r.statusCounts[e.Instance.Status]++
+	r.leaseShapes[shapeOf(e)]++
 	a.Instances[e.ID] = e
+}
+
+// dropShape counts one instance of shape s less, forgetting a shape no
+// instance has.
+func (r *Registry) dropShape(s LeaseShape) {
+	if r.leaseShapes[s] <= 1 {
+		delete(r.leaseShapes, s)
+		return
+	}
+	r.leaseShapes[s]--
 }
 
 func (r *Registry) remove(app, id string) *Entry {
@@ -389,6 +443,7 @@ func (r *Registry) remove(app, id string) *Entry {
 	delete(a.Instances, id)
 	r.count--
 	r.statusCounts[e.Instance.Status]--
+	r.dropShape(shapeOf(e))
 	if len(a.Instances) == 0 {
 		delete(r.apps, app)
 		r.names.Store(nil)

@@ -1,9 +1,17 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 func newReg() *Registry { return NewRegistry(0) }
@@ -230,5 +238,61 @@ func TestRegistry_BootstrapModeDoesNotOverride(t *testing.T) {
 	_ = fresh.Apply(1, cmd, &Change{})
 	if fresh.Mode() != "ap" {
 		t.Fatalf("bootstrap mode on a fresh registry: %q", fresh.Mode())
+	}
+}
+
+// The lease shapes the registry counts as entries change are what a scan
+// of its entries counts, after any sequence of commands, a restore and a
+// clone.
+func TestRegistry_LeaseShapesMatchAScan(t *testing.T) {
+	scan := func(r *Registry) map[LeaseShape]int {
+		out := map[LeaseShape]int{}
+		r.Range(func(e *Entry) { out[shapeOf(e)]++ })
+		return out
+	}
+	counted := func(r *Registry) map[LeaseShape]int {
+		out := map[LeaseShape]int{}
+		shapes := r.LeaseShapes()
+		for i, sh := range shapes {
+			out[sh.LeaseShape] = sh.Instances
+			if i > 0 && (sh.RenewalIntervalSecs < shapes[i-1].RenewalIntervalSecs ||
+				sh.RenewalIntervalSecs == shapes[i-1].RenewalIntervalSecs && sh.DurationSecs <= shapes[i-1].DurationSecs) {
+				t.Fatalf("shapes out of order: %v", shapes)
+			}
+		}
+		return out
+	}
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		cmds := randomCommands(t, seed, 300)
+		// Registrations with other intervals and durations, in between.
+		for i := range 60 {
+			in := testInstance([]string{"ORDERS", "USERS"}[i%2], fmt.Sprintf("i-%d", rng.IntN(12)), StatusUp, 1)
+			in.RenewalIntervalSecs, in.DurationSecs = int32(rng.IntN(4)*10), int32(rng.IntN(3)*45)
+			at := rng.IntN(len(cmds) + 1)
+			cmds = slices.Insert(cmds, at, mustEncode(t, CmdRegister, 1_700_000_000_000+int64(at), &RegisterBody{Instance: in}))
+		}
+		f := New(0, nil)
+		for i, c := range cmds {
+			f.Apply(&raft.Log{Index: uint64(i + 1), Data: c})
+			var got, want map[LeaseShape]int
+			f.Read(func(r *Registry) { got, want = counted(r), scan(r) })
+			if !maps.Equal(got, want) {
+				t.Fatalf("seed %d, after command %d: counted %v, a scan finds %v", seed, i, got, want)
+			}
+		}
+		restored := New(0, nil)
+		if err := restored.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+			t.Fatal(err)
+		}
+		restored.Read(func(r *Registry) {
+			if got, want := counted(r), scan(r); !maps.Equal(got, want) {
+				t.Fatalf("seed %d, restored: counted %v, a scan finds %v", seed, got, want)
+			}
+			c := r.Clone()
+			if got, want := counted(c), scan(c); !maps.Equal(got, want) {
+				t.Fatalf("seed %d, clone: counted %v, a scan finds %v", seed, got, want)
+			}
+		})
 	}
 }

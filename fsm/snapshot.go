@@ -12,8 +12,20 @@ import (
 )
 
 // SnapshotFormat is the version of the snapshot layout this code writes.
-// Restore accepts every format listed in readSnapshot.
-const SnapshotFormat = 1
+// Restore accepts every format listed in decodeStream.
+//
+//   - 1: the whole State as one msgpack value. A reader must hold every
+//     decoded entry before it can use the first: restoring a million
+//     instances peaked at 1.8 times the registry it built.
+//   - 2: the State without its entries (their count in their place), then
+//     each entry as a msgpack value of its own, in application and id
+//     order. Restore puts each entry into the registry as it is read, so
+//     it holds the registry it builds and one entry more.
+const SnapshotFormat = 2
+
+// snapshotFormatWhole is format 1, still read (snapshots written before
+// format 2 stay on disk until the next one replaces them).
+const snapshotFormatWhole = 1
 
 // snapshotMagic starts every heureka snapshot, so that a stray file is
 // refused with a clear error instead of a decoder panic.
@@ -59,12 +71,19 @@ func (r *Registry) export(lastIndex uint64) *State {
 
 func importState(st *State, retentionMs int64) *Registry {
 	r := newRegistry(retentionMs)
+	for _, e := range st.Entries {
+		r.put(e)
+	}
+	r.importHead(st)
+	return r
+}
+
+// importHead sets everything of st but its entries, which r holds
+// already.
+func (r *Registry) importHead(st *State) {
 	r.version, r.deltaSeq, r.mode, r.clusterID = st.Version, st.DeltaSeq, st.Mode, st.ClusterID
 	for _, m := range st.Members {
 		r.members[m.ID] = m
-	}
-	for _, e := range st.Entries {
-		r.put(e)
 	}
 	for name, v := range st.AppVersions {
 		if a := r.apps[name]; a != nil {
@@ -81,7 +100,6 @@ func importState(st *State, retentionMs int64) *Registry {
 		}
 	}
 	r.importRegions(st.Regions)
-	return r
 }
 
 // sortEntries puts the entries in application and id order, so that the
@@ -104,18 +122,49 @@ func (st *State) sortEntries() {
 // Encode writes the state in snapshot format, its entries in application
 // and id order (it sorts st.Entries).
 func (st *State) Encode(w io.Writer) error {
+	return st.encodeFormat(w, SnapshotFormat)
+}
+
+// stateHead is format 2's first value: the State with the number of
+// entries that follow in place of the entries.
+type stateHead struct {
+	State
+	EntryCount int `codec:"n"`
+}
+
+// encodeFormat writes the state in the given snapshot format (tests write
+// format 1 to prove it still restores).
+func (st *State) encodeFormat(w io.Writer, format byte) error {
 	st.sortEntries()
 	if _, err := w.Write(snapshotMagic); err != nil {
 		return err
 	}
-	if _, err := w.Write([]byte{SnapshotFormat}); err != nil {
+	if _, err := w.Write([]byte{format}); err != nil {
 		return err
 	}
-	return codec.NewEncoder(w, msgpackHandle).Encode(st)
+	enc := codec.NewEncoder(w, msgpackHandle)
+	if format == snapshotFormatWhole {
+		return enc.Encode(st)
+	}
+	head := stateHead{State: *st, EntryCount: len(st.Entries)}
+	head.Entries = nil
+	if err := enc.Encode(&head); err != nil {
+		return err
+	}
+	for _, e := range st.Entries {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func readSnapshot(r io.Reader) (*State, error) {
-	br := bufio.NewReader(r)
+// decodeStream reads a snapshot: it passes each entry to each as it is
+// decoded, in the stream's order, and returns the rest of the state
+// (Entries nil). A format 1 snapshot is decoded whole first, then passed
+// on entry by entry the same way. An error from each stops the read.
+func decodeStream(r io.Reader, each func(i int, e *Entry) error) (*State, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
 	head := make([]byte, len(snapshotMagic)+1)
 	if _, err := io.ReadFull(br, head); err != nil {
 		return nil, fmt.Errorf("%w: read header: %v", ErrBadSnapshot, err)
@@ -123,17 +172,108 @@ func readSnapshot(r io.Reader) (*State, error) {
 	if string(head[:len(snapshotMagic)]) != string(snapshotMagic) {
 		return nil, fmt.Errorf("%w: not a heureka snapshot", ErrBadSnapshot)
 	}
-	if f := head[len(snapshotMagic)]; f != SnapshotFormat {
+	dec := codec.NewDecoder(br, msgpackHandle)
+	switch f := head[len(snapshotMagic)]; f {
+	case snapshotFormatWhole:
+		st := &State{}
+		if err := dec.Decode(st); err != nil {
+			return nil, fmt.Errorf("%w: decode: %v", ErrBadSnapshot, err)
+		}
+		for i, e := range st.Entries {
+			if err := each(i, e); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+			}
+		}
+		st.Entries = nil
+		return st, nil
+	case SnapshotFormat:
+		var sh stateHead
+		if err := dec.Decode(&sh); err != nil {
+			return nil, fmt.Errorf("%w: decode: %v", ErrBadSnapshot, err)
+		}
+		if sh.EntryCount < 0 || len(sh.Entries) > 0 {
+			return nil, fmt.Errorf("%w: bad entry count %d", ErrBadSnapshot, sh.EntryCount)
+		}
+		for i := range sh.EntryCount {
+			e := &Entry{}
+			if err := dec.Decode(e); err != nil {
+				return nil, fmt.Errorf("%w: decode entry %d of %d: %v", ErrBadSnapshot, i, sh.EntryCount, err)
+			}
+			if err := each(i, e); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+			}
+		}
+		return &sh.State, nil
+	default:
 		return nil, fmt.Errorf("%w: unknown format %d", ErrBadSnapshot, f)
 	}
-	st := &State{}
-	if err := codec.NewDecoder(br, msgpackHandle).Decode(st); err != nil {
-		return nil, fmt.Errorf("%w: decode: %v", ErrBadSnapshot, err)
+}
+
+// readSnapshot decodes a whole snapshot into a State and checks it.
+func readSnapshot(r io.Reader) (*State, error) {
+	var entries []*Entry
+	st, err := decodeStream(r, func(_ int, e *Entry) error {
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	st.Entries = entries
 	if err := st.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	return st, nil
+}
+
+// restoreSnapshot builds a registry from a snapshot stream as it reads it,
+// each entry checked and put in as it comes, its strings interned: the
+// registry and one entry are held, never the decoded state besides. It
+// refuses what readSnapshot refuses.
+func restoreSnapshot(r io.Reader, retentionMs int64) (*Registry, *State, error) {
+	reg := newRegistry(retentionMs)
+	st, err := decodeStream(r, func(i int, e *Entry) error {
+		if err := checkEntry(i, e); err != nil {
+			return err
+		}
+		if reg.Get(e.App, e.ID) != nil {
+			return fmt.Errorf("entry %s/%s appears twice", e.App, e.ID)
+		}
+		// The decoded entry is this snapshot's own, so its strings can
+		// be interned in place, as registrations are.
+		e.Instance = e.Instance.clone()
+		reg.put(e)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.check(); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	for _, rs := range st.Regions {
+		if rs.Copy != nil {
+			for _, e := range rs.Copy.Entries {
+				e.Instance = e.Instance.clone()
+			}
+		}
+	}
+	reg.importHead(st)
+	return reg, st, nil
+}
+
+// checkEntry refuses entry i when the registry's readers could not rely
+// on it: no record, or keyed by other names than its record's.
+func checkEntry(i int, e *Entry) error {
+	switch {
+	case e == nil || e.Instance == nil:
+		return fmt.Errorf("entry %d has no instance", i)
+	case e.App == "" || e.ID == "":
+		return fmt.Errorf("entry %d has an empty application or id", i)
+	case e.Instance.App != e.App || e.Instance.ID() != e.ID:
+		return fmt.Errorf("entry %s/%s holds the record of %s/%s", e.App, e.ID, e.Instance.App, e.Instance.ID())
+	}
+	return nil
 }
 
 // check refuses a state that no sequence of commands can produce and that
@@ -145,14 +285,10 @@ func readSnapshot(r io.Reader) (*State, error) {
 func (st *State) check() error {
 	keys := make(map[deltaID]bool, len(st.Entries))
 	for i, e := range st.Entries {
-		switch {
-		case e == nil || e.Instance == nil:
-			return fmt.Errorf("entry %d has no instance", i)
-		case e.App == "" || e.ID == "":
-			return fmt.Errorf("entry %d has an empty application or id", i)
-		case e.Instance.App != e.App || e.Instance.ID() != e.ID:
-			return fmt.Errorf("entry %s/%s holds the record of %s/%s", e.App, e.ID, e.Instance.App, e.Instance.ID())
-		case keys[deltaID{e.App, e.ID}]:
+		if err := checkEntry(i, e); err != nil {
+			return err
+		}
+		if keys[deltaID{e.App, e.ID}] {
 			return fmt.Errorf("entry %s/%s appears twice", e.App, e.ID)
 		}
 		keys[deltaID{e.App, e.ID}] = true
