@@ -65,8 +65,9 @@ bench-summary: build-bench etcd-server
 
 # bench-scale regenerates the scale table of BENCHMARKS.md: heureka and the
 # limit at 10,000, 100,000 and 1,000,000 instances, 20 to an application
-# (docs/bench.md, "The scale table"). About 40 minutes and 10 GB of memory
-# on a 2-core machine. BENCH_ARGS adds flags.
+# (docs/bench.md, "The scale table"), with 5 minutes of sustained renewals
+# at the largest size. About 25 minutes and 10 GB of memory on a 2-core
+# machine. BENCH_ARGS adds flags.
 bench-scale: build
 	bin/heureka bench --scale BENCHMARKS.md $(BENCH_ARGS)
 

@@ -195,7 +195,11 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 			k.retryLater(dl, expired, now)
 			return
 		}
-		k.retryLater(dl, k.evict(expired, st.Instances), now)
+		left := k.evict(expired, st.Instances)
+		k.mu.Lock()
+		k.lastExpired = len(left) // the evicted ones are gone
+		k.mu.Unlock()
+		k.retryLater(dl, left, now)
 	}
 	for {
 		wait := time.Hour
