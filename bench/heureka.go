@@ -189,55 +189,65 @@ func (r *heurekaRun) countOnB(ctx context.Context) (int, error) {
 // W2: renewals as fast as Renewers clients, each bound to one node, can go,
 // taking turns with the limit answering the same PUTs.
 func (r *heurekaRun) renew(ctx context.Context) {
-	s := r.s
-	lc := LoadConfig{Concurrency: s.Renewers, Duration: s.Duration, Drain: drain}
 	run, cpu := r.renewRun(RowRenew)
 	limit, limitCPU, stop := r.renewLimit(RowRenew)
 	defer stop()
-	var res Result
-	if limit != nil {
-		var lres Result
-		res, lres = s.alternate(ctx, lc, run, limit)
-		lm := FromResult(lres)
-		lm.CPUPerOp = limitCPU.perOp(lres.Requests)
-		r.lim.Set(RowRenew, lm)
-	} else {
-		res = run(ctx, lc)
-	}
-	m := FromResult(res)
-	m.CPUPerOp = cpu.perOp(res.Requests)
-	r.sys.Set(RowRenew, m)
+	lc := LoadConfig{Concurrency: r.s.Renewers, Duration: r.s.Duration, Drain: drain}
+	r.sys.Set(RowRenew, measured(r.againstLimit(ctx, RowRenew, lc, run, limit, limitCPU, 0), cpu))
 }
 
-// renewPath is the renewal of instance k of the W1 population.
-func (r *heurekaRun) renewPath(k int) string {
+// againstLimit runs heureka's load under lc, taking turns with the limit's
+// (Suite.alternate) when the limit column runs, whose cell of row it then
+// sets (answers of body bytes); it returns heureka's result.
+func (r *heurekaRun) againstLimit(ctx context.Context, row string, lc LoadConfig, run, limit loadRun, limitCPU *cpuMeter, body int64) Result {
+	if limit == nil {
+		return run(ctx, lc)
+	}
+	res, lres := r.s.alternate(ctx, lc, run, limit)
+	lm := measured(lres, limitCPU)
+	lm.BodyBytes = body
+	r.lim.Set(row, lm)
+	return res
+}
+
+// measured is the cell of a run whose servers' CPU time cpu metered.
+func measured(res Result, cpu *cpuMeter) Measurement {
+	m := FromResult(res)
+	m.CPUPerOp = cpu.perOp(res.Requests)
+	return m
+}
+
+// renewPath is operation seq's renewal: of instance seq mod Instances of
+// the W1 population.
+func (r *heurekaRun) renewPath(seq int64) string {
 	wl := r.s.Workload
+	k := int(seq % int64(wl.Instances))
 	return "/eureka/apps/" + wl.App(k) + "/" + wl.ID(k)
 }
 
-// renewRun is a run of renewals of every instance in turn, spread over the
-// nodes by worker, and the meter of the nodes' CPU time during its runs.
-func (r *heurekaRun) renewRun(row string) (func(ctx context.Context, lc LoadConfig) Result, *cpuMeter) {
+// renewReq is a renewal as the bench sends it: a PUT answered 200.
+var renewReq = Request{Method: http.MethodPut, WantMin: http.StatusOK, WantMax: http.StatusOK}
+
+// renewRun is a run of renewals of every instance in turn (operation seq
+// renews instance seq mod Instances), spread over the nodes by worker,
+// and the meter of the nodes' CPU time during its runs.
+func (r *heurekaRun) renewRun(row string) (loadRun, *cpuMeter) {
 	s, n := r.s, len(r.t.URLs)
 	cpu := newCPUMeter(r.t.PIDs)
-	req := Request{Method: http.MethodPut, WantMin: http.StatusOK, WantMax: http.StatusOK}
 	return func(ctx context.Context, lc LoadConfig) (res Result) {
 		cpu.measure(func() {
 			res = s.timed(ctx, "heureka", row+" renew", lc, func(ctx context.Context, w, _ int, seq int64) (int64, error) {
-				return do(ctx, r.client, req, r.url(w%n, r.renewPath(int(seq%int64(s.Workload.Instances)))))
+				return do(ctx, r.client, renewReq, r.url(w%n, r.renewPath(seq)))
 			})
 		})
 		return res
 	}, cpu
 }
 
-// renewLimit is the limit answering renewals as heureka does (200, no
-// body); nil when the limit column is off.
-func (r *heurekaRun) renewLimit(row string) (func(ctx context.Context, lc LoadConfig) Result, *cpuMeter, func()) {
-	req := Request{Method: http.MethodPut, WantMin: http.StatusOK, WantMax: http.StatusOK}
-	return r.s.startLimit(r.lim, row, nil, http.Header{}, req, r.s.Renewers, func(seq int64) string {
-		return r.renewPath(int(seq % int64(r.s.Workload.Instances)))
-	})
+// renewLimit is the limit answering the same renewals as heureka does
+// (200, no body); nil when the limit column is off.
+func (r *heurekaRun) renewLimit(row string) (loadRun, *cpuMeter, func()) {
+	return r.s.startLimit(r.lim, row, nil, http.Header{}, renewReq, r.s.Renewers, r.renewPath)
 }
 
 // W2S: every instance renewed in turn for RenewSoak, the fleet's steady
@@ -265,16 +275,11 @@ func (r *heurekaRun) renewSoak(ctx context.Context) {
 	}
 	limitPart()
 	watch := r.watchLeases(ctx)
-	res := run(ctx, LoadConfig{Concurrency: s.Renewers, Duration: s.RenewSoak, Drain: drain})
-	m := FromResult(res)
-	m.CPUPerOp = cpu.perOp(res.Requests)
+	m := measured(run(ctx, LoadConfig{Concurrency: s.Renewers, Duration: s.RenewSoak, Drain: drain}), cpu)
 	m.Note = watch()
 	limitPart()
 	if len(lres) > 0 {
-		l := Merge(lres, llat)
-		lm := FromResult(l)
-		lm.CPUPerOp = limitCPU.perOp(l.Requests)
-		r.lim.Set(RowRenewSoak, lm)
+		r.lim.Set(RowRenewSoak, measured(Merge(lres, llat), limitCPU))
 	}
 	r.sys.Set(RowRenewSoak, m)
 }
@@ -481,20 +486,8 @@ func (r *heurekaRun) read(ctx context.Context, row, path string, lc LoadConfig, 
 	}
 	limit, limitCPU, stop := s.startLimit(r.lim, row, body, respHdr, req, max(s.Readers, s.FullReaders), func(int64) string { return path })
 	defer stop()
-	var res Result
-	if limit != nil {
-		var lres Result
-		res, lres = s.alternate(ctx, lc, run, limit)
-		lm := FromResult(lres)
-		lm.BodyBytes = int64(len(body))
-		lm.CPUPerOp = limitCPU.perOp(lres.Requests)
-		r.lim.Set(row, lm)
-	} else {
-		res = run(ctx, lc)
-	}
-	m := FromResult(res)
+	m := measured(r.againstLimit(ctx, row, lc, run, limit, limitCPU, int64(len(body))), cpu)
 	m.BodyBytes = int64(len(body))
-	m.CPUPerOp = cpu.perOp(res.Requests)
 	switch row {
 	case RowDelta:
 		m.Note = note

@@ -431,10 +431,13 @@ func (s *Suite) timed(ctx context.Context, system, label string, lc LoadConfig, 
 	return res
 }
 
+// loadRun is one run of a load against a system.
+type loadRun = func(ctx context.Context, lc LoadConfig) Result
+
 // alternate runs a and b in turns, each for half of lc.Duration twice
 // (a, b, a, b), so that a change in the machine's load falls on both alike,
 // and returns each one's merged result.
-func (s *Suite) alternate(ctx context.Context, lc LoadConfig, a, b func(ctx context.Context, lc LoadConfig) Result) (Result, Result) {
+func (s *Suite) alternate(ctx context.Context, lc LoadConfig, a, b loadRun) (Result, Result) {
 	half := lc
 	half.Duration = max(lc.Duration/2, time.Millisecond)
 	var ra, rb []Result
@@ -466,7 +469,7 @@ func (s *Suite) propBound(period time.Duration) time.Duration {
 // against it (at the path next gives each operation), the meter of the
 // limit process's CPU time during those runs, and a stop function; nil when
 // the limit column is off or failed (then the cell says why).
-func (s *Suite) startLimit(lim *System, row string, body []byte, hdr http.Header, req Request, conc int, next func(seq int64) string) (func(ctx context.Context, lc LoadConfig) Result, *cpuMeter, func()) {
+func (s *Suite) startLimit(lim *System, row string, body []byte, hdr http.Header, req Request, conc int, next func(seq int64) string) (loadRun, *cpuMeter, func()) {
 	if lim.NotRun != "" {
 		return nil, nil, func() {}
 	}
