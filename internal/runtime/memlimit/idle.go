@@ -71,12 +71,14 @@ func (w *idleReturn) read() (allocs, live, objects, free, gcs uint64) {
 	return v[0], v[1], v[2], v[3], v[4]
 }
 
-// tick is called every interval (in seconds); it collects when the node
-// has been quiet for quietTicks and holds enough garbage and free pages
-// to be worth it, and reports whether it did.
-func (w *idleReturn) tick(interval float64) bool {
+// tick is called every interval; elapsed is the time in seconds since
+// the last call (or since newIdleReturn), which is longer than the
+// interval after a slow call, such as one that collected a large heap. It
+// collects when the node has been quiet for quietTicks and holds enough
+// garbage and free pages to be worth it, and reports whether it did.
+func (w *idleReturn) tick(elapsed float64) bool {
 	allocs, live, objects, free, gcs := w.read()
-	rate := float64(allocs-w.lastAllocs) / interval
+	rate := float64(allocs-w.lastAllocs) / max(elapsed, 1e-3)
 	busy := rate >= quietRate
 	if gcs != w.lastGCs {
 		w.busyGC = busy
@@ -87,7 +89,18 @@ func (w *idleReturn) tick(interval float64) bool {
 		return false
 	}
 	w.quiet++
-	return w.tickQuiet(live, objects, free)
+	if !w.tickQuiet(live, objects, free) {
+		return false
+	}
+	// Its own collection is not judged as busy or quiet: what the node
+	// allocated while it ran is counted from its end, and the collection
+	// does not count as one that ended in a busy interval. Otherwise a
+	// large registry re-arms the return forever: a million-instance
+	// follower that took 1-2 s to mark its heap allocated that long's
+	// background work, which read as a busy tenth of a second, and it was
+	// collected every 4-5 s while doing nothing (half a core each).
+	w.lastAllocs, _, _, _, w.lastGCs = w.read()
+	return true
 }
 
 // tickQuiet decides for a quiet interval: after quietTicks of them, it

@@ -1,6 +1,9 @@
 package memlimit
 
-import "testing"
+import (
+	"runtime"
+	"testing"
+)
 
 // TestIdleReturn_CollectsOnceQuietWithGarbage: a collection only after
 // quietTicks quiet intervals, only with enough garbage and free pages, and
@@ -60,4 +63,34 @@ func TestIdleReturn_AfterABusyCollection(t *testing.T) {
 	if w.tickQuiet(live, live+1<<20, 0) || calls != 1 {
 		t.Fatalf("collected again: calls %d", calls)
 	}
+}
+
+// TestIdleReturn_OwnCollectionDoesNotRearm: what the node allocates while
+// the idle return's own collection runs (a large heap takes seconds to
+// mark) is not judged as a busy interval, so a quiet node collects once
+// and then waits for garbage, instead of collecting again and again.
+func TestIdleReturn_OwnCollectionDoesNotRearm(t *testing.T) {
+	w := newIdleReturn()
+	calls := 0
+	var sink [][]byte
+	w.collect = func() {
+		calls++
+		for range 64 { // 4 MiB of background work while "marking"
+			sink = append(sink, make([]byte, 64<<10))
+		}
+		sink = nil
+		runtime.GC()
+	}
+	w.lastAllocs, _, _, _, w.lastGCs = w.read()
+	w.quiet, w.busyGC = quietTicks-1, true
+	if !w.tick(1) || calls != 1 {
+		t.Fatalf("no collection after a busy one: calls %d", calls)
+	}
+	for i := range 3 * quietTicks {
+		w.tick(1) // a second per interval: quiet unless a MiB is allocated
+		if calls != 1 {
+			t.Fatalf("collected again %d intervals after its own collection (busyGC %v)", i+1, w.busyGC)
+		}
+	}
+	_ = sink
 }
