@@ -116,19 +116,21 @@ func snapshotBytesFormat(t testing.TB, f *FSM, format byte) []byte {
 	return buf.Bytes()
 }
 
-// A snapshot of format 1 (the whole state as one value, what nodes wrote
-// before format 2) restores to the same state as format 2 does, and both
-// read back as the same State.
-func TestSnapshot_FormatOneStillRestores(t *testing.T) {
+// Snapshots of format 1 (the whole state as one value) and format 2 (each
+// entry a msgpack value), what earlier releases wrote, restore to the same
+// state as the current format does, and all read back as the same State.
+func TestSnapshot_EarlierFormatsStillRestore(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		orig := New(0, nil)
 		applyAll(orig, randomCommands(t, seed, 300))
 		want := snapshotBytes(t, orig)
-		old := snapshotBytesFormat(t, orig, snapshotFormatWhole)
-		if bytes.Equal(old, want) || old[len(snapshotMagic)] != 1 || want[len(snapshotMagic)] != SnapshotFormat {
-			t.Fatalf("seed %d: the two formats are not distinct", seed)
+		one := snapshotBytesFormat(t, orig, snapshotFormatWhole)
+		two := snapshotBytesFormat(t, orig, snapshotFormatMsgpackEntries)
+		if bytes.Equal(one, want) || bytes.Equal(two, want) || one[len(snapshotMagic)] != 1 ||
+			two[len(snapshotMagic)] != 2 || want[len(snapshotMagic)] != SnapshotFormat {
+			t.Fatalf("seed %d: the formats are not distinct", seed)
 		}
-		for name, snap := range map[string][]byte{"format 1": old, "format 2": want} {
+		for name, snap := range map[string][]byte{"format 1": one, "format 2": two, "current format": want} {
 			f := New(0, nil)
 			if err := f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
 				t.Fatalf("seed %d, %s: %v", seed, name, err)
@@ -147,42 +149,49 @@ func TestSnapshot_FormatOneStillRestores(t *testing.T) {
 	}
 }
 
-// A format 2 snapshot cut anywhere, or claiming more entries than it
-// holds, is refused, and the registry it was restoring over is unchanged.
+// A streamed snapshot (formats 2 and 3) cut anywhere, or claiming more
+// entries than it holds, is refused, and the registry it was restoring
+// over is unchanged.
 func TestSnapshot_TruncatedStreamIsRefused(t *testing.T) {
 	src := New(0, nil)
 	applyAll(src, randomCommands(t, 3, 200))
-	snap := snapshotBytes(t, src)
 	f := New(0, nil)
 	applyAll(f, randomCommands(t, 4, 50))
 	before := snapshotBytes(t, f)
-	for _, cut := range []int{len(snapshotMagic) + 1, len(snap) / 3, len(snap) / 2, len(snap) - 1} {
-		if err := f.Restore(io.NopCloser(bytes.NewReader(snap[:cut]))); !errors.Is(err, ErrBadSnapshot) {
-			t.Fatalf("restore of the first %d of %d bytes = %v, want ErrBadSnapshot", cut, len(snap), err)
+	for _, format := range []byte{snapshotFormatMsgpackEntries, SnapshotFormat} {
+		snap := snapshotBytesFormat(t, src, format)
+		for _, cut := range []int{len(snapshotMagic) + 1, len(snap) / 3, len(snap) / 2, len(snap) - 1} {
+			if err := f.Restore(io.NopCloser(bytes.NewReader(snap[:cut]))); !errors.Is(err, ErrBadSnapshot) {
+				t.Fatalf("format %d: restore of the first %d of %d bytes = %v, want ErrBadSnapshot", format, cut, len(snap), err)
+			}
+			if _, err := ReadSnapshot(bytes.NewReader(snap[:cut])); !errors.Is(err, ErrBadSnapshot) {
+				t.Fatalf("format %d: ReadSnapshot of the first %d of %d bytes = %v, want ErrBadSnapshot", format, cut, len(snap), err)
+			}
 		}
-		if _, err := ReadSnapshot(bytes.NewReader(snap[:cut])); !errors.Is(err, ErrBadSnapshot) {
-			t.Fatalf("ReadSnapshot of the first %d of %d bytes = %v, want ErrBadSnapshot", cut, len(snap), err)
-		}
-	}
-	// One entry more than the stream holds.
-	st := src.Export()
-	st.Entries = st.Entries[:len(st.Entries)-1]
-	head := stateHead{State: *st, EntryCount: len(st.Entries) + 1}
-	head.Entries = nil
-	var lying bytes.Buffer
-	lying.Write(snapshotMagic)
-	lying.WriteByte(SnapshotFormat)
-	enc := codec.NewEncoder(&lying, msgpackHandle)
-	if err := enc.Encode(&head); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range st.Entries {
-		if err := enc.Encode(e); err != nil {
+		// One entry more than the stream holds.
+		st := src.Export()
+		st.Entries = st.Entries[:len(st.Entries)-1]
+		var lying bytes.Buffer
+		if err := st.encodeFormat(&lying, format); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := f.Restore(io.NopCloser(&lying)); !errors.Is(err, ErrBadSnapshot) {
-		t.Fatalf("restore of a stream one entry short = %v, want ErrBadSnapshot", err)
+		short := lying.Bytes()
+		var again bytes.Buffer
+		again.Write(short[:len(snapshotMagic)+1])
+		head := stateHead{State: *st, EntryCount: len(st.Entries) + 1}
+		head.Entries = nil
+		if err := codec.NewEncoder(&again, msgpackHandle).Encode(&head); err != nil {
+			t.Fatal(err)
+		}
+		var headLen bytes.Buffer
+		head.EntryCount--
+		if err := codec.NewEncoder(&headLen, msgpackHandle).Encode(&head); err != nil {
+			t.Fatal(err)
+		}
+		again.Write(short[len(snapshotMagic)+1+headLen.Len():])
+		if err := f.Restore(io.NopCloser(&again)); !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("format %d: restore of a stream one entry short = %v, want ErrBadSnapshot", format, err)
+		}
 	}
 	if !bytes.Equal(snapshotBytes(t, f), before) {
 		t.Fatal("a refused restore changed the registry")

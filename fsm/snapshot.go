@@ -21,11 +21,18 @@ import (
 //     each entry as a msgpack value of its own, in application and id
 //     order. Restore puts each entry into the registry as it is read, so
 //     it holds the registry it builds and one entry more.
-const SnapshotFormat = 2
+//   - 3: as format 2, but each entry in a binary record of its own
+//     layout (snapcodec.go) instead of a msgpack value: a million
+//     instances restore in about a third of the time, and save faster.
+const SnapshotFormat = 3
 
-// snapshotFormatWhole is format 1, still read (snapshots written before
-// format 2 stay on disk until the next one replaces them).
-const snapshotFormatWhole = 1
+// snapshotFormatWhole and snapshotFormatMsgpackEntries are formats 1 and
+// 2, still read (snapshots written by earlier releases stay on disk until
+// the next one replaces them, and backups are restored from files).
+const (
+	snapshotFormatWhole          = 1
+	snapshotFormatMsgpackEntries = 2
+)
 
 // snapshotMagic starts every heureka snapshot, so that a stray file is
 // refused with a clear error instead of a decoder panic.
@@ -151,8 +158,18 @@ func (st *State) encodeFormat(w io.Writer, format byte) error {
 	if err := enc.Encode(&head); err != nil {
 		return err
 	}
+	if format == snapshotFormatMsgpackEntries {
+		for _, e := range st.Entries {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var rec, scratch []byte
 	for _, e := range st.Entries {
-		if err := enc.Encode(e); err != nil {
+		rec, scratch = appendRecord(rec[:0], scratch, e)
+		if _, err := w.Write(rec); err != nil {
 			return err
 		}
 	}
@@ -186,7 +203,7 @@ func decodeStream(r io.Reader, each func(i int, e *Entry) error) (*State, error)
 		}
 		st.Entries = nil
 		return st, nil
-	case SnapshotFormat:
+	case snapshotFormatMsgpackEntries, SnapshotFormat:
 		var sh stateHead
 		if err := dec.Decode(&sh); err != nil {
 			return nil, fmt.Errorf("%w: decode: %v", ErrBadSnapshot, err)
@@ -195,8 +212,8 @@ func decodeStream(r io.Reader, each func(i int, e *Entry) error) (*State, error)
 			return nil, fmt.Errorf("%w: bad entry count %d", ErrBadSnapshot, sh.EntryCount)
 		}
 		for i := range sh.EntryCount {
-			e := &Entry{}
-			if err := dec.Decode(e); err != nil {
+			e, err := decodeEntry(dec, br, f)
+			if err != nil {
 				return nil, fmt.Errorf("%w: decode entry %d of %d: %v", ErrBadSnapshot, i, sh.EntryCount, err)
 			}
 			if err := each(i, e); err != nil {
@@ -207,6 +224,18 @@ func decodeStream(r io.Reader, each func(i int, e *Entry) error) (*State, error)
 	default:
 		return nil, fmt.Errorf("%w: unknown format %d", ErrBadSnapshot, f)
 	}
+}
+
+// decodeEntry reads the next entry of a format 2 or 3 stream.
+func decodeEntry(dec *codec.Decoder, br *bufio.Reader, format byte) (*Entry, error) {
+	if format == snapshotFormatMsgpackEntries {
+		e := &Entry{}
+		if err := dec.Decode(e); err != nil {
+			return nil, err
+		}
+		return e, nil
+	}
+	return readRecord(br)
 }
 
 // readSnapshot decodes a whole snapshot into a State and checks it.
@@ -241,7 +270,7 @@ func restoreSnapshot(r io.Reader, retentionMs int64) (*Registry, *State, error) 
 		}
 		// The decoded entry is this snapshot's own, so its strings can
 		// be interned in place, as registrations are.
-		e.Instance = e.Instance.clone()
+		e.settleStrings()
 		reg.put(e)
 		return nil
 	})

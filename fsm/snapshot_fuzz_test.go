@@ -14,6 +14,7 @@ func FuzzReadSnapshot(f *testing.F) {
 		fs := New(0, nil)
 		applyAll(fs, randomCommands(f, seed, 40))
 		f.Add(snapshotBytes(f, fs))
+		f.Add(snapshotBytesFormat(f, fs, snapshotFormatMsgpackEntries))
 	}
 	f.Add(snapshotBytes(f, New(0, nil)))
 	f.Add(append([]byte(nil), snapshotMagic...))
