@@ -164,3 +164,36 @@ func TestRestartWithoutLeader_APStaysAP(t *testing.T) {
 		t.Errorf("journal holds %d writes, want 1", got)
 	}
 }
+
+// A set-mode cp the snapshot already covers (the cluster went cp and back
+// to ap before it) does not count: the restarted node scans its whole log
+// while the snapshot restores, and compares the last cp with what the
+// restored FSM holds.
+func TestRestartWithoutLeader_CPBeforeTheSnapshotIgnored(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, nil)
+	leader := c.leader()
+	mn := c.nodes[2]
+	for _, m := range []string{ModeCP, ModeAP} {
+		if err := leader.SetMode(t.Context(), m); err != nil {
+			t.Fatalf("set mode %s: %v", m, err)
+		}
+	}
+	want := leader.raft.LastIndex()
+	c.waitFor(2*time.Second, mn.ID()+" applied the set-mode entries", func() bool { return mn.raft.AppliedIndex() >= want })
+	if err := mn.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot on %s: %v", mn.ID(), err)
+	}
+	if mn.lastLogCP() == 0 {
+		t.Fatal("the log no longer holds the set-mode cp: the case is not under test")
+	}
+	c.restartAlone(mn)
+	if got := mn.storedMode(); got != ModeAP {
+		t.Fatalf("restarted FSM holds mode %q, want the snapshot's %q", got, ModeAP)
+	}
+	if got := mn.Mode(); got != ModeAP {
+		t.Errorf("Mode() = %q, want %q: a cp the snapshot covers counted", got, ModeAP)
+	}
+	if _, err := mn.Apply(t.Context(), registerEntry(t, "A", "1")); err != nil {
+		t.Errorf("write without quorum in AP: %v", err)
+	}
+}

@@ -198,8 +198,10 @@ func (n *Node) startRaft(log hclog.Logger) (hasState bool, err error) {
 		d.closeTransport()
 		return false, fmt.Errorf("check existing state: %w", err)
 	}
+	lastCP := n.startLogModeScan() // while Raft restores the snapshot
 	r, err := raft.NewRaft(rc, n.fsm, d.logs, d.stable, d.snaps, d.trans)
 	if err != nil {
+		lastCP()
 		d.closeTransport()
 		return false, fmt.Errorf("start raft: %w", err)
 	}
@@ -207,7 +209,7 @@ func (n *Node) startRaft(log hclog.Logger) (hasState bool, err error) {
 	n.started.Store(n.raft)
 	n.refreshClusterID() // from the snapshot Raft restored
 	n.rd.bootIndex = n.raft.LastIndex()
-	n.scanLogMode()
+	n.scanLogMode(lastCP())
 	n.fb.loadOverlay()
 	return hasState, nil
 }
