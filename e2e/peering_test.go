@@ -349,7 +349,7 @@ func TestEurekaPeerMigration(t *testing.T) {
 		t0 := time.Now()
 		RegisterJSON(t, base, "LATE", id, nil)
 		if !Eventually(clientTimeout, func() bool { return w.listedEverywhere("LATE/" + id) }) {
-			t.Fatalf("LATE/%s registered at %s did not reach every observer", id, base)
+			t.Fatalf("LATE/%s registered at %s did not reach every observer: %v", id, base, w.lacking("LATE/"+id))
 		}
 		t.Logf("LATE/%s registered at %s seen by every observer after %v", id, base, time.Since(t0).Round(10*time.Millisecond))
 		if d := time.Since(t0); d > 8*time.Second {
@@ -456,7 +456,14 @@ func TestEurekaPeerMigration(t *testing.T) {
 // missingNow names, per observer that is on, the expected instances it
 // does not list (for failure messages).
 func (w *watcher) missingNow() []string {
-	exp, obs := w.state()
+	exp, _ := w.state()
+	return w.lacking(exp...)
+}
+
+// lacking names each observer that does not list one of exp now, or could
+// not be asked.
+func (w *watcher) lacking(exp ...string) []string {
+	_, obs := w.state()
 	var out []string
 	for _, o := range obs {
 		if !o.on.Load() {

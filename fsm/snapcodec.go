@@ -28,7 +28,8 @@ import (
 // damaged length is refused instead of allocated.
 const maxRecord = 64 << 20
 
-// appendRecord appends e's record, its length first, to dst.
+// appendRecord appends e's record, its length first, to dst; scratch is a
+// buffer to lay the record out in, returned grown for the next call.
 func appendRecord(dst, scratch []byte, e *Entry) (out, scratchOut []byte) {
 	b := scratch[:0]
 	b = appendStr(b, e.App)
@@ -89,9 +90,9 @@ func boolByte(v bool) byte {
 	return 0
 }
 
-// readRecord reads the next record from br and decodes it. The record's
-// strings are views of one string made for it, which the entry's own
-// strings then share until Instance.clone copies or interns them.
+// readRecord reads the next record from br and decodes it. The entry's
+// strings are views of one string made for the record, until
+// settleStrings gives the entry strings of its own.
 func readRecord(br *bufio.Reader) (*Entry, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {

@@ -409,7 +409,10 @@ func (p *peer) handle(t *task, ans eureka.ReplicationInstanceResponse) {
 		// already gone there (evicted, or never replicated)
 	default:
 		p.r.stats.itemFailures.Add(1)
-		p.r.log.Debug("peer refused a replicated change", "peer", p.url, "kind", t.kind, "app", t.key.app, "id", t.key.id, "code", code)
+		// Not retried: the peer goes without the change until the
+		// instance's next heartbeat (a 404 there brings a register), and
+		// one that never heartbeats again stays missing there.
+		p.r.log.Warn("peer refused a replicated change", "peer", p.url, "kind", t.kind, "app", t.key.app, "id", t.key.id, "code", code)
 	}
 }
 
