@@ -99,11 +99,11 @@ func (n *Node) readIndexLocal() (uint64, error) {
 // instances the log since the snapshot holds a quarter of a million
 // entries, and reading them one by one after the restore took 2.4-3.8 s
 // of a restart's 16-21. Which entries the FSM holds is known only after
-// the restore, so the scan keeps the last set-mode cp of the whole log, and
-// scanLogMode compares it with the applied index then: a cp after it
-// exists exactly when the last one is after it.
+// the restore, so the scan keeps the last set-mode cp of the whole log,
+// and unappliedCP compares it with the applied index: a cp after it exists
+// exactly when the last one is after it.
 func (n *Node) scanLogMode(lastCP uint64) {
-	if lastCP == 0 || lastCP <= n.fsm.AppliedIndex() {
+	if lastCP == 0 {
 		return
 	}
 	n.logCP.Store(lastCP)

@@ -28,66 +28,101 @@ import (
 // damaged length is refused instead of allocated.
 const maxRecord = 64 << 20
 
+// recordCoder is one direction of the record layout: the writer appends
+// each field it is shown, the reader fills it in. walkRecord shows them in
+// the layout's order to either, so encoding and decoding cannot disagree.
+type recordCoder interface {
+	str(p *string)
+	metadata(p *Metadata)
+	flag(p *bool)
+	i32(p *int32)
+	i64(p *int64)
+	u64(p *uint64)
+	// instance reports whether the entry holds an instance: the writer
+	// says so, the reader reads it and makes the one it fills.
+	instance(p **Instance) bool
+}
+
+// walkRecord shows every field of e, in the layout's order, to c.
+func walkRecord(c recordCoder, e *Entry) {
+	c.str(&e.App)
+	c.str(&e.ID)
+	if c.instance(&e.Instance) {
+		in := e.Instance
+		c.str(&in.InstanceID)
+		c.str(&in.HostName)
+		c.str(&in.App)
+		c.str(&in.IPAddr)
+		c.str(&in.Sid)
+		c.str(&in.Status)
+		c.str(&in.OverriddenStatus)
+		c.i32(&in.Port)
+		c.flag(&in.PortEnabled)
+		c.i32(&in.SecurePort)
+		c.flag(&in.SecurePortEnabled)
+		c.i32(&in.CountryID)
+		c.str(&in.DataCenterInfo.Class)
+		c.str(&in.DataCenterInfo.Name)
+		c.metadata(&in.DataCenterInfo.Metadata)
+		c.i32(&in.RenewalIntervalSecs)
+		c.i32(&in.DurationSecs)
+		c.metadata(&in.Metadata)
+		c.str(&in.AppGroupName)
+		c.str(&in.HomePageURL)
+		c.str(&in.StatusPageURL)
+		c.str(&in.HealthCheckURL)
+		c.str(&in.SecureHealthCheckURL)
+		c.str(&in.VIPAddress)
+		c.str(&in.SecureVIPAddress)
+		c.flag(&in.IsCoordinatingDiscoveryServer)
+		c.i64(&in.LastDirtyTimestamp)
+		c.str(&in.ASGName)
+	}
+	c.str(&e.Override)
+	c.i64(&e.RegistrationTs)
+	c.i64(&e.LastRenewalTs)
+	c.i64(&e.EvictionTs)
+	c.i64(&e.ServiceUpTs)
+	c.i64(&e.LastUpdatedTs)
+	c.str(&e.ActionType)
+	c.u64(&e.ModifyIndex)
+}
+
 // appendRecord appends e's record, its length first, to dst; scratch is a
 // buffer to lay the record out in, returned grown for the next call.
 func appendRecord(dst, scratch []byte, e *Entry) (out, scratchOut []byte) {
-	b := scratch[:0]
-	b = appendStr(b, e.App)
-	b = appendStr(b, e.ID)
-	in := e.Instance
-	b = append(b, boolByte(in != nil))
-	if in != nil {
-		b = appendStr(b, in.InstanceID)
-		b = appendStr(b, in.HostName)
-		b = appendStr(b, in.App)
-		b = appendStr(b, in.IPAddr)
-		b = appendStr(b, in.Sid)
-		b = appendStr(b, in.Status)
-		b = appendStr(b, in.OverriddenStatus)
-		b = binary.AppendVarint(b, int64(in.Port))
-		b = append(b, boolByte(in.PortEnabled))
-		b = binary.AppendVarint(b, int64(in.SecurePort))
-		b = append(b, boolByte(in.SecurePortEnabled))
-		b = binary.AppendVarint(b, int64(in.CountryID))
-		b = appendStr(b, in.DataCenterInfo.Class)
-		b = appendStr(b, in.DataCenterInfo.Name)
-		b = appendStr(b, in.DataCenterInfo.Metadata.b)
-		b = binary.AppendVarint(b, int64(in.RenewalIntervalSecs))
-		b = binary.AppendVarint(b, int64(in.DurationSecs))
-		b = appendStr(b, in.Metadata.b)
-		b = appendStr(b, in.AppGroupName)
-		b = appendStr(b, in.HomePageURL)
-		b = appendStr(b, in.StatusPageURL)
-		b = appendStr(b, in.HealthCheckURL)
-		b = appendStr(b, in.SecureHealthCheckURL)
-		b = appendStr(b, in.VIPAddress)
-		b = appendStr(b, in.SecureVIPAddress)
-		b = append(b, boolByte(in.IsCoordinatingDiscoveryServer))
-		b = binary.AppendVarint(b, in.LastDirtyTimestamp)
-		b = appendStr(b, in.ASGName)
-	}
-	b = appendStr(b, e.Override)
-	b = binary.AppendVarint(b, e.RegistrationTs)
-	b = binary.AppendVarint(b, e.LastRenewalTs)
-	b = binary.AppendVarint(b, e.EvictionTs)
-	b = binary.AppendVarint(b, e.ServiceUpTs)
-	b = binary.AppendVarint(b, e.LastUpdatedTs)
-	b = appendStr(b, e.ActionType)
-	b = binary.AppendUvarint(b, e.ModifyIndex)
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...), b
+	w := &recordWriter{b: scratch[:0]}
+	walkRecord(w, e)
+	dst = binary.AppendUvarint(dst, uint64(len(w.b)))
+	return append(dst, w.b...), w.b
 }
 
-func appendStr(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
+// recordWriter is the writing direction of the layout.
+type recordWriter struct{ b []byte }
+
+func (w *recordWriter) str(p *string) {
+	w.b = binary.AppendUvarint(w.b, uint64(len(*p)))
+	w.b = append(w.b, *p...)
 }
 
-func boolByte(v bool) byte {
-	if v {
-		return 1
+func (w *recordWriter) metadata(p *Metadata) { w.str(&p.b) }
+
+func (w *recordWriter) flag(p *bool) {
+	v := byte(0)
+	if *p {
+		v = 1
 	}
-	return 0
+	w.b = append(w.b, v)
+}
+
+func (w *recordWriter) i32(p *int32)  { w.b = binary.AppendVarint(w.b, int64(*p)) }
+func (w *recordWriter) i64(p *int64)  { w.b = binary.AppendVarint(w.b, *p) }
+func (w *recordWriter) u64(p *uint64) { w.b = binary.AppendUvarint(w.b, *p) }
+
+func (w *recordWriter) instance(p **Instance) bool {
+	has := *p != nil
+	w.flag(&has)
+	return has
 }
 
 // readRecord reads the next record from br and decodes it. The entry's
@@ -118,7 +153,8 @@ func noEOF(err error) error {
 	return err
 }
 
-// recordReader decodes one record; the first fault sticks and ends it.
+// recordReader is the reading direction of the layout: it decodes one
+// record; the first fault sticks and ends it.
 type recordReader struct {
 	s   string
 	off int
@@ -131,132 +167,100 @@ func (r *recordReader) fail(what string) {
 	}
 }
 
-func (r *recordReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		if r.off >= len(r.s) || shift > 63 {
-			r.fail("bad unsigned integer")
-			return 0
-		}
-		c := r.s[r.off]
-		r.off++
-		if shift == 63 && c > 1 {
-			r.fail("unsigned integer overflows")
-			return 0
-		}
-		v |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			return v
-		}
-	}
+// rest is the record's bytes not read yet, viewed, not copied.
+func (r *recordReader) rest() []byte {
+	return unsafe.Slice(unsafe.StringData(r.s[r.off:]), len(r.s)-r.off)
 }
 
-func (r *recordReader) varint() int64 {
-	u := r.uvarint()
+func (r *recordReader) u64(p *uint64) {
+	if r.err != nil {
+		return
+	}
+	v, n := binary.Uvarint(r.rest())
+	if n <= 0 {
+		r.fail("bad unsigned integer")
+		return
+	}
+	r.off += n
+	*p = v
+}
+
+// i64 reads a varint: the uvarint of its zig-zag form (encoding/binary's
+// Varint).
+func (r *recordReader) i64(p *int64) {
+	var u uint64
+	r.u64(&u)
 	v := int64(u >> 1)
 	if u&1 != 0 {
 		v = ^v
 	}
-	return v
+	*p = v
 }
 
-func (r *recordReader) int32() int32 {
-	v := r.varint()
+func (r *recordReader) i32(p *int32) {
+	var v int64
+	r.i64(&v)
 	if int64(int32(v)) != v {
 		r.fail("integer out of range")
-		return 0
+		return
 	}
-	return int32(v)
+	*p = int32(v)
 }
 
-func (r *recordReader) str() string {
-	n := r.uvarint()
-	if r.err != nil {
-		return ""
-	}
-	if n > uint64(len(r.s)-r.off) {
+func (r *recordReader) str(p *string) {
+	var n uint64
+	r.u64(&n)
+	switch {
+	case r.err != nil:
+	case n > uint64(len(r.s)-r.off):
 		r.fail("string past the end")
-		return ""
-	}
-	if n == 0 {
+	case n == 0:
 		// Not r.s[r.off:r.off]: an empty view still points into the
 		// record, and would keep the whole record alive for as long as
 		// the registry holds the field.
-		return ""
+		*p = ""
+	default:
+		*p = r.s[r.off : r.off+int(n)]
+		r.off += int(n)
 	}
-	s := r.s[r.off : r.off+int(n)]
-	r.off += int(n)
-	return s
 }
 
-func (r *recordReader) bool() bool {
+func (r *recordReader) flag(p *bool) {
 	if r.err != nil {
-		return false
+		return
 	}
 	if r.off >= len(r.s) || r.s[r.off] > 1 {
 		r.fail("bad boolean")
-		return false
+		return
 	}
+	*p = r.s[r.off] == 1
 	r.off++
-	return r.s[r.off-1] == 1
 }
 
-func (r *recordReader) metadata() Metadata {
-	s := r.str()
+func (r *recordReader) metadata(p *Metadata) {
+	var s string
+	r.str(&s)
 	if s != "" && !canonicalMap(unsafe.Slice(unsafe.StringData(s), len(s))) {
 		r.fail("metadata that is not a canonical map")
-		return Metadata{}
+		return
 	}
-	return Metadata{b: s}
+	*p = Metadata{b: s}
+}
+
+func (r *recordReader) instance(p **Instance) bool {
+	var has bool
+	r.flag(&has)
+	if has {
+		*p = &Instance{}
+	}
+	return has
 }
 
 // decodeRecord decodes a record without its length.
 func decodeRecord(s string) (*Entry, error) {
 	r := &recordReader{s: s}
-	e := &Entry{App: r.str(), ID: r.str()}
-	if r.bool() {
-		in := &Instance{}
-		in.InstanceID = r.str()
-		in.HostName = r.str()
-		in.App = r.str()
-		in.IPAddr = r.str()
-		in.Sid = r.str()
-		in.Status = r.str()
-		in.OverriddenStatus = r.str()
-		in.Port = r.int32()
-		in.PortEnabled = r.bool()
-		in.SecurePort = r.int32()
-		in.SecurePortEnabled = r.bool()
-		in.CountryID = r.int32()
-		in.DataCenterInfo.Class = r.str()
-		in.DataCenterInfo.Name = r.str()
-		in.DataCenterInfo.Metadata = r.metadata()
-		in.RenewalIntervalSecs = r.int32()
-		in.DurationSecs = r.int32()
-		in.Metadata = r.metadata()
-		in.AppGroupName = r.str()
-		in.HomePageURL = r.str()
-		in.StatusPageURL = r.str()
-		in.HealthCheckURL = r.str()
-		in.SecureHealthCheckURL = r.str()
-		in.VIPAddress = r.str()
-		in.SecureVIPAddress = r.str()
-		in.IsCoordinatingDiscoveryServer = r.bool()
-		in.LastDirtyTimestamp = r.varint()
-		in.ASGName = r.str()
-		e.Instance = in
-	}
-	e.Override = r.str()
-	e.RegistrationTs = r.varint()
-	e.LastRenewalTs = r.varint()
-	e.EvictionTs = r.varint()
-	e.ServiceUpTs = r.varint()
-	e.LastUpdatedTs = r.varint()
-	e.ActionType = r.str()
-	e.ModifyIndex = r.uvarint()
+	e := &Entry{}
+	walkRecord(r, e)
 	if r.err == nil && r.off != len(s) {
 		r.fail("bytes after the last field")
 	}
@@ -266,37 +270,18 @@ func decodeRecord(s string) (*Entry, error) {
 	return e, nil
 }
 
-// settleStrings gives a restored entry strings of its own: the record's
-// single string is then garbage, not held by the registry for one field.
-// The instance's strings are packed and interned (Instance.clone); the
-// entry's key shares the instance's copies, and the override and action
-// the constants.
+// settleStrings gives a restored entry strings of its own, so that the
+// record's single string is garbage, not held by the registry for one
+// field: the instance's strings are packed and interned (Instance.clone),
+// the key's application and the override and action interned with them,
+// and the id shares the instance's when they are equal. checkEntry has
+// made sure the entry holds an instance.
 func (e *Entry) settleStrings() {
-	if e.Instance != nil {
-		e.Instance = e.Instance.clone()
-		e.App = sameOrClone(e.App, e.Instance.App)
-		e.ID = sameOrClone(e.ID, e.Instance.ID())
+	e.Instance = e.Instance.clone()
+	intern(&e.App, &e.Override, &e.ActionType)
+	if id := e.Instance.ID(); e.ID == id {
+		e.ID = id
 	} else {
-		e.App, e.ID = strings.Clone(e.App), strings.Clone(e.ID)
+		e.ID = strings.Clone(e.ID)
 	}
-	e.Override = constOrClone(e.Override, StatusUp, StatusDown, StatusStarting, StatusOutOfService, StatusUnknown)
-	e.ActionType = constOrClone(e.ActionType, ActionAdded, ActionModified, ActionDeleted)
-}
-
-// sameOrClone is held when s equals it, else a copy of s.
-func sameOrClone(s, held string) string {
-	if s == held {
-		return held
-	}
-	return strings.Clone(s)
-}
-
-// constOrClone is the constant s equals, else a copy of s.
-func constOrClone(s string, consts ...string) string {
-	for _, c := range consts {
-		if s == c {
-			return c
-		}
-	}
-	return strings.Clone(s)
 }

@@ -3,6 +3,7 @@ package memlimit
 import (
 	"runtime/debug"
 	"runtime/metrics"
+	"time"
 )
 
 const (
@@ -33,9 +34,11 @@ const (
 // reads a second held 13 MB of free pages and its reads' garbage 5 s
 // after the load.
 type idleReturn struct {
-	samples    []metrics.Sample
+	samples []metrics.Sample
+	// lastAllocs and lastGCs are the counters as last read, at lastAt.
 	lastAllocs uint64
 	lastGCs    uint64
+	lastAt     time.Time
 	quiet      int
 	// busyGC is set when the last collection ended in a busy interval:
 	// what it counted as live included what the burst allocated while it
@@ -48,16 +51,25 @@ type idleReturn struct {
 	// collect runs the collection and the return (debug.FreeOSMemory);
 	// a field so that tests can count calls.
 	collect func()
+	// now is the clock (time.Now); a field so that tests can set the
+	// time between ticks.
+	now func() time.Time
 }
 
 func newIdleReturn() *idleReturn {
-	w := &idleReturn{collect: debug.FreeOSMemory, samples: []metrics.Sample{
+	w := &idleReturn{collect: debug.FreeOSMemory, now: time.Now, samples: []metrics.Sample{
 		{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/cycles/total:gc-cycles"},
 	}}
-	w.lastAllocs, _, _, _, w.lastGCs = w.read()
+	w.mark()
 	return w
+}
+
+// mark takes the counters and the time the next tick measures from.
+func (w *idleReturn) mark() {
+	w.lastAllocs, _, _, _, w.lastGCs = w.read()
+	w.lastAt = w.now()
 }
 
 func (w *idleReturn) read() (allocs, live, objects, free, gcs uint64) {
@@ -71,19 +83,20 @@ func (w *idleReturn) read() (allocs, live, objects, free, gcs uint64) {
 	return v[0], v[1], v[2], v[3], v[4]
 }
 
-// tick is called every interval; elapsed is the time in seconds since
-// the last call (or since newIdleReturn), which is longer than the
-// interval after a slow call, such as one that collected a large heap. It
-// collects when the node has been quiet for quietTicks and holds enough
-// garbage and free pages to be worth it, and reports whether it did.
-func (w *idleReturn) tick(elapsed float64) bool {
+// tick is called every interval. It judges the allocation rate over the
+// time since the last tick, which is longer than the interval after a
+// slow one, such as one that collected a large heap. It collects when the
+// node has been quiet for quietTicks and holds enough garbage and free
+// pages to be worth it, and reports whether it did.
+func (w *idleReturn) tick() bool {
 	allocs, live, objects, free, gcs := w.read()
-	rate := float64(allocs-w.lastAllocs) / max(elapsed, 1e-3)
+	at := w.now()
+	rate := float64(allocs-w.lastAllocs) / max(at.Sub(w.lastAt).Seconds(), 1e-3)
 	busy := rate >= quietRate
 	if gcs != w.lastGCs {
 		w.busyGC = busy
 	}
-	w.lastAllocs, w.lastGCs = allocs, gcs
+	w.lastAllocs, w.lastGCs, w.lastAt = allocs, gcs, at
 	if busy {
 		w.quiet = 0
 		return false
@@ -99,7 +112,7 @@ func (w *idleReturn) tick(elapsed float64) bool {
 	// follower that took 1-2 s to mark its heap allocated that long's
 	// background work, which read as a busy tenth of a second, and it was
 	// collected every 4-5 s while doing nothing (half a core each).
-	w.lastAllocs, _, _, _, w.lastGCs = w.read()
+	w.mark()
 	return true
 }
 

@@ -3,6 +3,7 @@ package memlimit
 import (
 	"runtime"
 	"testing"
+	"time"
 )
 
 // TestIdleReturn_CollectsOnceQuietWithGarbage: a collection only after
@@ -43,7 +44,8 @@ func TestIdleReturn_BusyResetsQuiet(t *testing.T) {
 	w.quiet = quietTicks - 1
 	allocs, _, _, _, _ := w.read()
 	w.lastAllocs = allocs - 2*quietRate // as if 2 MiB had been allocated in the last second
-	w.tick(1)
+	w.lastAt = w.now().Add(-time.Second)
+	w.tick()
 	if w.quiet != 0 {
 		t.Fatalf("quiet count %d after a busy interval", w.quiet)
 	}
@@ -81,13 +83,17 @@ func TestIdleReturn_OwnCollectionDoesNotRearm(t *testing.T) {
 		sink = nil
 		runtime.GC()
 	}
-	w.lastAllocs, _, _, _, w.lastGCs = w.read()
+	clock := time.Now()
+	w.now = func() time.Time { return clock }
+	w.mark()
 	w.quiet, w.busyGC = quietTicks-1, true
-	if !w.tick(1) || calls != 1 {
+	clock = clock.Add(time.Second)
+	if !w.tick() || calls != 1 {
 		t.Fatalf("no collection after a busy one: calls %d", calls)
 	}
 	for i := range 3 * quietTicks {
-		w.tick(1) // a second per interval: quiet unless a MiB is allocated
+		clock = clock.Add(time.Second) // a second per interval: quiet unless a MiB is allocated
+		w.tick()
 		if calls != 1 {
 			t.Fatalf("collected again %d intervals after its own collection (busyGC %v)", i+1, w.busyGC)
 		}

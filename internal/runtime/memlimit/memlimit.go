@@ -231,15 +231,11 @@ func watch(ctx context.Context, cgroup int64, interval time.Duration, follow boo
 		afterEachGC(ctx.Done(), set)
 	}
 	idle := newIdleReturn()
-	last := time.Now()
 	tick.Every(ctx.Done(), interval, func() {
 		if follow {
 			set()
 		}
-		elapsed := time.Since(last).Seconds()
-		collected := idle.tick(elapsed)
-		last = time.Now() // after a collection, the next interval starts at its end
-		if collected {
+		if idle.tick() {
 			log.Debug("quiet after a busy spell: collected and returned free memory to the system")
 		}
 	})
