@@ -57,8 +57,10 @@ func noLeader(err error) error {
 	return err
 }
 
+// forwardApply sends a write to the leader at addr, with the writes
+// forwarded alongside it (writeForwarder).
 func (n *Node) forwardApply(ctx context.Context, addr string, entry []byte) (uint64, error) {
-	return n.peers().Apply(ctx, addr, entry)
+	return n.fwd.forward(ctx, addr, entry)
 }
 
 func (n *Node) forwardJSON(ctx context.Context, path string, v any) error {
@@ -95,14 +97,27 @@ func (b backend) Apply(entry []byte) (uint64, error) {
 	return b.n.applyLocal(entry)
 }
 
-// ApplyBatch appends the entries that pass checkFromPeer; the others get
-// their refusal as their result.
-func (b backend) ApplyBatch(entries [][]byte) ([]error, uint64, error) {
+// ApplyBatch appends the entries that pass checkFromPeer, and, when they
+// are forwarded writes, checkHeld as a lone Apply does; the others get
+// their refusal as their result. A replayed journal is not checked against
+// the registry: an entry may change an instance that an earlier entry of
+// the same sequence registers.
+func (b backend) ApplyBatch(entries [][]byte, forwarded bool) ([]error, uint64, error) {
+	if forwarded && b.n.raft.State() != raft.Leader {
+		return nil, 0, ErrNotLeader
+	}
 	results := make([]error, len(entries))
 	var ok [][]byte
 	var at []int
 	for i, e := range entries {
-		if err := b.n.checkFromPeer(e); err != nil {
+		err := b.n.checkFromPeer(e)
+		if err == nil && forwarded {
+			err = b.n.checkHeld(e)
+		}
+		if errors.Is(err, ErrNotLeader) {
+			return nil, 0, err
+		}
+		if err != nil {
 			results[i] = err
 			continue
 		}

@@ -65,6 +65,7 @@ type Node struct {
 	applied   appliedWaiter
 	renew     *renewBatcher
 	forwarder *renewForwarder
+	fwd       *writeForwarder
 	leases    *leaseKeeper
 	fb        *fallback
 
@@ -159,6 +160,13 @@ func newNode(cfg Config, d raftDeps, f *fsm.FSM, log hclog.Logger) *Node {
 	})
 	n.renew = newRenewBatcher(n)
 	n.forwarder = newRenewForwarder(n)
+	n.fwd = newWriteForwarder(n.cfg.ApplyTimeout,
+		func(ctx context.Context, addr string, entry []byte) (uint64, error) {
+			return n.peers().Apply(ctx, addr, entry)
+		},
+		func(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error) {
+			return n.peers().ForwardBatch(ctx, addr, entries)
+		})
 	n.leases = newLeaseKeeper(n)
 	n.nudger = newCommitNudger()
 	n.health = newPeerHealth()
@@ -466,17 +474,8 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return 0, ErrNotLeader
 	}
-	if app, id, ok := fsm.InstanceKey(entry); ok {
-		var e *fsm.Entry
-		n.fsm.Read(func(r *fsm.Registry) { e = r.Get(app, id) })
-		if e == nil {
-			// Answering "not found" is a read: confirm this node still
-			// leads, so a deposed leader cannot answer from stale state.
-			if err := n.raft.VerifyLeader().Error(); err != nil {
-				return 0, ErrNotLeader
-			}
-			return 0, fmt.Errorf("%s %s/%s: %w", fsm.TypeOf(entry), app, id, fsm.ErrInstanceNotFound)
-		}
+	if err := n.checkHeld(entry); err != nil {
+		return 0, err
 	}
 	if err := n.diskFull(fsm.TypeOf(entry).String()); err != nil {
 		return 0, err
@@ -492,6 +491,26 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 		n.nudger.nudge()
 	}
 	return idx, err
+}
+
+// checkHeld refuses, without a log entry, a change to an instance the
+// leader does not hold.
+func (n *Node) checkHeld(entry []byte) error {
+	app, id, ok := fsm.InstanceKey(entry)
+	if !ok {
+		return nil
+	}
+	var e *fsm.Entry
+	n.fsm.Read(func(r *fsm.Registry) { e = r.Get(app, id) })
+	if e != nil {
+		return nil
+	}
+	// Answering "not found" is a read: confirm this node still leads, so
+	// a deposed leader cannot answer from stale state.
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return ErrNotLeader
+	}
+	return fmt.Errorf("%s %s/%s: %w", fsm.TypeOf(entry), app, id, fsm.ErrInstanceNotFound)
 }
 
 // waitFuture waits for a raft future, or until the node shuts down: raft

@@ -53,7 +53,7 @@ func TestCheckFromPeer(t *testing.T) {
 			t.Errorf("%s: %v is neither a bad command nor an unknown member", tc.name, err)
 		}
 	}
-	results, _, err := b.ApplyBatch([][]byte{reg("EVIL/../X"), reg("GOOD")})
+	results, _, err := b.ApplyBatch([][]byte{reg("EVIL/../X"), reg("GOOD")}, false)
 	if err != nil || results[0] == nil || results[1] != nil {
 		t.Fatalf("batch: %v %v", results, err)
 	}

@@ -136,3 +136,51 @@ func TestParseJSONAgreesWithEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// A parser comes back from its pool with nothing of the documents it
+// parsed: each parse gives what a fresh parser gives, however deep or wide
+// the documents before it were, and a pooled parser holds no string of
+// them.
+func TestParseJSON_PooledParserKeepsNothing(t *testing.T) {
+	docs := []string{
+		`{"a":{"b":[1,{"c":"x","d":[true,null]}],"e":"y"},"f":[[],{},"z"]}`,
+		`{"only":"one"}`,
+		`[1,2,3,{"k":"v"}]`,
+		`{"a":{"b":{"c":{"d":{"e":"deep"}}}},"w1":1,"w2":2,"w3":3,"w4":4,"w5":5}`,
+		`"scalar"`,
+	}
+	fresh := func(s string) node {
+		p := &jsonParser{s: s}
+		n, err := p.value(0)
+		if err != nil {
+			t.Fatalf("fresh parse of %s: %v", s, err)
+		}
+		return n
+	}
+	for round := range 3 {
+		for _, s := range docs {
+			got, err := parseJSON([]byte(s))
+			if err != nil {
+				t.Fatalf("round %d, %s: %v", round, s, err)
+			}
+			if want := fresh(s); !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d, %s: pooled parse %+v, fresh %+v", round, s, got, want)
+			}
+		}
+	}
+	p := parsers.Get().(*jsonParser)
+	defer parsers.Put(p)
+	for _, f := range p.fields[:cap(p.fields)] {
+		if f.name != "" || f.val.text != "" || f.val.fields != nil || f.val.items != nil {
+			t.Fatalf("a pooled parser holds a member of an earlier document: %+v", f)
+		}
+	}
+	for _, it := range p.items[:cap(p.items)] {
+		if it.text != "" || it.fields != nil || it.items != nil {
+			t.Fatalf("a pooled parser holds an item of an earlier document: %+v", it)
+		}
+	}
+	if p.s != "" {
+		t.Fatal("a pooled parser holds an earlier document")
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -84,7 +86,9 @@ const maxDepth = 64
 // Strings are decoded as encoding/json does: invalid UTF-8 and unpaired
 // surrogates become U+FFFD.
 func parseJSON(body []byte) (node, error) {
-	p := jsonParser{s: string(trimBOM(body))}
+	p := parsers.Get().(*jsonParser)
+	defer p.release()
+	p.s, p.i = string(trimBOM(body)), 0
 	p.space()
 	n, err := p.value(0)
 	if err != nil {
@@ -100,6 +104,25 @@ func parseJSON(body []byte) (node, error) {
 type jsonParser struct {
 	s string
 	i int
+	// fields and items are scratch stacks: an object's members (an
+	// array's items) are gathered on top and copied out, at their exact
+	// count, when it closes, so a document of a few dozen members costs
+	// one slice per object instead of a doubling series of them (the
+	// parse of a registration body allocated four times its size).
+	fields []field
+	items  []node
+}
+
+// parsers keeps jsonParsers for their scratch stacks.
+var parsers = sync.Pool{New: func() any { return new(jsonParser) }}
+
+// release returns p to parsers, dropping what it refers to so that a
+// pooled parser keeps no document alive.
+func (p *jsonParser) release() {
+	clear(p.fields[:cap(p.fields)])
+	clear(p.items[:cap(p.items)])
+	p.fields, p.items, p.s = p.fields[:0], p.items[:0], ""
+	parsers.Put(p)
 }
 
 func (p *jsonParser) errorf(format string, args ...any) error {
@@ -159,6 +182,8 @@ func (p *jsonParser) literal(lit string, k kind) (node, error) {
 
 func (p *jsonParser) object(depth int) (node, error) {
 	n := node{kind: kObj}
+	mark := len(p.fields)
+	defer func() { p.fields = p.fields[:mark] }()
 	err := p.sequence(depth, '}', func() error {
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return p.errorf("unexpected %s, expected a member name", p.peekDesc())
@@ -177,27 +202,35 @@ func (p *jsonParser) object(depth int) (node, error) {
 		if err != nil {
 			return err
 		}
-		n.fields = append(n.fields, field{name: name, val: v})
+		p.fields = append(p.fields, field{name: name, val: v})
 		return nil
 	})
 	if err != nil {
 		return node{}, err
+	}
+	if len(p.fields) > mark {
+		n.fields = slices.Clone(p.fields[mark:])
 	}
 	return n, nil
 }
 
 func (p *jsonParser) array(depth int) (node, error) {
 	n := node{kind: kArr}
+	mark := len(p.items)
+	defer func() { p.items = p.items[:mark] }()
 	err := p.sequence(depth, ']', func() error {
 		v, err := p.value(depth + 1)
 		if err != nil {
 			return err
 		}
-		n.items = append(n.items, v)
+		p.items = append(p.items, v)
 		return nil
 	})
 	if err != nil {
 		return node{}, err
+	}
+	if len(p.items) > mark {
+		n.items = slices.Clone(p.items[mark:])
 	}
 	return n, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -206,14 +207,29 @@ var msgpackHandle = func() *codec.MsgpackHandle {
 // Encode encodes a command body into a log entry with a zero timestamp; the
 // leader stamps the time with Stamp just before it appends the entry.
 func Encode(t CmdType, body any) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(256)
+	buf := encodeBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledEncodeBuffer {
+			encodeBuffers.Put(buf)
+		}
+	}()
+	buf.Reset()
 	buf.Write([]byte{byte(t), versionOf(body), 0, 0, 0, 0, 0, 0, 0, 0})
-	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(body); err != nil {
+	if err := codec.NewEncoder(buf, msgpackHandle).Encode(body); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t, err)
 	}
-	return buf.Bytes(), nil
+	return bytes.Clone(buf.Bytes()), nil
 }
+
+// encodeBuffers are Encode's buffers: an entry is encoded into a pooled
+// one and copied out at its size. Grown from a fresh buffer, a
+// registration's entry (mostly its metadata) left about three times its
+// size behind as garbage.
+// A buffer grown past maxPooledEncodeBuffer by a rare large entry is left
+// to the collector rather than kept.
+var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledEncodeBuffer = 64 << 10
 
 // Stamp writes the leader's timestamp into an encoded entry.
 func Stamp(entry []byte, ts int64) error {

@@ -1,6 +1,9 @@
 package fsm
 
 import (
+	"bytes"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -78,5 +81,39 @@ func TestEncode_ReplicatedFlagVersions(t *testing.T) {
 	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: rep})
 	if len(seen) != 2 || !seen[0].Replicated || !seen[1].Replicated {
 		t.Fatalf("changes %+v", seen)
+	}
+}
+
+// Encode's buffers are pooled: an entry it returned is the caller's, and
+// later encodings, here concurrent ones of other sizes, leave it as it was.
+func TestEncode_ReturnedEntryIsTheCallers(t *testing.T) {
+	first, err := Encode(CmdCancel, &KeyBody{App: "FIRST", ID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(first)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				app := strings.Repeat("X", 1+(g*200+i)%300)
+				e, err := Encode(CmdCancel, &KeyBody{App: app, ID: "2"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				cmd, err := Decode(e)
+				if err != nil || cmd.Body.(*KeyBody).App != app {
+					t.Errorf("entry of %d bytes decodes to %+v, %v", len(e), cmd.Body, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if !bytes.Equal(first, want) {
+		t.Fatal("an earlier entry changed when later ones were encoded")
 	}
 }

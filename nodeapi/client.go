@@ -127,10 +127,23 @@ func (c *Client) PostJSON(ctx context.Context, addr, path string, v any) error {
 	return err
 }
 
-// ApplyBatch forwards encoded commands to the leader at addr: one error
-// (nil when applied) per entry, and the highest index applied.
+// ApplyBatch sends a sequence of encoded commands (a replayed journal) to
+// the leader at addr: one error (nil when applied) per entry, and the
+// highest index applied.
 func (c *Client) ApplyBatch(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error) {
-	data, err := c.Call(ctx, http.MethodPost, addr, PathApplyBatch, "application/octet-stream", EncodeEntries(entries))
+	return c.applyBatch(ctx, addr, PathApplyBatch, entries)
+}
+
+// ForwardBatch is ApplyBatch for writes of concurrent client requests,
+// each judged by the leader as a lone Apply would be (marked in the query,
+// so the batch format stays as it is; a leader that does not know the mark
+// applies them as a sequence, which answers the same).
+func (c *Client) ForwardBatch(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error) {
+	return c.applyBatch(ctx, addr, PathApplyBatch+"?"+forwardedQuery, entries)
+}
+
+func (c *Client) applyBatch(ctx context.Context, addr, path string, entries [][]byte) ([]error, uint64, error) {
+	data, err := c.Call(ctx, http.MethodPost, addr, path, "application/octet-stream", EncodeEntries(entries))
 	if err != nil {
 		return nil, 0, err
 	}

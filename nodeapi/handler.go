@@ -20,8 +20,11 @@ import (
 type Backend interface {
 	// Apply appends one encoded, already checked command.
 	Apply(entry []byte) (uint64, error)
-	// ApplyBatch appends several; one error per entry.
-	ApplyBatch(entries [][]byte) ([]error, uint64, error)
+	// ApplyBatch appends several; one error per entry. Forwarded entries
+	// come from concurrent client requests on a follower, and each is
+	// judged as a lone Apply would judge it; otherwise they are a
+	// sequence (a replayed journal) applied as such.
+	ApplyBatch(entries [][]byte, forwarded bool) ([]error, uint64, error)
 	// RenewBatch applies an encoded batch of renewals and returns the
 	// encoded results.
 	RenewBatch(batch []byte, replicated bool) ([]byte, error)
@@ -178,7 +181,7 @@ func (s *server) applyBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	results, idx, err := s.b.ApplyBatch(entries)
+	results, idx, err := s.b.ApplyBatch(entries, r.URL.RawQuery == forwardedQuery)
 	if err != nil {
 		s.write(w, Reply{}, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,8 +24,9 @@ var (
 
 // fakeBackend leads or not; it remembers what reached it.
 type fakeBackend struct {
-	leader  bool
-	applied [][]byte
+	leader    bool
+	applied   [][]byte
+	forwarded []bool // the mark of each ApplyBatch call
 }
 
 func (b *fakeBackend) lead() error {
@@ -42,7 +44,8 @@ func (b *fakeBackend) Apply(entry []byte) (uint64, error) {
 	return uint64(len(b.applied)), nil
 }
 
-func (b *fakeBackend) ApplyBatch(entries [][]byte) ([]error, uint64, error) {
+func (b *fakeBackend) ApplyBatch(entries [][]byte, forwarded bool) ([]error, uint64, error) {
+	b.forwarded = append(b.forwarded, forwarded)
 	res := make([]error, len(entries))
 	res[len(res)-1] = errNotLeader
 	return res, 7, b.lead()
@@ -119,6 +122,13 @@ func TestCallsRoundTrip(t *testing.T) {
 	res, idx, err := c.ApplyBatch(ctx, addr, [][]byte{entry, entry})
 	if err != nil || idx != 7 || res[0] != nil || !errors.Is(res[1], errNotLeader) {
 		t.Fatalf("ApplyBatch: %v %d %v", res, idx, err)
+	}
+	res, idx, err = c.ForwardBatch(ctx, addr, [][]byte{entry, entry})
+	if err != nil || idx != 7 || res[0] != nil || !errors.Is(res[1], errNotLeader) {
+		t.Fatalf("ForwardBatch: %v %d %v", res, idx, err)
+	}
+	if !slices.Equal(b.forwarded, []bool{false, true}) {
+		t.Fatalf("batches marked forwarded: %v, want [false true]", b.forwarded)
 	}
 	if got, err := c.RenewBatch(ctx, addr, true, []byte("x")); err != nil || string(got) != "rx" {
 		t.Fatalf("RenewBatch replicated: %q %v", got, err)

@@ -91,13 +91,13 @@ func ParseSize(s string) (int64, error) {
 }
 
 const (
-	// minLimit is the lowest limit set: below it the runtime would collect
-	// all the time for nothing (a node holds a few MiB before any
-	// registration).
+	// minLimit is the lowest fixed limit accepted: below it the runtime
+	// would collect all the time for nothing (a node holds a few MiB
+	// before any registration).
 	minLimit = 32 << 20
 	// roomShare is the room above the live heap and the runtime's own
 	// memory, as a share of the live heap: the limit is live + live/2 +
-	// runtime. Requests, builds and Raft batches allocate into it between
+	// runtime, or live + minRoom + runtime for a small heap. Requests, builds and Raft batches allocate into it between
 	// collections.
 	//
 	// The room is a share of the heap, not a fixed size, because a
@@ -114,6 +114,15 @@ const (
 	// for nothing ("A half of the live heap as room, and memory returned
 	// when quiet" there).
 	roomShare = 2
+	// minRoom is the least room, whatever the share: a small registry's
+	// half is a few tens of MiB, and a burst of writes fills that many
+	// times a second. At 10,000 instances a registration burst spent a
+	// quarter of each node's CPU collecting with a half; with this floor
+	// the cluster's CPU per registration fell by a tenth and its RSS rose
+	// by 15-20 MiB a node ("Registrations: the forward batched, a floor
+	// under the room" in BENCHMARKS.md). From about 128 MiB of live heap
+	// up, the share is the larger and this changes nothing.
+	minRoom = 64 << 20
 	// cgroupShare is the part of a cgroup memory limit the Go runtime may
 	// use: the rest is for bolt's memory-mapped pages and the kernel.
 	cgroupShare = 0.9
@@ -127,7 +136,7 @@ const (
 // heap: without the runtime's share counted, a small heap would get far
 // less room than its share and be collected again and again.
 func AutoLimit(live, runtime, cgroup int64) int64 {
-	l := max(live+live/roomShare+runtime, minLimit)
+	l := live + max(live/roomShare, minRoom) + runtime
 	if cgroup > 0 {
 		l = min(l, int64(float64(cgroup)*cgroupShare))
 	}
@@ -212,7 +221,7 @@ func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logg
 		log.Info("memory limit from GOMEMLIMIT", "limit_mib", debug.SetMemoryLimit(-1)>>20)
 	default:
 		debug.SetMemoryLimit(autoLimit(cgroup))
-		log.Info("memory limit automatic: live heap + 1/2 + the runtime's own", "cgroup_limit_mib", cgroup>>20)
+		log.Info("memory limit automatic: live heap + 1/2 (at least 64 MiB) + the runtime's own", "cgroup_limit_mib", cgroup>>20)
 		follow = true
 	}
 	go watch(ctx, cgroup, interval, follow, log)

@@ -29,16 +29,20 @@ func TestParse(t *testing.T) {
 }
 
 func TestAutoLimit(t *testing.T) {
-	if got := AutoLimit(0, 0, 0); got != minLimit {
-		t.Errorf("empty heap: %d, want the floor %d", got, minLimit)
+	if got := AutoLimit(0, 0, 0); got != minRoom {
+		t.Errorf("empty heap: %d, want the least room %d", got, minRoom)
 	}
 	if got := AutoLimit(900<<20, 0, 0); got != 900<<20+900<<20/roomShare {
 		t.Errorf("900 MiB live: %d MiB", got>>20)
 	}
 	// The runtime's own memory counts against the limit: it is added, so
-	// that the heap keeps its room.
-	if got := AutoLimit(90<<20, 16<<20, 0); got != 90<<20+90<<20/roomShare+16<<20 {
+	// that the heap keeps its room. A small heap's share is below the
+	// least room, which it gets instead.
+	if got := AutoLimit(90<<20, 16<<20, 0); got != 90<<20+minRoom+16<<20 {
 		t.Errorf("90 MiB live, 16 MiB runtime: %d MiB", got>>20)
+	}
+	if got := AutoLimit(200<<20, 16<<20, 0); got != 200<<20+200<<20/roomShare+16<<20 {
+		t.Errorf("200 MiB live, 16 MiB runtime: %d MiB", got>>20)
 	}
 	if got := AutoLimit(800<<20, 16<<20, 500<<20); got != 450<<20 {
 		t.Errorf("under a 500 MiB cgroup: %d MiB, want 450", got>>20)

@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// writeForwarder carries the writes a follower forwards to the leader,
+// grouped: a write that finds nothing on its way to that leader leaves at
+// once, alone, through the one-write call; the writes that arrive while a
+// call is out wait for it to come back and then leave together in one
+// batch call. A lone write therefore waits for nothing, and under a burst
+// the forward costs one round trip and one leader handler per batch
+// instead of per write. With one call per write, a burst of registrations
+// spread over three nodes took a quarter more CPU per write than the same
+// burst sent to the leader alone.
+//
+// Each write gets its own answer: the FSM's answer or refusal, or the
+// call's error for every write of a call that failed (none of them is then
+// known applied, as with a lone forward). Writes travel in the order they
+// arrived; writes that are waiting together came from concurrent requests,
+// whose order no client can rely on.
+type writeForwarder struct {
+	one   func(ctx context.Context, addr string, entry []byte) (uint64, error)
+	batch func(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error)
+	// timeout bounds each call: a call carries writes of several clients,
+	// so no single client's context may end it.
+	timeout time.Duration
+
+	mu    sync.Mutex
+	lines map[string]*forwardLine // by the leader's HTTP address
+}
+
+// forwardLine is the writes waiting to go to one leader address, and
+// whether a call to it is out (busy): then the goroutine that made that
+// call sends them when it returns.
+type forwardLine struct {
+	waiting []*forwardedWrite
+	busy    bool
+}
+
+// forwardedWrite is one write and, once done is closed, its answer.
+type forwardedWrite struct {
+	entry []byte
+	done  chan struct{}
+	idx   uint64
+	err   error
+}
+
+// Bounds of one batch call: raft appends a batch in dispatches of its
+// MaxAppendEntries (64 by default), and the leader reads a call's body up
+// to nodeapi's limit (8 MiB).
+const (
+	maxForwardBatch      = 64
+	maxForwardBatchBytes = 4 << 20
+)
+
+func newWriteForwarder(timeout time.Duration,
+	one func(ctx context.Context, addr string, entry []byte) (uint64, error),
+	batch func(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error)) *writeForwarder {
+	return &writeForwarder{one: one, batch: batch, timeout: timeout, lines: map[string]*forwardLine{}}
+}
+
+// forward sends entry to the leader at addr with the writes forwarded
+// alongside it and returns its answer. When ctx ends first, forward
+// returns at once; the write may still be applied, as a lone forward
+// whose caller gave up may be.
+func (f *writeForwarder) forward(ctx context.Context, addr string, entry []byte) (uint64, error) {
+	w := &forwardedWrite{entry: entry, done: make(chan struct{})}
+	f.mu.Lock()
+	line := f.lines[addr]
+	if line == nil {
+		line = &forwardLine{}
+		f.lines[addr] = line
+	}
+	line.waiting = append(line.waiting, w)
+	start := !line.busy
+	line.busy = true
+	f.mu.Unlock()
+	if start {
+		go f.drain(addr, line)
+	}
+	select {
+	case <-w.done:
+		return w.idx, w.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("forward %s: %w (the write may still be applied)", addr, ctx.Err())
+	}
+}
+
+// drain sends line's waiting writes, a call at a time, until none is left.
+func (f *writeForwarder) drain(addr string, line *forwardLine) {
+	for {
+		ws := f.take(addr, line)
+		if len(ws) == 0 {
+			return
+		}
+		f.send(addr, ws)
+	}
+}
+
+// take removes and returns the writes of the next call: the oldest, up to
+// the batch bounds (at least one). With none waiting it retires the line.
+func (f *writeForwarder) take(addr string, line *forwardLine) []*forwardedWrite {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(line.waiting) == 0 {
+		line.busy = false
+		delete(f.lines, addr)
+		return nil
+	}
+	n, size := 0, 0
+	for n < len(line.waiting) && n < maxForwardBatch {
+		if n > 0 && size+len(line.waiting[n].entry) > maxForwardBatchBytes {
+			break
+		}
+		size += len(line.waiting[n].entry)
+		n++
+	}
+	ws := line.waiting[:n:n]
+	line.waiting = line.waiting[n:]
+	return ws
+}
+
+// send makes one call for ws and answers each of them.
+func (f *writeForwarder) send(addr string, ws []*forwardedWrite) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	if len(ws) == 1 {
+		ws[0].idx, ws[0].err = f.one(ctx, addr, ws[0].entry)
+		close(ws[0].done)
+		return
+	}
+	entries := make([][]byte, len(ws))
+	for i, w := range ws {
+		entries[i] = w.entry
+	}
+	results, idx, err := f.batch(ctx, addr, entries)
+	for i, w := range ws {
+		switch {
+		case err != nil:
+			w.err = err
+		case results[i] != nil:
+			w.err = results[i]
+		default:
+			w.idx = idx
+		}
+		close(w.done)
+	}
+}
