@@ -137,7 +137,8 @@ func (c *Client) ApplyBatch(ctx context.Context, addr string, entries [][]byte) 
 // ForwardBatch is ApplyBatch for writes of concurrent client requests,
 // each judged by the leader as a lone Apply would be (marked in the query,
 // so the batch format stays as it is; a leader that does not know the mark
-// applies them as a sequence, which answers the same).
+// applies them as a sequence, which gives the same answers, an unknown
+// instance's refusal then coming from the log).
 func (c *Client) ForwardBatch(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error) {
 	return c.applyBatch(ctx, addr, PathApplyBatch+"?"+forwardedQuery, entries)
 }
