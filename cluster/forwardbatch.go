@@ -28,21 +28,23 @@ type writeForwarder struct {
 	// so no single client's context may end it.
 	timeout time.Duration
 
-	mu    sync.Mutex
-	lines map[string]*forwardLine // by the leader's HTTP address
+	mu sync.Mutex
+	// lines holds a line for each leader address a call is out to: the
+	// goroutine that made the call sends the line's writes when it returns,
+	// and removes the line once none is left.
+	lines map[string]*forwardLine
 }
 
-// forwardLine is the writes waiting to go to one leader address, and
-// whether a call to it is out (busy): then the goroutine that made that
-// call sends them when it returns.
+// forwardLine is the writes waiting to go to one leader address.
 type forwardLine struct {
 	waiting []*forwardedWrite
-	busy    bool
 }
 
-// forwardedWrite is one write and, once done is closed, its answer.
+// forwardedWrite is one write, its caller's context and, once done is
+// closed, its answer.
 type forwardedWrite struct {
 	entry []byte
+	ctx   context.Context
 	done  chan struct{}
 	idx   uint64
 	err   error
@@ -67,16 +69,15 @@ func newWriteForwarder(timeout time.Duration,
 // returns at once; the write may still be applied, as a lone forward
 // whose caller gave up may be.
 func (f *writeForwarder) forward(ctx context.Context, addr string, entry []byte) (uint64, error) {
-	w := &forwardedWrite{entry: entry, done: make(chan struct{})}
+	w := &forwardedWrite{entry: entry, ctx: ctx, done: make(chan struct{})}
 	f.mu.Lock()
 	line := f.lines[addr]
-	if line == nil {
+	start := line == nil
+	if start {
 		line = &forwardLine{}
 		f.lines[addr] = line
 	}
 	line.waiting = append(line.waiting, w)
-	start := !line.busy
-	line.busy = true
 	f.mu.Unlock()
 	if start {
 		go f.drain(addr, line)
@@ -101,25 +102,31 @@ func (f *writeForwarder) drain(addr string, line *forwardLine) {
 }
 
 // take removes and returns the writes of the next call: the oldest, up to
-// the batch bounds (at least one). With none waiting it retires the line.
+// the batch bounds. A write whose caller gave up while it waited is
+// answered with that and not sent: no client then waits for it. With none
+// waiting it retires the line.
 func (f *writeForwarder) take(addr string, line *forwardLine) []*forwardedWrite {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(line.waiting) == 0 {
-		line.busy = false
-		delete(f.lines, addr)
-		return nil
-	}
-	n, size := 0, 0
-	for n < len(line.waiting) && n < maxForwardBatch {
-		if n > 0 && size+len(line.waiting[n].entry) > maxForwardBatchBytes {
+	var ws []*forwardedWrite
+	size := 0
+	for len(line.waiting) > 0 && len(ws) < maxForwardBatch {
+		w := line.waiting[0]
+		if len(ws) > 0 && size+len(w.entry) > maxForwardBatchBytes {
 			break
 		}
-		size += len(line.waiting[n].entry)
-		n++
+		line.waiting = line.waiting[1:]
+		if err := w.ctx.Err(); err != nil {
+			w.err = err
+			close(w.done)
+			continue
+		}
+		ws = append(ws, w)
+		size += len(w.entry)
 	}
-	ws := line.waiting[:n:n]
-	line.waiting = line.waiting[n:]
+	if len(ws) == 0 {
+		delete(f.lines, addr)
+	}
 	return ws
 }
 

@@ -223,7 +223,8 @@ func TestWriteForwarder_BatchBound(t *testing.T) {
 }
 
 // A caller whose context ends stops waiting at once; the call it was in
-// goes on for the others.
+// goes on for the others. A write whose caller gave up before it left is
+// not sent.
 func TestWriteForwarder_CallerGivesUp(t *testing.T) {
 	l := &fakeLeader{hold: make(chan struct{})}
 	f := l.forwarder()
@@ -243,11 +244,35 @@ func TestWriteForwarder_CallerGivesUp(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the caller still waits after its context ended")
 	}
+	// b waits behind the held call and its caller gives up; c waits too.
+	bctx, bcancel := context.WithCancel(t.Context())
+	bdone := make(chan error, 1)
+	go func() {
+		_, err := f.forward(bctx, "leader", []byte("b"))
+		bdone <- err
+	}()
+	waitUntil(t, "b waiting", func() bool { return f.waiting("leader") == 1 })
+	bcancel()
+	if err := <-bdone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned waiting write: %v, want context.Canceled", err)
+	}
+	cdone := make(chan error, 1)
+	go func() {
+		_, err := f.forward(t.Context(), "leader", []byte("c"))
+		cdone <- err
+	}()
+	waitUntil(t, "c waiting", func() bool { return f.waiting("leader") == 2 })
 	l.mu.Lock()
 	close(l.hold)
 	l.hold = nil
 	l.mu.Unlock()
-	if idx, err := f.forward(t.Context(), "leader", []byte("b")); err != nil || idx != 2 {
+	if err := <-cdone; err != nil {
+		t.Fatalf("the write behind the abandoned one: %v", err)
+	}
+	if got := l.callsSeen(); !slices.EqualFunc(got, [][]string{{"a"}, {"c"}}, slices.Equal) {
+		t.Fatalf("calls: %v, want [a] then [c] (b abandoned before it left)", got)
+	}
+	if idx, err := f.forward(t.Context(), "leader", []byte("d")); err != nil || idx != 3 {
 		t.Fatalf("the next write: index %d, %v", idx, err)
 	}
 }
