@@ -103,9 +103,6 @@ func (b backend) Apply(entry []byte) (uint64, error) {
 // the registry: an entry may change an instance that an earlier entry of
 // the same sequence registers.
 func (b backend) ApplyBatch(entries [][]byte, forwarded bool) ([]error, uint64, error) {
-	if forwarded && b.n.raft.State() != raft.Leader {
-		return nil, 0, ErrNotLeader
-	}
 	results := make([]error, len(entries))
 	var ok [][]byte
 	var at []int

@@ -29,15 +29,10 @@ type writeForwarder struct {
 	timeout time.Duration
 
 	mu sync.Mutex
-	// lines holds a line for each leader address a call is out to: the
-	// goroutine that made the call sends the line's writes when it returns,
-	// and removes the line once none is left.
-	lines map[string]*forwardLine
-}
-
-// forwardLine is the writes waiting to go to one leader address.
-type forwardLine struct {
-	waiting []*forwardedWrite
+	// lines holds, for each leader address a call is out to, the writes
+	// waiting for it: the goroutine that made the call sends them when it
+	// returns, and removes the address once none is left.
+	lines map[string][]*forwardedWrite
 }
 
 // forwardedWrite is one write, its caller's context and, once done is
@@ -61,7 +56,7 @@ const (
 func newWriteForwarder(timeout time.Duration,
 	one func(ctx context.Context, addr string, entry []byte) (uint64, error),
 	batch func(ctx context.Context, addr string, entries [][]byte) ([]error, uint64, error)) *writeForwarder {
-	return &writeForwarder{one: one, batch: batch, timeout: timeout, lines: map[string]*forwardLine{}}
+	return &writeForwarder{one: one, batch: batch, timeout: timeout, lines: map[string][]*forwardedWrite{}}
 }
 
 // forward sends entry to the leader at addr with the writes forwarded
@@ -71,16 +66,11 @@ func newWriteForwarder(timeout time.Duration,
 func (f *writeForwarder) forward(ctx context.Context, addr string, entry []byte) (uint64, error) {
 	w := &forwardedWrite{entry: entry, ctx: ctx, done: make(chan struct{})}
 	f.mu.Lock()
-	line := f.lines[addr]
-	start := line == nil
-	if start {
-		line = &forwardLine{}
-		f.lines[addr] = line
-	}
-	line.waiting = append(line.waiting, w)
+	waiting, out := f.lines[addr]
+	f.lines[addr] = append(waiting, w)
 	f.mu.Unlock()
-	if start {
-		go f.drain(addr, line)
+	if !out {
+		go f.drain(addr)
 	}
 	select {
 	case <-w.done:
@@ -90,10 +80,11 @@ func (f *writeForwarder) forward(ctx context.Context, addr string, entry []byte)
 	}
 }
 
-// drain sends line's waiting writes, a call at a time, until none is left.
-func (f *writeForwarder) drain(addr string, line *forwardLine) {
+// drain sends the writes waiting for addr, a call at a time, until none
+// is left.
+func (f *writeForwarder) drain(addr string) {
 	for {
-		ws := f.take(addr, line)
+		ws := f.take(addr)
 		if len(ws) == 0 {
 			return
 		}
@@ -104,18 +95,19 @@ func (f *writeForwarder) drain(addr string, line *forwardLine) {
 // take removes and returns the writes of the next call: the oldest, up to
 // the batch bounds. A write whose caller gave up while it waited is
 // answered with that and not sent: no client then waits for it. With none
-// waiting it retires the line.
-func (f *writeForwarder) take(addr string, line *forwardLine) []*forwardedWrite {
+// waiting it removes addr: the next write starts a call of its own.
+func (f *writeForwarder) take(addr string) []*forwardedWrite {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	waiting := f.lines[addr]
 	var ws []*forwardedWrite
 	size := 0
-	for len(line.waiting) > 0 && len(ws) < maxForwardBatch {
-		w := line.waiting[0]
+	for len(waiting) > 0 && len(ws) < maxForwardBatch {
+		w := waiting[0]
 		if len(ws) > 0 && size+len(w.entry) > maxForwardBatchBytes {
 			break
 		}
-		line.waiting = line.waiting[1:]
+		waiting = waiting[1:]
 		if err := w.ctx.Err(); err != nil {
 			w.err = err
 			close(w.done)
@@ -126,6 +118,8 @@ func (f *writeForwarder) take(addr string, line *forwardLine) []*forwardedWrite 
 	}
 	if len(ws) == 0 {
 		delete(f.lines, addr)
+	} else {
+		f.lines[addr] = waiting
 	}
 	return ws
 }

@@ -108,7 +108,9 @@ type jsonParser struct {
 	// array's items) are gathered on top and copied out, at their exact
 	// count, when it closes, so a document of a few dozen members costs
 	// one slice per object instead of a doubling series of them (the
-	// parse of a registration body allocated four times its size).
+	// parse of a registration body allocated four times its size). Slots
+	// are cleared as they are popped, so a pooled parser keeps no
+	// document alive.
 	fields []field
 	items  []node
 }
@@ -116,13 +118,28 @@ type jsonParser struct {
 // parsers keeps jsonParsers for their scratch stacks.
 var parsers = sync.Pool{New: func() any { return new(jsonParser) }}
 
-// release returns p to parsers, dropping what it refers to so that a
-// pooled parser keeps no document alive.
+// maxPooledStack bounds the stacks a pooled parser keeps: one grown by a
+// document of a hundred thousand members is left to the collector.
+const maxPooledStack = 4096
+
+// release returns p to parsers.
 func (p *jsonParser) release() {
-	clear(p.fields[:cap(p.fields)])
-	clear(p.items[:cap(p.items)])
-	p.fields, p.items, p.s = p.fields[:0], p.items[:0], ""
+	p.s = ""
+	if cap(p.fields) > maxPooledStack || cap(p.items) > maxPooledStack {
+		return
+	}
 	parsers.Put(p)
+}
+
+// popFields and popItems drop the stacks back to mark, clearing the slots.
+func (p *jsonParser) popFields(mark int) {
+	clear(p.fields[mark:])
+	p.fields = p.fields[:mark]
+}
+
+func (p *jsonParser) popItems(mark int) {
+	clear(p.items[mark:])
+	p.items = p.items[:mark]
 }
 
 func (p *jsonParser) errorf(format string, args ...any) error {
@@ -183,7 +200,7 @@ func (p *jsonParser) literal(lit string, k kind) (node, error) {
 func (p *jsonParser) object(depth int) (node, error) {
 	n := node{kind: kObj}
 	mark := len(p.fields)
-	defer func() { p.fields = p.fields[:mark] }()
+	defer p.popFields(mark)
 	err := p.sequence(depth, '}', func() error {
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return p.errorf("unexpected %s, expected a member name", p.peekDesc())
@@ -217,7 +234,7 @@ func (p *jsonParser) object(depth int) (node, error) {
 func (p *jsonParser) array(depth int) (node, error) {
 	n := node{kind: kArr}
 	mark := len(p.items)
-	defer func() { p.items = p.items[:mark] }()
+	defer p.popItems(mark)
 	err := p.sequence(depth, ']', func() error {
 		v, err := p.value(depth + 1)
 		if err != nil {

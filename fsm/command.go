@@ -225,10 +225,10 @@ func Encode(t CmdType, body any) ([]byte, error) {
 // one and copied out at its size. Grown from a fresh buffer, a
 // registration's entry (mostly its metadata) left about three times its
 // size behind as garbage.
-// A buffer grown past maxPooledEncodeBuffer by a rare large entry is left
-// to the collector rather than kept.
 var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// maxPooledEncodeBuffer bounds the buffers kept: one grown by a rare
+// large entry is left to the collector.
 const maxPooledEncodeBuffer = 64 << 10
 
 // Stamp writes the leader's timestamp into an encoded entry.

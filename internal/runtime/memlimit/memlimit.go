@@ -97,8 +97,8 @@ const (
 	minLimit = 32 << 20
 	// roomShare is the room above the live heap and the runtime's own
 	// memory, as a share of the live heap: the limit is live + live/2 +
-	// runtime, or live + minRoom + runtime for a small heap. Requests, builds and Raft batches allocate into it between
-	// collections.
+	// runtime (live + minRoom + runtime for a small heap). Requests,
+	// builds and Raft batches allocate into it between collections.
 	//
 	// The room is a share of the heap, not a fixed size, because a
 	// collection marks the whole live heap: with a fixed room the
