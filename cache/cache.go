@@ -6,7 +6,8 @@
 // affects; renewals touch nothing. Unlike eureka-server, whose readOnly level
 // changes only on a timer, the affected readOnly documents are rebuilt and
 // swapped in right after each change (coalesced over a short window), so
-// cached reads follow the registry within milliseconds; the timer remains as
+// cached reads follow the registry within milliseconds; a document nobody
+// read since its last build is dropped instead (refreshKey); the timer remains as
 // an upper bound and, with the push turned off, as the only refresh
 // (eureka-server's behaviour). Watch lets readers block until a document
 // changes (push.go). A document is a list of segments, the large ones held
@@ -104,6 +105,11 @@ type Value struct {
 	gzDone   atomic.Bool
 	gzServed atomic.Bool // a reader asked for the gzip form
 	onGzip   func(*Value, int)
+
+	// read says a reader got the value from Get: the pusher and the
+	// refresher rebuild only documents read since their last build
+	// (refreshKey).
+	read atomic.Bool
 
 	// held and gzCounted are the cache's byte accounting (Cache.mu): held
 	// while readWrite holds the value, gzCounted once its gzip form is
@@ -205,6 +211,14 @@ func (v *Value) AppendGzipParts(dst [][]byte) [][]byte {
 func (v *Value) Gzip() []byte {
 	d := v.served()
 	return joinParts(d.parts, d.n)
+}
+
+// markRead records that a reader got v, and returns v.
+func (v *Value) markRead() *Value {
+	if !v.read.Load() { // read-mostly: no store on every call
+		v.read.Store(true)
+	}
+	return v
 }
 
 func (v *Value) served() *gzDoc {
@@ -392,7 +406,7 @@ func (c *Cache) Get(key Key) (*Value, error) {
 	if useRO {
 		if v, ok := c.ro.Load(key); ok {
 			c.stats.roHits.Add(1)
-			return v.(*Value), nil
+			return v.(*Value).markRead(), nil
 		}
 		c.stats.roMisses.Add(1)
 	}
@@ -400,6 +414,7 @@ func (c *Cache) Get(key Key) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	v.markRead()
 	if useRO {
 		// Publish to readOnly only if no invalidation came while building:
 		// a refresh that ran meanwhile did not see this key, so a stale
@@ -666,12 +681,37 @@ func (c *Cache) Refresh() {
 	c.notify(topics, all)
 }
 
-// refreshKey rebuilds one readOnly document (its lane's mu held). A document
-// whose gzip form a reader used gets the new one made here too, so that the
-// first gzip reader after a change does not pay for it; one whose gzip form
-// nobody read since the last rebuild does not (under a stream of changes,
-// the full registry would otherwise be recompressed for no reader).
+// refreshKey rebuilds one readOnly document (its lane's mu held), if a
+// reader got it since its last build. One nobody read is dropped instead,
+// from both levels: the next reader builds it on its request. Under a
+// stream of changes a registry-wide document read once a minute would
+// otherwise be rebuilt every push window, each rebuild taking a core's
+// milliseconds from the readers that do come (the blocking readers of an
+// application wait behind it), and a document read once would be kept,
+// and rebuilt on every expiry, for as long as the node runs. A rebuilt
+// document whose gzip form a reader used gets the new one made here too,
+// so that the first gzip reader after a change does not pay for it; one
+// whose gzip form nobody read since the last rebuild does not (under a
+// stream of changes, the full registry would otherwise be recompressed for
+// no reader).
 func (c *Cache) refreshKey(key Key, old *Value) {
+	lane := c.lanes[laneOf(topicOf(key))]
+	if old != nil && !old.read.Load() {
+		c.mu.Lock()
+		e := c.rw[key]
+		if e != nil && e.val == old && time.Since(old.BuiltAt) < c.cfg.AutoExpiration {
+			c.mu.Unlock()
+			return // still current: nothing to rebuild or drop
+		}
+		if e != nil && e.val == old {
+			c.dropLocked(key, e)
+		}
+		c.mu.Unlock()
+		c.ro.CompareAndDelete(key, old)
+		c.plain.drop(old)
+		delete(lane.pace, key)
+		return
+	}
 	start := time.Now()
 	nv, err := c.getRW(key, false)
 	switch {
@@ -685,7 +725,7 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 		c.ro.Store(key, nv)
 		c.plain.drop(old) // readers now get nv: its own copy is made on its first plain read
 	}
-	c.lanes[laneOf(topicOf(key))].pace[key] = pace{at: start, cost: time.Since(start)}
+	lane.pace[key] = pace{at: start, cost: time.Since(start)}
 }
 
 // Stats is a point-in-time copy of the cache counters.

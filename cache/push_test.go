@@ -326,3 +326,64 @@ func TestPush_ApplicationDocumentsPacedByTheirCost(t *testing.T) {
 		}
 	}
 }
+
+// TestPush_UnreadDocumentIsDroppedNotRebuilt: the pusher rebuilds a
+// document only if a reader got it since its last build; one nobody read
+// leaves both levels at the next change (watchers still woken), and the
+// next reader builds the current one.
+func TestPush_UnreadDocumentIsDroppedNotRebuilt(t *testing.T) {
+	c, b := newTestCache(t, withPush)
+	mustGet(t, c, kDelta)
+	mustGet(t, c, kAppA)
+	inRO := func(k Key) bool { _, ok := c.ro.Load(k); return ok }
+
+	b.gen.Store(1)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	waitFor(t, "read documents rebuilt", func() bool { return b.count(kDelta) == 2 && b.count(kAppA) == 2 })
+	waitFor(t, "rebuilt documents in readOnly", func() bool { return inRO(kDelta) && inRO(kAppA) })
+
+	chDelta, chA := c.Watch(kDelta), c.Watch(kAppA)
+	b.gen.Store(2)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	waitFor(t, "unread documents dropped", func() bool { return !inRO(kDelta) && !inRO(kAppA) })
+	for _, ch := range []<-chan struct{}{chDelta, chA} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a watcher of a dropped document was not woken")
+		}
+	}
+	if st := c.Stats(); b.count(kDelta) != 2 || b.count(kAppA) != 2 || st.ReadWriteKeys != 0 || st.ReadOnlyKeys != 0 {
+		t.Fatalf("unread documents rebuilt or kept: delta %d, app %d builds; %+v", b.count(kDelta), b.count(kAppA), st)
+	}
+	if got := mustGet(t, c, kDelta); got != "delta//0@2" || b.count(kDelta) != 3 {
+		t.Fatalf("next read: %s after %d builds", got, b.count(kDelta))
+	}
+	// Read again, so the next change rebuilds it.
+	b.gen.Store(3)
+	c.Invalidate(fsm.Change{Apps: []string{"A"}})
+	waitFor(t, "read document rebuilt", func() bool { return b.count(kDelta) == 4 })
+	waitFor(t, "current in readOnly", func() bool { return mustGet(t, c, kDelta) == "delta//0@3" })
+}
+
+// TestRefresh_ExpiredUnreadDocumentIsDropped: a document is rebuilt on
+// expiry only if read since its last build, so a node does not keep, and
+// rebuild every AutoExpiration, every document ever read once.
+func TestRefresh_ExpiredUnreadDocumentIsDropped(t *testing.T) {
+	c, b := newTestCache(t, func(cfg *Config) { cfg.AutoExpiration = 30 * time.Millisecond })
+	mustGet(t, c, kAppA)
+	time.Sleep(40 * time.Millisecond)
+	c.Refresh() // read since built: rebuilt
+	if b.count(kAppA) != 2 || c.Stats().ReadOnlyKeys != 1 {
+		t.Fatalf("a read document was not rebuilt on expiry: %d builds, %+v", b.count(kAppA), c.Stats())
+	}
+	c.Refresh() // not expired: kept as it is, read or not
+	if b.count(kAppA) != 2 || c.Stats().ReadOnlyKeys != 1 {
+		t.Fatalf("a current document was dropped or rebuilt: %d builds, %+v", b.count(kAppA), c.Stats())
+	}
+	time.Sleep(40 * time.Millisecond)
+	c.Refresh() // expired and nobody read the rebuild: dropped
+	if st := c.Stats(); b.count(kAppA) != 2 || st.ReadOnlyKeys != 0 || st.ReadWriteKeys != 0 || st.Bytes != 0 {
+		t.Fatalf("an unread expired document was kept or rebuilt: %d builds, %+v", b.count(kAppA), st)
+	}
+}
