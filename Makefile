@@ -170,7 +170,8 @@ fmt-check:
 # thorough run uses 60s). Minimization is capped so a large new input cannot eat the
 # whole budget on a small machine.
 FUZZTIME ?= 10s
-FUZZ_TARGETS = ./fsm:FuzzDecodeCommand ./fsm:FuzzReadSnapshot ./fsm:FuzzMetadataDecode ./store:FuzzReadJournal \
+FUZZ_TARGETS = ./fsm:FuzzDecodeCommand ./fsm:FuzzDecodeRegisterBody ./fsm:FuzzReadSnapshot ./fsm:FuzzMetadataDecode \
+	./store:FuzzReadJournal \
 	./cluster:FuzzDecodeRenewBatch ./eureka:FuzzDecodeInstanceJSON ./eureka:FuzzDecodeInstanceXML
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \

@@ -266,6 +266,12 @@ func Decode(entry []byte) (Command, error) {
 	if !ok {
 		return c, fmt.Errorf("%w: unknown type %d", ErrBadCommand, entry[0])
 	}
+	if c.Type&^CmdIgnoreUnknown == CmdRegister {
+		if body, ok := decodeRegisterBody(entry[headerLen:]); ok {
+			c.Body = body
+			return c, nil
+		}
+	}
 	body := spec.newBody()
 	if err := codec.NewDecoderBytes(entry[headerLen:], msgpackHandle).Decode(body); err != nil {
 		return c, fmt.Errorf("%w: decode %s: %v", ErrBadCommand, c.Type, err)

@@ -193,9 +193,7 @@ func (m *Metadata) CodecDecodeSelf(d *codec.Decoder) {
 		return
 	}
 	if canonicalMap(raw) {
-		// raw is a fresh copy nobody else holds; viewing it as a string
-		// saves a second copy of every block the log decoder reads.
-		*m = Metadata{b: unsafe.String(&raw[0], len(raw))}
+		*m = metadataOfRaw(raw)
 		return
 	}
 	var mm map[string]string
@@ -206,6 +204,13 @@ func (m *Metadata) CodecDecodeSelf(d *codec.Decoder) {
 		mm = map[string]string{}
 	}
 	*m = MetadataOf(mm)
+}
+
+// metadataOfRaw makes the Metadata of a canonical block (canonicalMap)
+// nobody else holds: raw is a fresh copy, and viewing it as a string saves
+// a second copy of every block the log decoder reads.
+func metadataOfRaw(raw []byte) Metadata {
+	return Metadata{b: unsafe.String(&raw[0], len(raw))}
 }
 
 // MetadataBuilder collects entries for a Metadata; a later Set of a key

@@ -1,0 +1,282 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+)
+
+// Registrations are most of what a busy log holds, and every node decodes
+// each one (the leader up to three times: the forward's check, the peer
+// check, the apply). The codec decodes by reflection, looking up every
+// field by name; decodeRegisterBody reads the shape the codec writes for a
+// RegisterBody directly, in a fraction of the time. It knows only that
+// shape, in the shortest forms the codec writes: anything else (an unknown
+// field, a nil where a value was expected, an integer out of its field's
+// range, a non-canonical metadata block) makes it give up, and Decode then
+// decodes the body with the codec as before. So it changes nothing that
+// is written or accepted; the differential tests hold it to the codec's
+// result.
+
+// decodeRegisterBody decodes a register body; ok is false when the body
+// is not in the shape it reads (the caller then uses the codec).
+func decodeRegisterBody(b []byte) (body *RegisterBody, ok bool) {
+	r := fastReader{b: b}
+	n, ok := r.mapLen()
+	if !ok {
+		return nil, false
+	}
+	body = &RegisterBody{}
+	for range n {
+		key, ok := r.str()
+		if !ok {
+			return nil, false
+		}
+		switch string(key) {
+		case "in":
+			if body.Instance, ok = r.instance(); !ok {
+				return nil, false
+			}
+		case "rep":
+			if body.Replicated, ok = r.bool(); !ok {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+	}
+	if body.Instance == nil || r.i != len(b) {
+		return nil, false
+	}
+	return body, true
+}
+
+// fastReader reads msgpack values from b at i.
+type fastReader struct {
+	b []byte
+	i int
+}
+
+func (r *fastReader) mapLen() (int, bool) {
+	n, next, ok := header(r.b, r.i, true)
+	if ok {
+		r.i = next
+	}
+	return n, ok
+}
+
+// str returns the bytes of a string (a view of b).
+func (r *fastReader) str() ([]byte, bool) {
+	s, next, ok := strBytes(r.b, r.i)
+	if ok {
+		r.i = next
+	}
+	return s, ok
+}
+
+func (r *fastReader) string() (string, bool) {
+	s, ok := r.str()
+	return string(s), ok
+}
+
+func (r *fastReader) bool() (bool, bool) {
+	if r.i >= len(r.b) {
+		return false, false
+	}
+	switch r.b[r.i] {
+	case 0xc2:
+		r.i++
+		return false, true
+	case 0xc3:
+		r.i++
+		return true, true
+	}
+	return false, false
+}
+
+// int reads an integer in any of msgpack's integer forms.
+func (r *fastReader) int() (int64, bool) {
+	if r.i >= len(r.b) {
+		return 0, false
+	}
+	c := r.b[r.i]
+	switch {
+	case c <= 0x7f:
+		r.i++
+		return int64(c), true
+	case c >= 0xe0:
+		r.i++
+		return int64(int8(c)), true
+	}
+	var width int
+	switch c {
+	case 0xcc, 0xd0:
+		width = 1
+	case 0xcd, 0xd1:
+		width = 2
+	case 0xce, 0xd2:
+		width = 4
+	case 0xcf, 0xd3:
+		width = 8
+	default:
+		return 0, false
+	}
+	if len(r.b)-r.i-1 < width {
+		return 0, false
+	}
+	p := r.b[r.i+1 : r.i+1+width]
+	r.i += 1 + width
+	var u uint64
+	switch width {
+	case 1:
+		u = uint64(p[0])
+	case 2:
+		u = uint64(binary.BigEndian.Uint16(p))
+	case 4:
+		u = uint64(binary.BigEndian.Uint32(p))
+	default:
+		u = binary.BigEndian.Uint64(p)
+	}
+	if c >= 0xd0 { // signed: sign-extend from its width
+		shift := 64 - 8*width
+		return int64(u<<shift) >> shift, true
+	}
+	if u > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(u), true
+}
+
+func (r *fastReader) int32() (int32, bool) {
+	v, ok := r.int()
+	if !ok || v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, false
+	}
+	return int32(v), true
+}
+
+// metadata reads a metadata block: nil, or a canonical map of strings
+// (what Metadata.CodecDecodeSelf keeps as it is).
+func (r *fastReader) metadata() (Metadata, bool) {
+	if r.i < len(r.b) && r.b[r.i] == mpNil {
+		r.i++
+		return Metadata{}, true
+	}
+	start := r.i
+	n, ok := r.mapLen()
+	if !ok {
+		return Metadata{}, false
+	}
+	for range 2 * n {
+		if _, ok := r.str(); !ok {
+			return Metadata{}, false
+		}
+	}
+	raw := r.b[start:r.i]
+	if !canonicalMap(raw) {
+		return Metadata{}, false
+	}
+	return metadataOfRaw(bytes.Clone(raw)), true
+}
+
+func (r *fastReader) dataCenter() (DataCenterInfo, bool) {
+	var dc DataCenterInfo
+	n, ok := r.mapLen()
+	if !ok {
+		return dc, false
+	}
+	for range n {
+		key, ok := r.str()
+		if !ok {
+			return dc, false
+		}
+		switch string(key) {
+		case "c":
+			dc.Class, ok = r.string()
+		case "n":
+			dc.Name, ok = r.string()
+		case "m":
+			dc.Metadata, ok = r.metadata()
+		default:
+			ok = false
+		}
+		if !ok {
+			return dc, false
+		}
+	}
+	return dc, true
+}
+
+func (r *fastReader) instance() (*Instance, bool) {
+	n, ok := r.mapLen()
+	if !ok {
+		return nil, false
+	}
+	in := &Instance{}
+	for range n {
+		key, ok := r.str()
+		if !ok {
+			return nil, false
+		}
+		switch string(key) {
+		case "id":
+			in.InstanceID, ok = r.string()
+		case "h":
+			in.HostName, ok = r.string()
+		case "a":
+			in.App, ok = r.string()
+		case "ip":
+			in.IPAddr, ok = r.string()
+		case "sid":
+			in.Sid, ok = r.string()
+		case "s":
+			in.Status, ok = r.string()
+		case "os":
+			in.OverriddenStatus, ok = r.string()
+		case "p":
+			in.Port, ok = r.int32()
+		case "pe":
+			in.PortEnabled, ok = r.bool()
+		case "sp":
+			in.SecurePort, ok = r.int32()
+		case "spe":
+			in.SecurePortEnabled, ok = r.bool()
+		case "cid":
+			in.CountryID, ok = r.int32()
+		case "dc":
+			in.DataCenterInfo, ok = r.dataCenter()
+		case "ri":
+			in.RenewalIntervalSecs, ok = r.int32()
+		case "du":
+			in.DurationSecs, ok = r.int32()
+		case "md":
+			in.Metadata, ok = r.metadata()
+		case "ag":
+			in.AppGroupName, ok = r.string()
+		case "hp":
+			in.HomePageURL, ok = r.string()
+		case "spu":
+			in.StatusPageURL, ok = r.string()
+		case "hc":
+			in.HealthCheckURL, ok = r.string()
+		case "shc":
+			in.SecureHealthCheckURL, ok = r.string()
+		case "vip":
+			in.VIPAddress, ok = r.string()
+		case "svip":
+			in.SecureVIPAddress, ok = r.string()
+		case "cds":
+			in.IsCoordinatingDiscoveryServer, ok = r.bool()
+		case "ldt":
+			in.LastDirtyTimestamp, ok = r.int()
+		case "asg":
+			in.ASGName, ok = r.string()
+		default:
+			ok = false
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	return in, true
+}
