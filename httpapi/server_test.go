@@ -355,3 +355,26 @@ func TestServer_DashboardAtRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestServer_BodyLargerThanTheHint: a registration whose body is past the
+// room made ahead from its declared length (maxBodyHint) is read whole.
+func TestServer_BodyLargerThanTheHint(t *testing.T) {
+	ts, _ := newTestServer(t)
+	base := ts.URL + "/eureka"
+	big := strings.Repeat("x", 10<<10)
+	var md strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&md, `,"k%d":%q`, i, big)
+	}
+	body := strings.Replace(instanceJSON("svc", "i-big"), `"metadata":{"zone":"a"}`, `"metadata":{"zone":"a"`+md.String()+`}`, 1)
+	if len(body) <= maxBodyHint {
+		t.Fatalf("body of %d bytes is within the hint", len(body))
+	}
+	if code, resp, _ := do(t, "POST", base+"/apps/svc", "application/json", body); code != 204 {
+		t.Fatalf("register: %d %s", code, resp)
+	}
+	code, resp, _ := do(t, "GET", base+"/apps/SVC/i-big", "", "", "Accept", "application/json")
+	if code != 200 || !strings.Contains(resp, `"k9":"`+big+`"`) {
+		t.Fatalf("read back: %d, %d bytes", code, len(resp))
+	}
+}

@@ -184,3 +184,20 @@ func TestUnreachableAndUnreadable(t *testing.T) {
 		t.Fatalf("answer that is not a reply: %v, want Unavailable", err)
 	}
 }
+
+// TestBodySizeHint: room is made ahead for a declared length only within
+// the limit and the hint's own bound, so that a caller declaring large
+// bodies does not make the node hold what it has not sent.
+func TestBodySizeHint(t *testing.T) {
+	for _, c := range []struct {
+		n, limit int64
+		want     int
+	}{
+		{-1, maxBody, 0}, {0, maxBody, 0}, {2500, maxBody, 2500}, {maxBodyHint, maxBody, maxBodyHint},
+		{maxBodyHint + 1, maxBody, 0}, {maxBody, maxBody, 0}, {2500, 1000, 0},
+	} {
+		if got := bodySizeHint(c.n, c.limit); got != c.want {
+			t.Errorf("bodySizeHint(%d, %d) = %d, want %d", c.n, c.limit, got, c.want)
+		}
+	}
+}
