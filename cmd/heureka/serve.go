@@ -91,7 +91,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log as JSON lines")
 	fs.BoolVar(&c.api.Pprof, "pprof", c.api.Pprof, "serve Go's profiler under /debug/pprof")
-	fs.StringVar(&c.memoryLimit, "memory-limit", memlimit.Auto, "the Go runtime's soft memory limit: auto (the live heap + 1/2, at least 64 MiB, + the runtime's own memory, followed as the registry grows, at most 90% of the cgroup memory limit; GOMEMLIMIT, if set, wins), off (Go's defaults), or a size such as 512MiB")
+	fs.StringVar(&c.memoryLimit, "memory-limit", memlimit.Auto, "the Go runtime's soft memory limit: auto (the live heap + 1/2, at least 64 MiB, + the runtime's own memory, followed as the registry grows, at most 90% of the cgroup memory limit, with GOGC off unless set; GOMEMLIMIT, if set, wins), off (Go's defaults), or a size such as 512MiB")
 	fs.DurationVar(&cache.UpdateInterval, "response-cache-update-interval", cache.UpdateInterval, "full readOnly cache refresh interval, at least 10ms: the upper bound on how stale a cached read can be (changes are pushed within --response-cache-push-window)")
 	fs.DurationVar(&cache.PushWindow, "response-cache-push-window", cache.PushWindow, "how often, at most, the registry-wide readOnly documents changes touch (full registry, delta) are rebuilt (a change after a quiet window is pushed at once, later ones wait for its end and share one rebuild; an application's document follows every change); 0 = no push: refresh only every --response-cache-update-interval, as eureka-server does")
 	fs.DurationVar(&cache.AutoExpiration, "response-cache-auto-expiration", cache.AutoExpiration, "readWrite cache expiry")

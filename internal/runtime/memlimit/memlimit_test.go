@@ -1,13 +1,17 @@
 package memlimit
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 func TestParse(t *testing.T) {
@@ -126,4 +130,64 @@ func TestAfterEachGC(t *testing.T) {
 	if n := calls.Load(); n != before {
 		t.Fatalf("%d calls after stop", n-before)
 	}
+}
+
+// gcPercent reads the collector's GOGC without setting it.
+func gcPercent() int64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// TestApply_AutoLimitAlonePacesTheCollector: under the automatic limit
+// GOGC is off while the limit follows the heap (so the limit's room, not
+// twice a small heap, decides when to collect), and back once it stops; a
+// GOGC from the environment, or a fixed limit, leaves it as it is.
+func TestApply_AutoLimitAlonePacesTheCollector(t *testing.T) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOMEMLIMIT is set: the automatic limit does not apply")
+	}
+	t.Setenv("GOGC", "")
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	before := gcPercent()
+	if before < 0 || before == 1<<63-1 {
+		t.Skipf("GOGC is off in this test process (%d)", before)
+	}
+	wait := func(want int64) {
+		t.Helper()
+		for range 500 {
+			if gcPercent() == want {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("GOGC %d, want %d", gcPercent(), want)
+	}
+	apply := func(p Policy) context.CancelFunc {
+		ctx, cancel := context.WithCancel(context.Background())
+		Apply(ctx, p, time.Hour, hclog.NewNullLogger())
+		return cancel
+	}
+
+	cancel := apply(Policy{Auto: true})
+	// Off: the metric reads as the largest value (no GOGC goal).
+	if got := gcPercent(); got != 1<<63-1 && got >= 0 {
+		cancel()
+		t.Fatalf("GOGC %d under the automatic limit, want off", got)
+	}
+	cancel()
+	wait(before)
+
+	t.Setenv("GOGC", "150")
+	cancel = apply(Policy{Auto: true})
+	if got := gcPercent(); got != before {
+		t.Fatalf("GOGC from the environment changed to %d", got)
+	}
+	cancel()
+	t.Setenv("GOGC", "")
+	cancel = apply(Policy{Fixed: 1 << 30})
+	if got := gcPercent(); got != before {
+		t.Fatalf("GOGC changed to %d under a fixed limit", got)
+	}
+	cancel()
 }
