@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"sync"
+
 	"github.com/hashicorp/raft"
 )
 
@@ -17,8 +19,8 @@ import (
 // changes what reads show, which makes the leader replicate at once with the
 // new commit index. The barrier is a Raft entry the FSM never sees.
 //
-// Nudges coalesce: while one barrier is in flight, any number of further
-// writes ask for one more. Renewal batches do not nudge (they change no
+// Nudges coalesce: while maxBarriersInFlight barriers are in flight, any
+// number of further writes ask for one more. Renewal batches do not nudge (they change no
 // document), and neither does a single-node cluster (no follower to tell).
 type commitNudger struct {
 	ch chan struct{}
@@ -37,8 +39,21 @@ func (c *commitNudger) nudge() {
 	}
 }
 
+// maxBarriersInFlight bounds the barriers in flight at once. A barrier
+// tells followers the commit index as of when it is sent, so a write that
+// commits while one is in flight needs another. With one at a time, that
+// one left only when the one in flight came back (a log write on the
+// leader and on a follower, a millisecond or more here), and the write's
+// followers applied it that much later. With two, it leaves at once unless
+// two are out already; in a burst of writes the log carries a barrier for
+// every two or so of the leader's log writes, not one for every write.
+const maxBarriersInFlight = 2
+
 // run appends the barriers until stop closes.
 func (c *commitNudger) run(r *raft.Raft, stop <-chan struct{}) {
+	slots := make(chan struct{}, maxBarriersInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-stop:
@@ -48,9 +63,20 @@ func (c *commitNudger) run(r *raft.Raft, stop <-chan struct{}) {
 		if r.State() != raft.Leader || !hasOtherServers(r) {
 			continue
 		}
-		// The error needs no handling: a lost leadership or a shutdown
-		// leaves followers to learn the commit from the next leader.
-		_ = waitFuture(r.Barrier(0), stop)
+		select {
+		case <-stop:
+			return
+		case slots <- struct{}{}:
+		}
+		f := r.Barrier(0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The error needs no handling: a lost leadership or a shutdown
+			// leaves followers to learn the commit from the next leader.
+			_ = waitFuture(f, stop)
+			<-slots
+		}()
 	}
 }
 
