@@ -45,8 +45,8 @@ func (c *commitNudger) nudge() {
 // one left only when the one in flight came back (a log write on the
 // leader and on a follower, a millisecond or more here), and the write's
 // followers applied it that much later. With two, it leaves at once unless
-// two are out already; in a burst of writes the log carries a barrier for
-// every two or so of the leader's log writes, not one for every write.
+// two are out already, and a burst of writes still adds at most two
+// barriers per round trip, not one per write.
 const maxBarriersInFlight = 2
 
 // run appends the barriers until stop closes.

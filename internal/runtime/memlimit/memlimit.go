@@ -222,8 +222,8 @@ func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logg
 	default:
 		debug.SetMemoryLimit(autoLimit(cgroup))
 		// The limit alone paces the collector. With Go's GOGC=100 beside
-		// it, a heap under 2 × minRoom was collected at twice its live
-		// size, before the limit's room was used: at 10,000 instances
+		// it, a heap under minRoom was collected at twice its live size,
+		// before the limit's room was used: at 10,000 instances
 		// (30-60 MB live) a registration burst collected twice as often
 		// as the floor means to. A GOGC set in the environment is the
 		// operator's and stays.
