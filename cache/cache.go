@@ -699,11 +699,12 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 	if old != nil && !old.read.Load() {
 		c.mu.Lock()
 		e := c.rw[key]
-		if e != nil && e.val == old && time.Since(old.BuiltAt) < c.cfg.AutoExpiration {
+		held := e != nil && e.val == old
+		if held && time.Since(old.BuiltAt) < c.cfg.AutoExpiration {
 			c.mu.Unlock()
 			return // still current: nothing to rebuild or drop
 		}
-		if e != nil && e.val == old {
+		if held {
 			c.dropLocked(key, e)
 		}
 		c.mu.Unlock()

@@ -20,8 +20,9 @@ import (
 // new commit index. The barrier is a Raft entry the FSM never sees.
 //
 // Nudges coalesce: while maxBarriersInFlight barriers are in flight, any
-// number of further writes ask for one more. Renewal batches do not nudge (they change no
-// document), and neither does a single-node cluster (no follower to tell).
+// number of further writes ask for one more. Renewal batches do not nudge
+// (they change no document), and neither does a single-node cluster (no
+// follower to tell).
 type commitNudger struct {
 	ch chan struct{}
 }

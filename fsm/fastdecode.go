@@ -20,32 +20,19 @@ import (
 
 // decodeRegisterBody decodes a register body; ok is false when the body
 // is not in the shape it reads (the caller then uses the codec).
-func decodeRegisterBody(b []byte) (body *RegisterBody, ok bool) {
+func decodeRegisterBody(b []byte) (*RegisterBody, bool) {
 	r := fastReader{b: b}
-	n, ok := r.mapLen()
-	if !ok {
-		return nil, false
-	}
-	body = &RegisterBody{}
-	for range n {
-		key, ok := r.str()
-		if !ok {
-			return nil, false
-		}
+	body := &RegisterBody{}
+	ok := r.object(func(key []byte) (ok bool) {
 		switch string(key) {
 		case "in":
-			if body.Instance, ok = r.instance(); !ok {
-				return nil, false
-			}
+			body.Instance, ok = r.instance()
 		case "rep":
-			if body.Replicated, ok = r.bool(); !ok {
-				return nil, false
-			}
-		default:
-			return nil, false
+			body.Replicated, ok = r.bool()
 		}
-	}
-	if body.Instance == nil || r.i != len(b) {
+		return ok
+	})
+	if !ok || body.Instance == nil || r.i != len(b) {
 		return nil, false
 	}
 	return body, true
@@ -63,6 +50,23 @@ func (r *fastReader) mapLen() (int, bool) {
 		r.i = next
 	}
 	return n, ok
+}
+
+// object reads a map with string keys, handing each key to field, which
+// reads its value; an unknown key is field's to refuse (false). False
+// when the map or a value is not in the shape expected.
+func (r *fastReader) object(field func(key []byte) bool) bool {
+	n, ok := r.mapLen()
+	if !ok {
+		return false
+	}
+	for range n {
+		key, ok := r.str()
+		if !ok || !field(key) {
+			return false
+		}
+	}
+	return true
 }
 
 // str returns the bytes of a string (a view of b).
@@ -162,34 +166,17 @@ func (r *fastReader) metadata() (Metadata, bool) {
 		r.i++
 		return Metadata{}, true
 	}
-	start := r.i
-	n, ok := r.mapLen()
+	end, ok := canonicalMapEnd(r.b, r.i)
 	if !ok {
 		return Metadata{}, false
 	}
-	for range 2 * n {
-		if _, ok := r.str(); !ok {
-			return Metadata{}, false
-		}
-	}
-	raw := r.b[start:r.i]
-	if !canonicalMap(raw) {
-		return Metadata{}, false
-	}
-	return metadataOfRaw(bytes.Clone(raw)), true
+	raw := bytes.Clone(r.b[r.i:end])
+	r.i = end
+	return metadataOfRaw(raw), true
 }
 
-func (r *fastReader) dataCenter() (DataCenterInfo, bool) {
-	var dc DataCenterInfo
-	n, ok := r.mapLen()
-	if !ok {
-		return dc, false
-	}
-	for range n {
-		key, ok := r.str()
-		if !ok {
-			return dc, false
-		}
+func (r *fastReader) dataCenter() (dc DataCenterInfo, ok bool) {
+	ok = r.object(func(key []byte) (ok bool) {
 		switch string(key) {
 		case "c":
 			dc.Class, ok = r.string()
@@ -197,27 +184,15 @@ func (r *fastReader) dataCenter() (DataCenterInfo, bool) {
 			dc.Name, ok = r.string()
 		case "m":
 			dc.Metadata, ok = r.metadata()
-		default:
-			ok = false
 		}
-		if !ok {
-			return dc, false
-		}
-	}
-	return dc, true
+		return ok
+	})
+	return dc, ok
 }
 
 func (r *fastReader) instance() (*Instance, bool) {
-	n, ok := r.mapLen()
-	if !ok {
-		return nil, false
-	}
 	in := &Instance{}
-	for range n {
-		key, ok := r.str()
-		if !ok {
-			return nil, false
-		}
+	ok := r.object(func(key []byte) (ok bool) {
 		switch string(key) {
 		case "id":
 			in.InstanceID, ok = r.string()
@@ -271,12 +246,11 @@ func (r *fastReader) instance() (*Instance, bool) {
 			in.LastDirtyTimestamp, ok = r.int()
 		case "asg":
 			in.ASGName, ok = r.string()
-		default:
-			ok = false
 		}
-		if !ok {
-			return nil, false
-		}
+		return ok
+	})
+	if !ok {
+		return nil, false
 	}
 	return in, true
 }

@@ -329,22 +329,29 @@ func strAt(b string, i int) (s string, next int) {
 // exactly as MetadataBuilder encodes it: shortest headers, keys strictly
 // increasing, nothing after the map.
 func canonicalMap(raw []byte) bool {
-	n, i, ok := header(raw, 0, true)
+	end, ok := canonicalMapEnd(raw, 0)
+	return ok && end == len(raw)
+}
+
+// canonicalMapEnd reads a map of strings to strings encoded as
+// MetadataBuilder encodes it at b[i:] and returns where it ends.
+func canonicalMapEnd(b []byte, i int) (end int, ok bool) {
+	n, i, ok := header(b, i, true)
 	if !ok {
-		return false
+		return 0, false
 	}
 	var prev []byte
 	for j := range n {
 		var k []byte
-		if k, i, ok = strBytes(raw, i); !ok || j > 0 && bytes.Compare(prev, k) >= 0 {
-			return false
+		if k, i, ok = strBytes(b, i); !ok || j > 0 && bytes.Compare(prev, k) >= 0 {
+			return 0, false
 		}
 		prev = k
-		if _, i, ok = strBytes(raw, i); !ok {
-			return false
+		if _, i, ok = strBytes(b, i); !ok {
+			return 0, false
 		}
 	}
-	return i == len(raw)
+	return i, true
 }
 
 func strBytes(raw []byte, i int) (s []byte, next int, ok bool) {

@@ -200,15 +200,15 @@ func appName(s string) string {
 	return eureka.NormalizeAppName(s)
 }
 
-// readBody reads a request body within the size limit, un-gzipping it when
-// the client says it is compressed. A body in any other coding is refused
-// with 415: read as it is, it would be decoded as garbage or, worse, as
-// something else.
 // maxBodyHint bounds the room made ahead for a request body from its
 // declared length (a registration is a few KiB); larger bodies grow as
 // they arrive.
 const maxBodyHint = 64 << 10
 
+// readBody reads a request body within the size limit, un-gzipping it when
+// the client says it is compressed. A body in any other coding is refused
+// with 415: read as it is, it would be decoded as garbage or, worse, as
+// something else.
 func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	var r io.Reader = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
 	switch ce := strings.TrimSpace(c.GetHeader("Content-Encoding")); {

@@ -210,6 +210,7 @@ func autoLimit(cgroup int64) int64 {
 func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logger) {
 	cgroup := CgroupLimit("/")
 	follow := false
+	undo := func() {} // what to put back once ctx ends and nothing follows
 	switch {
 	case p.Fixed > 0:
 		debug.SetMemoryLimit(p.Fixed)
@@ -230,14 +231,17 @@ func Apply(ctx context.Context, p Policy, interval time.Duration, log hclog.Logg
 		gcPercent := "GOGC"
 		if os.Getenv("GOGC") == "" {
 			prev := debug.SetGCPercent(-1)
-			go func() { <-ctx.Done(); debug.SetGCPercent(prev) }() // the limit stops following then
+			undo = func() { debug.SetGCPercent(prev) }
 			gcPercent = "off (the limit paces the collector)"
 		}
 		log.Info("memory limit automatic: live heap + 1/2 (at least 64 MiB) + the runtime's own",
 			"cgroup_limit_mib", cgroup>>20, "gc_percent", gcPercent)
 		follow = true
 	}
-	go watch(ctx, cgroup, interval, follow, log)
+	go func() {
+		watch(ctx, cgroup, interval, follow, log)
+		undo()
+	}()
 }
 
 // watch returns memory when the node goes quiet and, when follow is set,
