@@ -36,9 +36,8 @@ const ProbeBytes = 4 << 20
 // probeBlock is what the probe writes at a time.
 const probeBlock = 256 << 10
 
-// The errno texts, for errors that reach us flattened into a string:
-// raft's LogCache formats its store's error with %q, and bolt formats a
-// failed file resize with %s.
+// The errno texts, for errors that reach us flattened into a string: bolt
+// formats a failed file resize with %s.
 var diskFullTexts = []string{syscall.ENOSPC.Error(), syscall.EDQUOT.Error()}
 
 // IsDiskFull reports whether err says the disk or the quota is full:
@@ -231,8 +230,8 @@ func fault(what string, n int) error {
 }
 
 // WatchLog returns logs with the outcome of every write reported to w. It
-// must sit below raft's LogCache, which flattens its store's errors into
-// text.
+// sits below the cache of recent entries (logCache), which caches only what
+// the store took.
 //
 // It also makes a follower's truncation and the append that follows it one
 // step. hashicorp/raft, on a follower whose log conflicts with the

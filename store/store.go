@@ -37,7 +37,15 @@ const (
 	// state belongs to, once the node learned it (Store.SetClusterID).
 	ClusterIDFile = "cluster-id"
 	SnapshotDir   = "snapshots" // created by raft's file snapshot store
+)
+
+// The Raft log's cache of recent entries (logCache): its last logCacheSize
+// entries, at most logCacheBytes of them. The entries the leader still has
+// to send are the last few; 8 MiB holds several seconds of a million
+// instances' renewal batches, or all 512 entries of a registration burst.
+const (
 	logCacheSize  = 512
+	logCacheBytes = 8 << 20
 )
 
 // Config says where and how to keep the data.
@@ -236,12 +244,8 @@ func (s *Store) openStores(cfg Config, info LogCheck, logPath string, log hclog.
 	// walking the file): give them back, as after a cut.
 	s.mapped.releaseLogged("open", 0, 0)
 	s.Disk = NewDiskWatch(cfg.Dir)
-	// The watch goes below the cache: the cache flattens errors into text.
-	var err error
-	s.Log, err = raft.NewLogCache(logCacheSize, WatchLog(s.mapped, s.Disk))
-	if err != nil {
-		return fmt.Errorf("create log cache: %w", err)
-	}
+	// The watch goes below the cache, which caches only what was stored.
+	s.Log = newLogCache(WatchLog(s.mapped, s.Disk), logCacheSize, logCacheBytes)
 	s.Stable = WatchStable(s.mapped, s.Disk)
 	// bolt must see the log the check read: the same meta page, the same
 	// entries.
