@@ -55,8 +55,9 @@ type Config struct {
 	TrailingLogs      uint64
 	// ApplyTimeout bounds one write through Raft, forwarding included.
 	ApplyTimeout time.Duration
-	// RenewBatchInterval is how long the leader gathers renewals into one
-	// log entry; 0 writes one entry per renewal.
+	// RenewBatchInterval is how long the leader gathers renewals before it
+	// writes them to the log (in entries of about 48 KiB at most); 0 writes
+	// one entry per renewal.
 	RenewBatchInterval time.Duration
 	// Lease holds eviction and self-preservation settings.
 	Lease LeaseConfig

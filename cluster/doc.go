@@ -3,7 +3,7 @@
 // members, forwarding writes from followers to the leader (as encoded
 // commands over the node-to-node HTTP of package nodeapi, whose Backend the
 // node is and whose client it calls with), and batching lease renewals into
-// one log entry per interval; lease expiry, self-preservation, the AP/CP
+// log entries once per interval; lease expiry, self-preservation, the AP/CP
 // mode and the AP fallback (docs/design.md, "The path of a write").
 //
 // It imports fsm, internal/runtime/tick, limits, nodeapi, opapi and store

@@ -504,12 +504,22 @@ func (fb *fallback) applyBatch(ctx context.Context, entries [][]byte) ([]error, 
 // applyBatchLocal appends entries on this node, which must be the leader,
 // all at once (raft pipelines them into few log writes and replication
 // rounds), and waits for each. It returns each entry's answer and the last
-// index applied.
+// index applied; the followers are told of the commit at once (nudge).
 func (n *Node) applyBatchLocal(ctx context.Context, entries [][]byte) ([]error, uint64, error) {
+	results, last, err := n.applyEntries(ctx, "journal batch", entries)
+	if last > 0 {
+		n.nudger.nudge()
+	}
+	return results, last, err
+}
+
+// applyEntries is applyBatchLocal without the nudge; what names the
+// entries for the error of a full disk.
+func (n *Node) applyEntries(ctx context.Context, what string, entries [][]byte) ([]error, uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, 0, ErrNotLeader
 	}
-	if err := n.diskFull("journal batch"); err != nil {
+	if err := n.diskFull(what); err != nil {
 		return nil, 0, err
 	}
 	now := time.Now().UnixMilli()
@@ -536,9 +546,6 @@ func (n *Node) applyBatchLocal(ctx context.Context, entries [][]byte) ([]error, 
 		idx, err := n.applyResult(entries[i], f, ctx.Done())
 		last = max(last, idx)
 		results[i] = err
-	}
-	if last > 0 {
-		n.nudger.nudge()
 	}
 	return results, last, nil
 }

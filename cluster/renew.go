@@ -173,8 +173,8 @@ func (n *Node) renewLocal(req renewRequest) error {
 	return err
 }
 
-// renewBatcher gathers renewals on the leader and writes them as one
-// CmdRenewBatch entry per interval.
+// renewBatcher gathers renewals on the leader and writes them once per
+// interval, as CmdRenewBatch entries of at most about renewEntryBytes.
 type renewBatcher struct {
 	n       *Node
 	mu      sync.Mutex
@@ -189,7 +189,8 @@ func newRenewBatcher(n *Node) *renewBatcher {
 // instance already had one queued.
 func (b *renewBatcher) add(rn fsm.Renewal) (pending bool, err error) {
 	if b.n.cfg.RenewBatchInterval == 0 {
-		return false, b.write([]fsm.Renewal{rn})
+		_, err := b.write([]fsm.Renewal{rn})
+		return false, err
 	}
 	k := rn.App + "\x00" + rn.ID
 	b.mu.Lock()
@@ -238,13 +239,51 @@ func (b *renewBatcher) requeue(batch []fsm.Renewal) {
 	}
 }
 
-func (b *renewBatcher) write(batch []fsm.Renewal) error {
-	entry, err := fsm.Encode(fsm.CmdRenewBatch, &fsm.RenewBatchBody{Renewals: batch})
-	if err != nil {
-		return err
+// renewEntryBytes bounds the log entries a batch is written as: a second
+// of a million instances' heartbeats (20,000-30,000, a MiB or more) goes
+// in entries of about 48 KiB. One entry that size was copied whole at
+// every step: its encoding grew a buffer from nothing (the pooled ones are
+// 64 KiB at most), bolt rewrote the last leaf of the log, which held it,
+// at the next append, and the cache of recent entries kept 512 of them.
+// The entries of a batch are handed to Raft together, so they still share
+// one log write and one replication round.
+const renewEntryBytes = 48 << 10
+
+// renewalBytes estimates a renewal's encoded size: its strings and the
+// field names, headers and timestamp around them.
+func renewalBytes(rn fsm.Renewal) int { return len(rn.App) + len(rn.ID) + 20 }
+
+// write puts batch in the log, in entries of at most about renewEntryBytes.
+// It returns the renewals of the entries that were not written, and why.
+func (b *renewBatcher) write(batch []fsm.Renewal) ([]fsm.Renewal, error) {
+	var chunks [][]fsm.Renewal
+	var entries [][]byte
+	for rest := batch; len(rest) > 0; {
+		n, size := 1, renewalBytes(rest[0])
+		for n < len(rest) && size+renewalBytes(rest[n]) <= renewEntryBytes {
+			size += renewalBytes(rest[n])
+			n++
+		}
+		entry, err := fsm.Encode(fsm.CmdRenewBatch, &fsm.RenewBatchBody{Renewals: rest[:n]})
+		if err != nil {
+			return batch, err
+		}
+		chunks, entries = append(chunks, rest[:n]), append(entries, entry)
+		rest = rest[n:]
 	}
-	_, err = b.n.applyLocal(entry)
-	return err
+	results, _, err := b.n.applyEntries(context.Background(), "renewal batch", entries)
+	if err != nil {
+		return batch, err
+	}
+	var failed []fsm.Renewal
+	var errs []error
+	for i, err := range results {
+		if err != nil {
+			failed = append(failed, chunks[i]...)
+			errs = append(errs, err)
+		}
+	}
+	return failed, errors.Join(errs...)
 }
 
 // run flushes batches until stop closes (leadership lost or shutdown). What
@@ -264,16 +303,16 @@ func (b *renewBatcher) run(stop <-chan struct{}) {
 			return
 		case <-t.C:
 			if batch := b.take(); batch != nil {
-				err := b.write(batch)
+				failed, err := b.write(batch)
 				switch {
 				case errors.Is(err, ErrDiskFull):
 					// The leader still holds these leases: keep the
 					// renewals for the batch that gets through once there
 					// is room, so that eviction does not count them
 					// missed. The node says once that the disk is full.
-					b.requeue(batch)
+					b.requeue(failed)
 				case err != nil:
-					b.n.log.Warn("writing renewal batch failed", "renewals", len(batch), "error", err)
+					b.n.log.Warn("writing renewal batch failed", "renewals", len(failed), "of", len(batch), "error", err)
 				}
 			}
 		}

@@ -2,8 +2,13 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/heureka-registry/heureka/fsm"
 )
@@ -59,5 +64,77 @@ func TestMem_RenewAtUnreachableLeaderIsNoLeader(t *testing.T) {
 	err := f.Renew(t.Context(), "NOSUCH", "n-1", 0)
 	if !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("renew through %s at an unreachable leader: %v, want ErrNoLeader", f.ID(), err)
+	}
+}
+
+// A renewal batch far larger than renewEntryBytes (a second of a big
+// fleet's heartbeats) is written as several entries of about that size,
+// and every node applies every renewal in it.
+func TestMem_RenewalBatchWrittenInBoundedEntries(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, func(_ int, cfg *Config) { cfg.RenewBatchInterval = time.Hour })
+	leader := c.leader()
+	const count = 1500
+	id := func(i int) string { return fmt.Sprintf("%s-%04d", strings.Repeat("long-instance-id", 6), i) }
+	entries := make([][]byte, count)
+	for i := range entries {
+		entries[i] = registerEntry(t, "BIG", id(i))
+	}
+	results, _, err := leader.applyBatchLocal(t.Context(), entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range results {
+		if err != nil {
+			t.Fatalf("register %d: %v", i, err)
+		}
+	}
+	before, err := leader.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Now().UnixMilli() + 60_000 // later than every registration
+	batch := make([]fsm.Renewal, count)
+	for i := range batch {
+		batch[i] = fsm.Renewal{App: "BIG", ID: id(i), Ts: ts}
+	}
+	failed, err := leader.renew.write(batch)
+	if err != nil || len(failed) != 0 {
+		t.Fatalf("write: %d renewals failed: %v", len(failed), err)
+	}
+	after, err := leader.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written, renewals int
+	for idx := before + 1; idx <= after; idx++ {
+		var l raft.Log
+		if err := leader.logs.GetLog(idx, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Type != raft.LogCommand || fsm.TypeOf(l.Data) != fsm.CmdRenewBatch {
+			continue
+		}
+		written++
+		if len(l.Data) > renewEntryBytes+1024 {
+			t.Errorf("entry %d holds %d bytes, over %d", idx, len(l.Data), renewEntryBytes)
+		}
+		cmd, err := fsm.Decode(l.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewals += len(cmd.Body.(*fsm.RenewBatchBody).Renewals)
+	}
+	if want := count * renewalBytes(batch[0]) / renewEntryBytes; written < want || renewals != count {
+		t.Fatalf("%d renewals in %d entries, want %d in %d or more", renewals, written, count, want)
+	}
+	for _, mn := range c.nodes {
+		c.waitFor(5*time.Second, "every renewal applied on "+mn.ID(), func() bool {
+			for i := range count {
+				if lastRenewal(mn, "BIG", id(i)) != ts {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }

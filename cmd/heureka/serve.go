@@ -101,7 +101,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.BoolVar(&lease.SelfPreservation, "enable-self-preservation", lease.SelfPreservation, "stop evicting when renewals drop below the threshold")
 	fs.DurationVar(&c.deltaRetention, "delta-retention", 3*time.Minute, "how long changes stay in the delta queue")
 	fs.DurationVar(&c.api.TrendInterval, "dashboard-trend-interval", 10*time.Second, "how often the dashboard's trends are sampled, at least 100ms (they keep 360 samples: an hour by default)")
-	fs.DurationVar(&node.RenewBatchInterval, "renew-batch-interval", node.RenewBatchInterval, "renewals gathered into one log entry per interval, 0 or at least 1ms; 0 = one entry per renewal")
+	fs.DurationVar(&node.RenewBatchInterval, "renew-batch-interval", node.RenewBatchInterval, "how often the leader writes the renewals it gathered to the log, 0 or at least 1ms; 0 = one entry per renewal")
 	fs.IntVar(&node.JournalMaxEntries, "journal-max-entries", node.JournalMaxEntries, "most writes the AP fallback journal holds while quorum is lost; then writes get 503 (0 = unbounded)")
 	fs.Int64Var(&node.JournalMaxBytes, "journal-max-bytes", node.JournalMaxBytes, "largest size of the AP fallback journal on disk; then writes get 503 (0 = unbounded)")
 	fs.DurationVar(&lease.RenewalRateWindow, "renewal-rate-window", lease.RenewalRateWindow, "window renewals are counted over for self-preservation (scaled to per minute); the eviction cap holds over it too")
