@@ -170,7 +170,7 @@ fmt-check:
 # thorough run uses 60s). Minimization is capped so a large new input cannot eat the
 # whole budget on a small machine.
 FUZZTIME ?= 10s
-FUZZ_TARGETS = ./fsm:FuzzDecodeCommand ./fsm:FuzzDecodeRegisterBody ./fsm:FuzzReadSnapshot ./fsm:FuzzMetadataDecode \
+FUZZ_TARGETS = ./fsm:FuzzDecodeCommand ./fsm:FuzzDecodeRegisterBody ./fsm:FuzzDecodeRenewBatchBody ./fsm:FuzzReadSnapshot ./fsm:FuzzMetadataDecode \
 	./store:FuzzReadJournal \
 	./cluster:FuzzDecodeRenewBatch ./eureka:FuzzDecodeInstanceJSON ./eureka:FuzzDecodeInstanceXML
 fuzz:

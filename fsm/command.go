@@ -266,8 +266,14 @@ func Decode(entry []byte) (Command, error) {
 	if !ok {
 		return c, fmt.Errorf("%w: unknown type %d", ErrBadCommand, entry[0])
 	}
-	if c.Type&^CmdIgnoreUnknown == CmdRegister {
+	switch c.Type &^ CmdIgnoreUnknown {
+	case CmdRegister:
 		if body, ok := decodeRegisterBody(entry[headerLen:]); ok {
+			c.Body = body
+			return c, nil
+		}
+	case CmdRenewBatch:
+		if body, ok := decodeRenewBatchBody(entry[headerLen:]); ok {
 			c.Body = body
 			return c, nil
 		}

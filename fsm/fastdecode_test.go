@@ -211,3 +211,158 @@ func BenchmarkDecodeRegister(b *testing.B) {
 		}
 	})
 }
+
+// codecRenewBatchBody decodes a renew batch body with the codec alone.
+func codecRenewBatchBody(b []byte) (*RenewBatchBody, error) {
+	var body RenewBatchBody
+	err := codec.NewDecoderBytes(b, msgpackHandle).Decode(&body)
+	return &body, err
+}
+
+func randomInt64(rng *rand.Rand) int64 {
+	edges := []int64{0, 1, 127, 128, -1, -32, -33, math.MaxInt32 + 1, math.MinInt32 - 1, math.MaxInt64, math.MinInt64, 1_764_000_000_000}
+	if rng.IntN(2) == 0 {
+		return edges[rng.IntN(len(edges))]
+	}
+	return rng.Int64() - rng.Int64()
+}
+
+// TestDecodeRenewBatchBody_AsTheCodec: random batches around the msgpack
+// array and string length classes decode directly to what the codec makes
+// of them, through Decode too.
+func TestDecodeRenewBatchBody_AsTheCodec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i := range 400 {
+		n := []int{0, 1, 15, 16, 17, 300}[rng.IntN(6)]
+		if i == 0 {
+			n = 1 << 16 // an array 32 header
+		}
+		batch := &RenewBatchBody{Renewals: make([]Renewal, n)}
+		for j := range batch.Renewals {
+			batch.Renewals[j] = Renewal{App: randomString(rng), ID: randomString(rng), Ts: randomInt64(rng)}
+		}
+		e, err := Encode(CmdRenewBatch, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, ok := decodeRenewBatchBody(e[headerLen:])
+		if !ok {
+			t.Fatalf("batch %d (%d renewals): the direct decoder gave up", i, n)
+		}
+		want, err := codecRenewBatchBody(e[headerLen:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("batch %d: direct and codec differ", i)
+		}
+		cmd, err := Decode(e)
+		if err != nil || !reflect.DeepEqual(cmd.Body, want) {
+			t.Fatalf("batch %d: Decode: %v", i, err)
+		}
+	}
+}
+
+// TestDecodeRenewBatchBody_OtherShapesGoToTheCodec: forms the codec
+// accepts but does not write are left to it.
+func TestDecodeRenewBatchBody_OtherShapesGoToTheCodec(t *testing.T) {
+	enc := func(v any) []byte {
+		var buf []byte
+		if err := codec.NewEncoderBytes(&buf, msgpackHandle).Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		return buf
+	}
+	rn := map[string]any{"a": "APP", "id": "i-1", "t": int64(5)}
+	cases := map[string][]byte{
+		"nil renewals":     enc(map[string]any{"r": nil}),
+		"unknown field":    enc(map[string]any{"r": []any{rn}, "x": 1}),
+		"unknown inner":    enc(map[string]any{"r": []any{map[string]any{"a": "APP", "zz": 1}}}),
+		"nil app":          enc(map[string]any{"r": []any{map[string]any{"a": nil, "id": "i"}}}),
+		"long array form":  {0x81, 0xa1, 'r', 0xdc, 0, 1, 0x81, 0xa1, 't', 0x05},
+		"count beyond end": {0x81, 0xa1, 'r', 0xdd, 0, 1, 0, 0},
+		"trailing bytes":   append(enc(map[string]any{"r": []any{rn}}), 0xc0),
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, ok := decodeRenewBatchBody(b); ok {
+				t.Fatalf("the direct decoder took %x", b)
+			}
+			want, wantErr := codecRenewBatchBody(b)
+			e := append([]byte{byte(CmdRenewBatch), bodyVersion1, 0, 0, 0, 0, 0, 0, 0, 0}, b...)
+			cmd, err := Decode(e)
+			switch {
+			case wantErr != nil:
+				if err == nil {
+					t.Fatalf("Decode took what the codec refuses: %+v", cmd.Body)
+				}
+			case err != nil:
+				t.Fatalf("Decode refused what the codec takes: %v", err)
+			case !reflect.DeepEqual(cmd.Body, want):
+				t.Fatalf("Decode %+v, codec %+v", cmd.Body, want)
+			}
+		})
+	}
+}
+
+func FuzzDecodeRenewBatchBody(f *testing.F) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 8 {
+		batch := &RenewBatchBody{}
+		for range rng.IntN(20) {
+			batch.Renewals = append(batch.Renewals, Renewal{App: randomString(rng), ID: randomString(rng), Ts: randomInt64(rng)})
+		}
+		e, err := Encode(CmdRenewBatch, batch)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if len(e) < 4096 {
+			f.Add(e[headerLen:])
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := decodeRenewBatchBody(b)
+		if !ok {
+			return
+		}
+		want, err := codecRenewBatchBody(b)
+		if err != nil {
+			t.Fatalf("the direct decoder took %x, the codec refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("%x: direct %+v, codec %+v", b, fast, want)
+		}
+	})
+}
+
+// BenchmarkDecodeRenewBatch: a renewal batch entry as the leader writes
+// them (about 48 KiB: 500 renewals), decoded directly and by the codec.
+func BenchmarkDecodeRenewBatch(b *testing.B) {
+	batch := &RenewBatchBody{}
+	for i := range 500 {
+		batch.Renewals = append(batch.Renewals, Renewal{App: fmt.Sprintf("BENCH-%05d", i/20),
+			ID: fmt.Sprintf("10.%d.%d.%d:bench-%05d:8080", i/65536, i/256%256, i%256, i/20), Ts: 1_764_000_000_000 + int64(i)})
+	}
+	e, err := Encode(CmdRenewBatch, batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(e)))
+		for b.Loop() {
+			if _, err := Decode(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("codec", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(e)))
+		for b.Loop() {
+			if _, err := codecRenewBatchBody(e[headerLen:]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
