@@ -305,7 +305,7 @@ func TestLeaseScan_AllocatesNothingPerInstance(t *testing.T) {
 		if pending {
 			n.renew.mu.Lock()
 			id := "i-1.a-host-name-longer-than-a-stack-buffer"
-			n.renew.pending[leaseKey("APP-1", id)] = fsm.Renewal{App: "APP-1", ID: id, Ts: time.Now().UnixMilli()}
+			n.renew.pending[renewKey{"APP-1", id}] = fsm.Renewal{App: "APP-1", ID: id, Ts: time.Now().UnixMilli()}
 			n.renew.mu.Unlock()
 		}
 		var st LeaseStatus

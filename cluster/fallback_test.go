@@ -378,7 +378,7 @@ func TestRenewForwarder_RetriesNotLeaderResults(t *testing.T) {
 		t.Fatalf("renew on the follower: %v", err)
 	}
 	waitFor(t, 5*time.Second, "renewal at the leader after a not-leader answer", func() bool {
-		_, ok := leader.renew.pendingTimes()["R\x001"]
+		_, ok := leader.renew.pendingTimes()[renewKey{"R", "1"}]
 		return ok
 	})
 	if sent.Load() < 2 {

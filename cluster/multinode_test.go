@@ -294,8 +294,8 @@ func TestMem_RenewForwarding(t *testing.T) {
 	}
 	c.waitFor(time.Second, "the renewals in the leader's batch", func() bool {
 		p := leader.renew.pendingTimes()
-		_, ok1 := p["REN\x001"]
-		_, ok2 := p["REN\x002"]
+		_, ok1 := p[renewKey{"REN", "1"}]
+		_, ok2 := p[renewKey{"REN", "2"}]
 		return ok1 && ok2
 	})
 	if c.net.callCount(f.self.HTTPAddr, nodeapi.PathRenewBatch) == 0 {
@@ -356,7 +356,7 @@ func TestMem_RenewNotLeaderResultsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitFor(time.Second, "the renewal in the leader's batch after a not-leader answer", func() bool {
-		_, ok := leader.renew.pendingTimes()["RETRY\x001"]
+		_, ok := leader.renew.pendingTimes()[renewKey{"RETRY", "1"}]
 		return ok
 	})
 	if got := c.net.callCount(f.self.HTTPAddr, nodeapi.PathRenewBatch); got < 2 {
@@ -443,7 +443,7 @@ func TestMem_LeaderWorkHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * batchEvery)
-	if _, pending := old.renew.pendingTimes()["HAND\x001"]; !pending {
+	if _, pending := old.renew.pendingTimes()[renewKey{"HAND", "1"}]; !pending {
 		t.Fatal("the old leader's batcher flushed after losing leadership")
 	}
 	for _, mn := range c.nodes {

@@ -178,11 +178,16 @@ func (n *Node) renewLocal(req renewRequest) error {
 type renewBatcher struct {
 	n       *Node
 	mu      sync.Mutex
-	pending map[string]fsm.Renewal
+	pending map[renewKey]fsm.Renewal
 }
 
+// renewKey is an instance's key in the maps of renewals waiting to be
+// passed on: a pair, not one string joined, which would be allocated for
+// every heartbeat.
+type renewKey struct{ app, id string }
+
 func newRenewBatcher(n *Node) *renewBatcher {
-	return &renewBatcher{n: n, pending: map[string]fsm.Renewal{}}
+	return &renewBatcher{n: n, pending: map[renewKey]fsm.Renewal{}}
 }
 
 // add queues a renewal for the next batch; pending reports whether the
@@ -192,7 +197,7 @@ func (b *renewBatcher) add(rn fsm.Renewal) (pending bool, err error) {
 		_, err := b.write([]fsm.Renewal{rn})
 		return false, err
 	}
-	k := rn.App + "\x00" + rn.ID
+	k := renewKey{rn.App, rn.ID}
 	b.mu.Lock()
 	_, pending = b.pending[k]
 	b.pending[k] = rn
@@ -202,10 +207,10 @@ func (b *renewBatcher) add(rn fsm.Renewal) (pending bool, err error) {
 
 // pendingTimes returns the renewal time of every instance renewed since the
 // last flush, so eviction sees renewals the log does not hold yet.
-func (b *renewBatcher) pendingTimes() map[string]int64 {
+func (b *renewBatcher) pendingTimes() map[renewKey]int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[string]int64, len(b.pending))
+	out := make(map[renewKey]int64, len(b.pending))
 	for k, rn := range b.pending {
 		out[k] = rn.Ts
 	}
@@ -232,7 +237,7 @@ func (b *renewBatcher) requeue(batch []fsm.Renewal) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, rn := range batch {
-		k := rn.App + "\x00" + rn.ID
+		k := renewKey{rn.App, rn.ID}
 		if _, newer := b.pending[k]; !newer {
 			b.pending[k] = rn
 		}
@@ -337,7 +342,7 @@ func sleepCtx(ctx context.Context, stop <-chan struct{}) error {
 type renewForwarder struct {
 	n       *Node
 	mu      sync.Mutex
-	pending map[string]renewRequest
+	pending map[renewKey]renewRequest
 }
 
 const (
@@ -347,16 +352,17 @@ const (
 )
 
 func newRenewForwarder(n *Node) *renewForwarder {
-	return &renewForwarder{n: n, pending: map[string]renewRequest{}}
+	return &renewForwarder{n: n, pending: map[renewKey]renewRequest{}}
 }
 
 func (f *renewForwarder) add(req renewRequest) {
 	f.mu.Lock()
 	if len(f.pending) < maxPendingRenewals {
-		if old, ok := f.pending[req.App+"\x00"+req.ID]; ok && !old.Replicated {
+		k := renewKey{req.App, req.ID}
+		if old, ok := f.pending[k]; ok && !old.Replicated {
 			req.Replicated = false // one local heartbeat in the interval is enough to pass it on
 		}
-		f.pending[req.App+"\x00"+req.ID] = req
+		f.pending[k] = req
 	}
 	f.mu.Unlock()
 }
@@ -380,7 +386,7 @@ func (f *renewForwarder) take(limit int) []renewRequest {
 func (f *renewForwarder) putBack(reqs []renewRequest) {
 	f.mu.Lock()
 	for _, r := range reqs {
-		k := r.App + "\x00" + r.ID
+		k := renewKey{r.App, r.ID}
 		if _, newer := f.pending[k]; !newer && len(f.pending) < maxPendingRenewals {
 			f.pending[k] = r
 		}
@@ -511,16 +517,20 @@ func encodeRenewBatch(reqs []renewRequest) []byte {
 	return buf
 }
 
+// decodeRenewBatch reads a batch of encodeRenewBatch. Its strings share
+// one copy of buf: they are keys the leader looks up and holds until its
+// next renewal batch is written, a second at most.
 func decodeRenewBatch(buf []byte) ([]renewRequest, error) {
-	var out []renewRequest
+	all := string(buf)
+	out := make([]renewRequest, 0, len(buf)/40) // about a renewal's size, for a start
 	str := func() (string, bool) {
 		l, k := binary.Uvarint(buf)
 		if k <= 0 || uint64(len(buf)-k) < l {
 			return "", false
 		}
-		s := string(buf[k : k+int(l)])
+		at := len(all) - len(buf) + k
 		buf = buf[k+int(l):]
-		return s, true
+		return all[at : at+int(l)], true
 	}
 	for len(buf) > 0 {
 		var r renewRequest
