@@ -269,11 +269,7 @@ func (b *renewBatcher) write(batch []fsm.Renewal) ([]fsm.Renewal, error) {
 			size += renewalBytes(rest[n])
 			n++
 		}
-		entry, err := fsm.Encode(fsm.CmdRenewBatch, &fsm.RenewBatchBody{Renewals: rest[:n]})
-		if err != nil {
-			return batch, err
-		}
-		chunks, entries = append(chunks, rest[:n]), append(entries, entry)
+		chunks, entries = append(chunks, rest[:n]), append(entries, fsm.EncodeRenewBatch(rest[:n]))
 		rest = rest[n:]
 	}
 	results, _, err := b.n.applyEntries(context.Background(), "renewal batch", entries)
