@@ -246,12 +246,12 @@ func (b *renewBatcher) requeue(batch []fsm.Renewal) {
 
 // renewEntryBytes bounds the log entries a batch is written as: a second
 // of a million instances' heartbeats (20,000-30,000, a MiB or more) goes
-// in entries of about 48 KiB. One entry that size was copied whole at
-// every step: its encoding grew a buffer from nothing (the pooled ones are
-// 64 KiB at most), bolt rewrote the last leaf of the log, which held it,
-// at the next append, and the cache of recent entries kept 512 of them.
-// The entries of a batch are handed to Raft together, so they still share
-// one log write and one replication round.
+// in entries of about 48 KiB. As one entry it was copied whole at every
+// step: bolt rewrote the log's last leaf, which held it, at the next
+// append, Raft's transport and cache held it whole, and the codec's
+// encoder grew a buffer for it from small. The entries of a batch are
+// handed to Raft together, so they still share one log write and one
+// replication round.
 const renewEntryBytes = 48 << 10
 
 // renewalBytes estimates a renewal's encoded size: its strings and the
