@@ -112,13 +112,7 @@ func TestDecodeRegisterBody_AsTheCodec(t *testing.T) {
 // of a short integer, a non-canonical metadata block, trailing bytes) are
 // left to the codec, so Decode accepts exactly what it accepted before.
 func TestDecodeRegisterBody_OtherShapesGoToTheCodec(t *testing.T) {
-	enc := func(v any) []byte {
-		var buf []byte
-		if err := codec.NewEncoderBytes(&buf, msgpackHandle).Encode(v); err != nil {
-			t.Fatal(err)
-		}
-		return buf
-	}
+	enc := func(v any) []byte { return codecBytes(t, v) }
 	in := map[string]any{"id": "i-1", "a": "APP", "p": int64(8080), "md": map[string]string{"b": "2", "a": "1"}}
 	cases := map[string][]byte{
 		"unknown field":       enc(map[string]any{"in": in, "new": 1}),
@@ -165,19 +159,7 @@ func FuzzDecodeRegisterBody(f *testing.F) {
 			f.Add(e[headerLen:])
 		}
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := decodeRegisterBody(b)
-		if !ok {
-			return
-		}
-		want, err := codecRegisterBody(b)
-		if err != nil {
-			t.Fatalf("the direct decoder took %x, the codec refuses it: %v", b, err)
-		}
-		if !reflect.DeepEqual(fast, want) {
-			t.Fatalf("%x: direct %+v, codec %+v", b, fast.Instance, want.Instance)
-		}
-	})
+	fuzzAsTheCodec(f, decodeRegisterBody, codecRegisterBody)
 }
 
 // BenchmarkDecodeRegister: a registration as Spring Cloud's client sends
@@ -209,6 +191,34 @@ func BenchmarkDecodeRegister(b *testing.B) {
 			if _, err := codecRegisterBody(e[headerLen:]); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// codecBytes is v as the codec encodes it.
+func codecBytes(t *testing.T, v any) []byte {
+	t.Helper()
+	var buf []byte
+	if err := codec.NewEncoderBytes(&buf, msgpackHandle).Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+// fuzzAsTheCodec runs f's inputs through a direct decoder: whatever it
+// takes, the codec takes too and decodes to the same body.
+func fuzzAsTheCodec[T any](f *testing.F, direct func([]byte) (T, bool), codecOf func([]byte) (T, error)) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := direct(b)
+		if !ok {
+			return
+		}
+		want, err := codecOf(b)
+		if err != nil {
+			t.Fatalf("the direct decoder took %x, the codec refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("%x: direct %+v, codec %+v", b, fast, want)
 		}
 	})
 }
@@ -267,13 +277,7 @@ func TestDecodeRenewBatchBody_AsTheCodec(t *testing.T) {
 // TestDecodeRenewBatchBody_OtherShapesGoToTheCodec: forms the codec
 // accepts but does not write are left to it.
 func TestDecodeRenewBatchBody_OtherShapesGoToTheCodec(t *testing.T) {
-	enc := func(v any) []byte {
-		var buf []byte
-		if err := codec.NewEncoderBytes(&buf, msgpackHandle).Encode(v); err != nil {
-			t.Fatal(err)
-		}
-		return buf
-	}
+	enc := func(v any) []byte { return codecBytes(t, v) }
 	rn := map[string]any{"a": "APP", "id": "i-1", "t": int64(5)}
 	cases := map[string][]byte{
 		"nil renewals":     enc(map[string]any{"r": nil}),
@@ -306,6 +310,8 @@ func TestDecodeRenewBatchBody_OtherShapesGoToTheCodec(t *testing.T) {
 	}
 }
 
+// FuzzDecodeRenewBatchBody: whatever the direct decoder takes, the codec
+// takes too and decodes to the same body.
 func FuzzDecodeRenewBatchBody(f *testing.F) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 8 {
@@ -321,19 +327,7 @@ func FuzzDecodeRenewBatchBody(f *testing.F) {
 			f.Add(e[headerLen:])
 		}
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := decodeRenewBatchBody(b)
-		if !ok {
-			return
-		}
-		want, err := codecRenewBatchBody(b)
-		if err != nil {
-			t.Fatalf("the direct decoder took %x, the codec refuses it: %v", b, err)
-		}
-		if !reflect.DeepEqual(fast, want) {
-			t.Fatalf("%x: direct %+v, codec %+v", b, fast, want)
-		}
-	})
+	fuzzAsTheCodec(f, decodeRenewBatchBody, codecRenewBatchBody)
 }
 
 // BenchmarkDecodeRenewBatch: a renewal batch entry as the leader writes
