@@ -17,7 +17,7 @@
 //
 //   - Binary builds ./cmd/heureka once per test process into os.TempDir()/heureka-e2e-bin-*
 //     (or uses the file named by HEUREKA_E2E_BINARY); RemoveBinary deletes it.
-//   - FreeAddr hands out loopback addresses with ports in [20000, 32000), below
+//   - FreeAddr hands out loopback addresses with ports in [22000, 32000), below
 //     the ephemeral range, so a node can restart on its port.
 //   - StartCluster starts n nodes n1..nN bootstrapped from one --initial-cluster
 //     list, with fast Raft timings (500ms heartbeat and election timeouts, 250ms

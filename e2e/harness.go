@@ -71,7 +71,7 @@ func RemoveBinary() {
 	}
 }
 
-// FreeAddr returns a loopback address "127.0.0.1:P" with P in [20000, 32000)
+// FreeAddr returns a loopback address "127.0.0.1:P" with P in [22000, 32000)
 // (below the ephemeral range, so a node can restart on it) that was free a
 // moment ago and is never handed out twice in one test process.
 func FreeAddr(t testing.TB) string {

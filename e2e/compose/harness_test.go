@@ -124,6 +124,9 @@ var everyProfile = []string{"--profile", "five", "--profile", "regions"}
 // volumes when the test ends (after printing the logs of a failed test).
 func newProject(t *testing.T, name string, base int) *project {
 	t.Helper()
+	if base < 21700 || base+7 >= 21900 {
+		t.Fatalf("project %s: host ports %d..%d leave the block 21700–21899 reserved for these tests", name, base, base+7)
+	}
 	needDocker(t)
 	p := &project{t: t, name: name, ports: map[string]int{}}
 	for i := 1; i <= 5; i++ {

@@ -45,13 +45,16 @@ var (
 
 // Ports come from below Linux's ephemeral range (32768–60999): a port picked
 // there may be taken by some outgoing connection's local end while its node
-// is down, and a node that restarts must bind the same port again.
+// is down, and a node that restarts must bind the same port again. Ports
+// below portLow are for fixed assignments: the container tests publish their
+// projects on 21700–21899, and a random port of a test running beside them
+// in another package must not take one of those first.
 const (
-	portLow  = 20000
+	portLow  = 22000
 	portHigh = 32000
 )
 
-// FreeAddr returns a loopback address "127.0.0.1:P" with P in [20000, 32000)
+// FreeAddr returns a loopback address "127.0.0.1:P" with P in [22000, 32000)
 // that was free a moment ago: it picks a random port, checks it by listening
 // on it, and closes the listener. A port is never handed out twice in one
 // process.

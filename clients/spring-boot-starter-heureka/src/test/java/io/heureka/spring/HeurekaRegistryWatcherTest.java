@@ -69,10 +69,13 @@ class HeurekaRegistryWatcherTest {
         }
     }
 
-    /** Starts the fake server on a free port below 32768. */
+    /**
+     * Starts the fake server on a free port below 32768, above the block
+     * 20000-21999 the Go container tests publish fixed ports in.
+     */
     private String startServer() throws IOException {
         for (int attempt = 0; ; attempt++) {
-            int port = ThreadLocalRandom.current().nextInt(20000, 32000);
+            int port = ThreadLocalRandom.current().nextInt(22000, 32000);
             try {
                 server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 50);
                 break;
