@@ -166,7 +166,8 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 	k.lastExpired = 0
 	k.window.reset()
 	k.mu.Unlock()
-	k.rate.reset(now)
+	k.rate.start(now)
+	defer k.rate.clear()
 	dl := newDeadlines()
 	k.tracking.Store(true)
 	defer k.tracking.Store(false)

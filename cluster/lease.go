@@ -149,11 +149,27 @@ func newRateCounter(window time.Duration) *rateCounter {
 	return &rateCounter{window: w, buckets: make([]int64, w+1), secs: make([]int64, w+1)}
 }
 
-func (c *rateCounter) reset(now time.Time) {
+// start marks the beginning of a term as leader at now. Heartbeats this
+// node counted before (it accepts them as soon as Raft makes it leader,
+// which can be a moment before its lease keeper runs) are kept, and the
+// counter's start goes back to the first of them; what an earlier term
+// counted was cleared when that term ended (clear).
+func (c *rateCounter) start(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.started = now.Unix()
+	for i, s := range c.secs {
+		if c.buckets[i] != 0 && s < c.started {
+			c.started = s
+		}
+	}
+}
+
+// clear forgets every count: the term that made them has ended.
+func (c *rateCounter) clear() {
 	c.mu.Lock()
 	clear(c.buckets)
 	clear(c.secs)
-	c.started = now.Unix()
 	c.mu.Unlock()
 }
 

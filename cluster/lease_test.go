@@ -66,7 +66,7 @@ func TestLease_ExpiryAndGrace(t *testing.T) {
 func TestRateCounter_WindowAndExtrapolation(t *testing.T) {
 	c := newRateCounter(10 * time.Second)
 	t0 := time.Unix(1_000_000, 0)
-	c.reset(t0)
+	c.start(t0)
 	for s := 0; s < 5; s++ {
 		c.add(t0.Add(time.Duration(s)*time.Second), 10)
 	}
@@ -89,6 +89,30 @@ func TestRateCounter_WindowAndExtrapolation(t *testing.T) {
 	// Silence empties the window.
 	if got := c.perMinute(t0.Add(60 * time.Second)); got != 0 {
 		t.Fatalf("after silence: %d", got)
+	}
+}
+
+// TestRateCounter_Terms: heartbeats a new leader accepted before its lease
+// keeper started count for its term (the keeper starts the counter a
+// moment after Raft made the node leader), and nothing counted in an
+// earlier term survives its end.
+func TestRateCounter_Terms(t *testing.T) {
+	c := newRateCounter(60 * time.Second)
+	t0 := time.Unix(1_000_000, 0)
+	c.start(t0)
+	c.add(t0.Add(2*time.Second), 7)
+	c.clear() // the term ends
+	elected := t0.Add(30 * time.Second)
+	c.add(elected, 3) // accepted before the keeper runs, a second later
+	c.start(elected.Add(time.Second))
+	// One full second observed (the one of the 3), extrapolated: 180.
+	if got := c.perMinute(elected.Add(time.Second)); got != 180 {
+		t.Fatalf("heartbeats of the new term before the keeper started: %d a minute, want 180", got)
+	}
+	c.clear()
+	c.start(elected.Add(10 * time.Second))
+	if got := c.perMinute(elected.Add(11 * time.Second)); got != 0 {
+		t.Fatalf("after the term ended: %d a minute, want 0", got)
 	}
 }
 
