@@ -103,6 +103,14 @@ func (b backend) Apply(entry []byte) (uint64, error) {
 // the registry: an entry may change an instance that an earlier entry of
 // the same sequence registers.
 func (b backend) ApplyBatch(entries [][]byte, forwarded bool) ([]error, uint64, error) {
+	if forwarded {
+		// checkHeld waits for this leader's post-election barrier before
+		// it answers "not found"; wait once for the batch, not once for
+		// each entry.
+		if err := b.n.waitLeaderCaughtUp(); err != nil {
+			return nil, 0, err
+		}
+	}
 	results := make([]error, len(entries))
 	var ok [][]byte
 	var at []int

@@ -57,16 +57,8 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 // readIndexLocal confirms leadership and returns the index every
 // acknowledged write is applied up to.
 func (n *Node) readIndexLocal() (uint64, error) {
-	if !n.IsLeader() {
-		return 0, ErrNotLeader
-	}
-	// Until the post-election barrier completed, this leader may not have
-	// applied entries an earlier leader acknowledged.
-	for wait := time.Now().Add(n.cfg.ApplyTimeout); !n.leaderCaughtUp(); {
-		if time.Now().After(wait) || !n.IsLeader() {
-			return 0, fmt.Errorf("leader still applying earlier terms: %w", ErrNoLeader)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := n.waitLeaderCaughtUp(); err != nil {
+		return 0, err
 	}
 	// Writes are acknowledged only after the leader applied them, so its
 	// applied index, read before confirming leadership, covers them all.
@@ -75,6 +67,25 @@ func (n *Node) readIndexLocal() (uint64, error) {
 		return 0, fmt.Errorf("verify leader: %v: %w", err, ErrNoLeader)
 	}
 	return idx, nil
+}
+
+// waitLeaderCaughtUp waits until this leader's post-election barrier is
+// applied: until then its FSM may lack entries an earlier leader
+// acknowledged, and no read may be answered from it. It returns
+// ErrNotLeader when this node does not lead, and an error wrapping
+// ErrNoLeader when it loses leadership or the barrier takes longer than
+// an apply may.
+func (n *Node) waitLeaderCaughtUp() error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	for wait := time.Now().Add(n.cfg.ApplyTimeout); !n.leaderCaughtUp(); {
+		if time.Now().After(wait) || !n.IsLeader() {
+			return fmt.Errorf("leader still applying earlier terms: %w", ErrNoLeader)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
 }
 
 // scanLogMode looks, once at start, for set-mode commands in the log after

@@ -500,13 +500,24 @@ func (n *Node) checkHeld(entry []byte) error {
 	if !ok {
 		return nil
 	}
-	var e *fsm.Entry
-	n.fsm.Read(func(r *fsm.Registry) { e = r.Get(app, id) })
-	if e != nil {
+	held := func() bool {
+		var e *fsm.Entry
+		n.fsm.Read(func(r *fsm.Registry) { e = r.Get(app, id) })
+		return e != nil
+	}
+	if held() {
 		return nil
 	}
-	// Answering "not found" is a read: confirm this node still leads, so
-	// a deposed leader cannot answer from stale state.
+	// Answering "not found" is a read, with a linearizable read's rules:
+	// a new leader's FSM may still lack what an earlier leader
+	// acknowledged until its post-election barrier is applied, and a
+	// deposed leader may not answer from stale state.
+	if err := n.waitLeaderCaughtUp(); err != nil {
+		return err
+	}
+	if held() {
+		return nil
+	}
 	if err := n.raft.VerifyLeader().Error(); err != nil {
 		return ErrNotLeader
 	}

@@ -153,6 +153,15 @@ func (n *Node) renewLocal(req renewRequest) error {
 		return ErrNotLeader
 	}
 	renew, err := n.judgeRenewal(req)
+	if !renew && errors.Is(err, fsm.ErrInstanceNotFound) && !n.leaderCaughtUp() && n.absent(req) {
+		// A new leader may not have applied the registration an earlier
+		// one acknowledged yet: a 404 would send the client to register
+		// again for nothing.
+		if werr := n.waitLeaderCaughtUp(); werr != nil {
+			return werr
+		}
+		renew, err = n.judgeRenewal(req)
+	}
 	if !renew {
 		return err
 	}
@@ -561,8 +570,11 @@ func renewResultByte(err error) byte {
 
 // renewBatchLocal answers a follower's batch on the leader.
 func (n *Node) renewBatchLocal(reqs []renewRequest) ([]byte, error) {
-	if !n.IsLeader() {
-		return nil, ErrNotLeader
+	// renewLocal waits for this leader's post-election barrier before it
+	// answers "not found"; wait once for the batch, not once for each
+	// renewal.
+	if err := n.waitLeaderCaughtUp(); err != nil {
+		return nil, err
 	}
 	out := make([]byte, len(reqs))
 	for i, r := range reqs {

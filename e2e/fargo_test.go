@@ -249,7 +249,18 @@ func fargoScenario(t *testing.T, c *Cluster, useJSON bool) {
 	// A second RegisterInstance through the same node finds the instance
 	// (GET 200) and must not POST again: nothing reaches the log.
 	leader := c.WaitLeader(t, fgWait)
+	// The registrations above are followed by commit barriers (Raft
+	// entries the FSM never sees, appended a moment after a write to tell
+	// followers): compare from a commit index that has stopped moving.
 	before := leader.Status(t)
+	for range 50 {
+		time.Sleep(200 * time.Millisecond)
+		now := leader.Status(t)
+		if now.Term == before.Term && now.CommitIndex == before.CommitIndex {
+			break
+		}
+		before = now
+	}
 	again, _ := fgSpec(orders, "orders-a-"+m, "orders-a."+m+".fargo.test", "10.30.0.1", 8080, fargo.UP,
 		orders+","+all, orders+"-secure", map[string]string{"zone": "z1", "build": "b-42"}, "")
 	if err := conns[0].RegisterInstance(again); err != nil {
