@@ -10,13 +10,15 @@ import (
 )
 
 // TestNewLeaderAnswersNotFoundOnlyOnceCaughtUp: a leader that has not yet
-// applied its post-election barrier may lack an instance an earlier leader
-// acknowledged. A cancel or a heartbeat of such an instance must wait for
-// the barrier, not answer 404 from what the leader has applied so far
-// (which broke linearizability in cp mode: a client's cancel answered "not
-// found" for an instance another client had registered). The window is
-// made here by marking the single node's barrier as not yet applied while
-// the registration is applied behind the checks' backs.
+// applied its post-election barrier may lack an instance acknowledged
+// before (a leader killed, restarted and elected again holds only its
+// snapshot until then). A cancel or a heartbeat of such an instance must
+// wait for the barrier, not answer 404 from what the leader has applied so
+// far (which broke linearizability in cp mode: a cancel answered "not
+// found" for an instance registered a moment before the leader was
+// killed). The window is made here by marking the single node's barrier
+// as not yet applied while the registration is applied behind the checks'
+// backs.
 func TestNewLeaderAnswersNotFoundOnlyOnceCaughtUp(t *testing.T) {
 	for _, op := range []string{"cancel", "renew"} {
 		t.Run(op, func(t *testing.T) {

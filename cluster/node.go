@@ -509,9 +509,10 @@ func (n *Node) checkHeld(entry []byte) error {
 		return nil
 	}
 	// Answering "not found" is a read, with a linearizable read's rules:
-	// a new leader's FSM may still lack what an earlier leader
-	// acknowledged until its post-election barrier is applied, and a
-	// deposed leader may not answer from stale state.
+	// until its post-election barrier is applied, a new leader's FSM may
+	// lack what was acknowledged before (a leader restarted and elected
+	// again holds only its snapshot until then, even of its own writes),
+	// and a deposed leader may not answer from stale state.
 	if err := n.waitLeaderCaughtUp(); err != nil {
 		return err
 	}

@@ -23,6 +23,8 @@ import (
 type linInput struct {
 	op  string // "register", "cancel", "read"
 	key string
+	// node is the node the request went to (for the visualization only).
+	node string
 }
 
 type linOutput struct {
@@ -64,7 +66,7 @@ var registryModel = porcupine.Model{
 	},
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(linInput), output.(linOutput)
-		return fmt.Sprintf("%s(%s) -> present=%v unknown=%v", in.op, in.key, out.present, out.unknown)
+		return fmt.Sprintf("%s(%s) at %s -> present=%v unknown=%v", in.op, in.key, in.node, out.present, out.unknown)
 	},
 }
 
@@ -100,7 +102,7 @@ func linClient(id int, c *Cluster, keys []string, h *linHistory, stop <-chan str
 		var err error
 		switch rng.IntN(3) {
 		case 0:
-			in = linInput{"register", key}
+			in = linInput{"register", key, nd.ID}
 			code, _, _, err = TryDo("POST", nd.URL("/eureka/apps/LIN"), RegisterBody("LIN", key, nil))
 			switch {
 			case err == nil && code == http.StatusNoContent:
@@ -110,7 +112,7 @@ func linClient(id int, c *Cluster, keys []string, h *linHistory, stop <-chan str
 				out.unknown = true
 			}
 		case 1:
-			in = linInput{"cancel", key}
+			in = linInput{"cancel", key, nd.ID}
 			code, _, _, err = TryDo("DELETE", url, nil)
 			switch {
 			case err == nil && code == http.StatusOK:
@@ -120,7 +122,7 @@ func linClient(id int, c *Cluster, keys []string, h *linHistory, stop <-chan str
 				out.unknown = true
 			}
 		default:
-			in = linInput{"read", key}
+			in = linInput{"read", key, nd.ID}
 			code, _, _, err = TryDo("GET", url+"?consistency=linearizable", nil)
 			switch {
 			case err == nil && code == http.StatusOK:
@@ -195,6 +197,11 @@ func runLinearizability(t *testing.T, seed uint64, duration time.Duration) {
 				_ = porcupine.Visualize(registryModel, info, fh)
 				fh.Close()
 				t.Logf("visualization: %s", f)
+			}
+			for _, nd := range c.Nodes {
+				if b, err := os.ReadFile(nd.LogPath); err == nil {
+					_ = os.WriteFile(fmt.Sprintf("%s/linearizability-%d-%s.log", dir, seed, nd.ID), b, 0o644)
+				}
 			}
 		}
 		t.Fatalf("seed %d: history is not linearizable", seed)
