@@ -8,14 +8,19 @@ import "container/heap"
 // leader looks at the lease again and, if it was renewed, schedules its new
 // deadline (lazy rescheduling), so the heap costs nothing per heartbeat.
 // Not safe for concurrent use: only the lease keeper's goroutine uses it.
+//
+// An instance is keyed by the (application, id) pair of its entry's own
+// strings, not a string joined from them: at a million instances the
+// joined keys were a million more heap objects on the leader for the
+// collector to mark.
 type deadlines struct {
 	h     deadlineHeap
-	sched map[string]int64 // instance key -> deadline of its live item
+	sched map[renewKey]int64 // instance -> deadline of its live item
 }
 
 type deadlineItem struct {
 	at  int64 // epoch ms; the lease is expired once now > at
-	key string
+	key renewKey
 }
 
 type deadlineHeap []deadlineItem
@@ -31,12 +36,12 @@ func (h *deadlineHeap) Pop() any {
 	return it
 }
 
-func newDeadlines() *deadlines { return &deadlines{sched: map[string]int64{}} }
+func newDeadlines() *deadlines { return &deadlines{sched: map[renewKey]int64{}} }
 
 // schedule makes sure key comes due no later than at. A later deadline for
 // an instance already scheduled is ignored: the earlier item will find it
 // renewed and schedule again.
-func (d *deadlines) schedule(key string, at int64) {
+func (d *deadlines) schedule(key renewKey, at int64) {
 	if cur, ok := d.sched[key]; ok && cur <= at {
 		return
 	}
@@ -57,8 +62,8 @@ func (d *deadlines) next() (int64, bool) {
 }
 
 // popDue removes and returns the keys whose deadline is before now.
-func (d *deadlines) popDue(now int64) []string {
-	var keys []string
+func (d *deadlines) popDue(now int64) []renewKey {
+	var keys []renewKey
 	for d.h.Len() > 0 && d.h[0].at < now {
 		it := heap.Pop(&d.h).(deadlineItem)
 		if d.sched[it.key] != it.at {

@@ -14,26 +14,27 @@ import (
 
 func TestDeadlines_EarliestWinsAndDueOrder(t *testing.T) {
 	d := newDeadlines()
-	d.schedule("a", 300)
-	d.schedule("b", 100)
-	d.schedule("c", 200)
-	d.schedule("a", 400) // later than scheduled: ignored
-	d.schedule("c", 50)  // earlier: replaces
+	k := func(id string) renewKey { return renewKey{"APP", id} }
+	d.schedule(k("a"), 300)
+	d.schedule(k("b"), 100)
+	d.schedule(k("c"), 200)
+	d.schedule(k("a"), 400) // later than scheduled: ignored
+	d.schedule(k("c"), 50)  // earlier: replaces
 	if at, ok := d.next(); !ok || at != 50 {
 		t.Fatalf("next = %d %v, want 50", at, ok)
 	}
-	if got := d.popDue(150); !slices.Equal(got, []string{"c", "b"}) {
+	if got := d.popDue(150); !slices.Equal(got, []renewKey{k("c"), k("b")}) {
 		t.Fatalf("popDue(150) = %v, want [c b]", got)
 	}
 	// c's superseded item at 200 must not come back.
-	if got := d.popDue(301); !slices.Equal(got, []string{"a"}) {
+	if got := d.popDue(301); !slices.Equal(got, []renewKey{k("a")}) {
 		t.Fatalf("popDue(301) = %v, want [a]", got)
 	}
 	if _, ok := d.next(); ok || d.len() != 0 {
 		t.Fatalf("schedule not empty: len %d", d.len())
 	}
-	d.schedule("a", 10) // popped keys can be scheduled again
-	if got := d.popDue(11); !slices.Equal(got, []string{"a"}) {
+	d.schedule(k("a"), 10) // popped keys can be scheduled again
+	if got := d.popDue(11); !slices.Equal(got, []renewKey{k("a")}) {
 		t.Fatalf("rescheduled popDue = %v", got)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -224,9 +223,6 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 	}
 }
 
-// key is an instance's key in the deadline schedule.
-func leaseKey(app, id string) string { return app + "\x00" + id }
-
 // deadlineOf is when a lease expires for this leader (epoch ms).
 func (k *leaseKeeper) deadlineOf(e *fsm.Entry, pending map[renewKey]int64, since int64) int64 {
 	last := max(e.LastRenewalTs, pending[renewKey{e.App, e.ID}])
@@ -249,7 +245,7 @@ func (k *leaseKeeper) scheduleDirty(dl *deadlines) {
 	k.mu.Unlock()
 	pending := k.n.renew.pendingTimes()
 	k.n.fsm.Read(func(r *fsm.Registry) {
-		add := func(e *fsm.Entry) { dl.schedule(leaseKey(e.App, e.ID), k.deadlineOf(e, pending, since)) }
+		add := func(e *fsm.Entry) { dl.schedule(renewKey{e.App, e.ID}, k.deadlineOf(e, pending, since)) }
 		if all {
 			r.Range(add)
 			return
@@ -282,8 +278,7 @@ func (k *leaseKeeper) dueExpired(dl *deadlines, now time.Time) bool {
 	expired := false
 	k.n.fsm.Read(func(r *fsm.Registry) {
 		for _, key := range keys {
-			app, id, _ := strings.Cut(key, "\x00")
-			e := r.Get(app, id)
+			e := r.Get(key.app, key.id)
 			if e == nil {
 				continue // cancelled or evicted
 			}
@@ -303,7 +298,7 @@ func (k *leaseKeeper) dueExpired(dl *deadlines, now time.Time) bool {
 func (k *leaseKeeper) retryLater(dl *deadlines, left []fsm.KeyBody, now time.Time) {
 	at := now.Add(retryEvictAfter).UnixMilli()
 	for _, kb := range left {
-		dl.schedule(leaseKey(kb.App, kb.ID), at)
+		dl.schedule(renewKey{kb.App, kb.ID}, at)
 	}
 }
 
