@@ -88,6 +88,26 @@ func (n *Node) waitLeaderCaughtUp() error {
 	return nil
 }
 
+// holdsOnceCaughtUp runs holds, which looks for an instance in this
+// leader's FSM, and when it is not there while the leader's post-election
+// barrier is not yet applied, waits for the barrier and looks again. Until
+// then the FSM may lack what was acknowledged before (a leader restarted
+// and elected again holds only its snapshot, even of its own writes), and
+// "not found" must not be answered from it. The error is
+// waitLeaderCaughtUp's.
+func (n *Node) holdsOnceCaughtUp(holds func() bool) (bool, error) {
+	if holds() {
+		return true, nil
+	}
+	if n.leaderCaughtUp() {
+		return false, nil
+	}
+	if err := n.waitLeaderCaughtUp(); err != nil {
+		return false, err
+	}
+	return holds(), nil
+}
+
 // scanLogMode looks, once at start, for set-mode commands in the log after
 // what the FSM holds. After a restart the FSM holds only the latest
 // snapshot: Raft applies the entries after it only once a leader's commit

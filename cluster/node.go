@@ -500,24 +500,16 @@ func (n *Node) checkHeld(entry []byte) error {
 	if !ok {
 		return nil
 	}
-	held := func() bool {
+	// Answering "not found" is a read, with a linearizable read's rules:
+	// not from a new leader's FSM before it caught up, nor from a deposed
+	// leader's.
+	held, err := n.holdsOnceCaughtUp(func() bool {
 		var e *fsm.Entry
 		n.fsm.Read(func(r *fsm.Registry) { e = r.Get(app, id) })
 		return e != nil
-	}
-	if held() {
-		return nil
-	}
-	// Answering "not found" is a read, with a linearizable read's rules:
-	// until its post-election barrier is applied, a new leader's FSM may
-	// lack what was acknowledged before (a leader restarted and elected
-	// again holds only its snapshot until then, even of its own writes),
-	// and a deposed leader may not answer from stale state.
-	if err := n.waitLeaderCaughtUp(); err != nil {
+	})
+	if err != nil || held {
 		return err
-	}
-	if held() {
-		return nil
 	}
 	if err := n.raft.VerifyLeader().Error(); err != nil {
 		return ErrNotLeader

@@ -82,44 +82,38 @@ func (n *Node) renewWithoutQuorum(req renewRequest) error {
 }
 
 // judgeRenewal applies docs/eureka-api.md, "Renew" to a heartbeat against this node's state:
-// whether it renews the lease, and the answer the client gets.
-func (n *Node) judgeRenewal(req renewRequest) (renew bool, err error) {
+// whether it renews the lease, whether the node holds the instance at all
+// (a 404 for one it holds, with status UNKNOWN, is already the answer), and
+// the answer the client gets.
+func (n *Node) judgeRenewal(req renewRequest) (renew, held bool, err error) {
 	var e *fsm.Entry
 	n.fsm.Read(func(r *fsm.Registry) { e = r.Get(req.App, req.ID) })
 	switch {
 	case e == nil:
-		return false, fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
+		return false, false, fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
 	case fsm.RenewStatus(e) == fsm.StatusUnknown:
-		return false, fmt.Errorf("renew %s/%s: status UNKNOWN, register again: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
+		return false, true, fmt.Errorf("renew %s/%s: status UNKNOWN, register again: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
 	case req.LastDirtyTimestamp > e.Instance.LastDirtyTimestamp:
 		// The client changed since it last registered; renewing is not
 		// enough, it must register again (docs/eureka-api.md, "Renew").
-		return true, fmt.Errorf("renew %s/%s: client lastDirtyTimestamp is newer: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
+		return true, true, fmt.Errorf("renew %s/%s: client lastDirtyTimestamp is newer: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
 	}
-	return true, nil
+	return true, true, nil
 }
 
 func (n *Node) renewFollower(req renewRequest) error {
-	renew, err := n.judgeRenewal(req)
+	renew, held, err := n.judgeRenewal(req)
 	if renew {
 		n.forwarder.add(req)
 		return err
 	}
-	if errors.Is(err, fsm.ErrInstanceNotFound) && n.absent(req) {
+	if !held {
 		// This node may simply not have applied the registration yet (it
 		// is catching up after a start, or the register went through
 		// another node a moment ago): the leader decides.
 		return n.renewAtLeader(req)
 	}
 	return err
-}
-
-// absent reports whether this node does not hold the instance at all (a
-// 404 for one it holds, with status UNKNOWN, is already the answer).
-func (n *Node) absent(req renewRequest) bool {
-	var e *fsm.Entry
-	n.fsm.Read(func(r *fsm.Registry) { e = r.Get(req.App, req.ID) })
-	return e == nil
 }
 
 // renewAtLeader passes one heartbeat to the leader and waits for its answer.
@@ -152,15 +146,16 @@ func (n *Node) renewLocal(req renewRequest) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
-	renew, err := n.judgeRenewal(req)
-	if !renew && errors.Is(err, fsm.ErrInstanceNotFound) && !n.leaderCaughtUp() && n.absent(req) {
-		// A new leader may not have applied the registration an earlier
-		// one acknowledged yet: a 404 would send the client to register
-		// again for nothing.
-		if werr := n.waitLeaderCaughtUp(); werr != nil {
-			return werr
-		}
-		renew, err = n.judgeRenewal(req)
+	// A 404 from a new leader that has not applied a registration
+	// acknowledged before would send the client to register again for
+	// nothing.
+	var renew bool
+	var err error
+	if _, werr := n.holdsOnceCaughtUp(func() (held bool) {
+		renew, held, err = n.judgeRenewal(req)
+		return held
+	}); werr != nil {
+		return werr
 	}
 	if !renew {
 		return err
@@ -191,8 +186,8 @@ type renewBatcher struct {
 }
 
 // renewKey is an instance's key in the maps of renewals waiting to be
-// passed on: a pair, not one string joined, which would be allocated for
-// every heartbeat.
+// passed on and in the leader's deadline schedule: a pair, not one string
+// joined, which would be allocated for every heartbeat.
 type renewKey struct{ app, id string }
 
 func newRenewBatcher(n *Node) *renewBatcher {

@@ -7,10 +7,10 @@
 // Every test uses its own compose project name and its own fixed host ports
 // in 21700–21899 (below the ephemeral range, and below the range random test
 // ports come from, so a test of another package running at the same time
-// cannot hold one), and takes its project down with its volumes at the end. Without a usable
-// Docker engine the tests skip, and fail under HEUREKA_REQUIRE_TOOLS=1
-// (make test). The soak (soak_test.go, build tag soak) runs the same
-// faults at random for ten minutes.
+// cannot hold one), and takes its project down with its volumes at the end.
+// Without a usable Docker engine the tests skip, and fail under
+// HEUREKA_REQUIRE_TOOLS=1 (make test). The soak (soak_test.go, build tag
+// soak) runs the same faults at random for ten minutes.
 //
 // It imports no heureka package; its tests import e2e and opapi.
 package compose

@@ -70,8 +70,9 @@ class HeurekaRegistryWatcherTest {
     }
 
     /**
-     * Starts the fake server on a free port below 32768, above the block
-     * 20000-21999 the Go container tests publish fixed ports in.
+     * Starts the fake server on a free port below 32768, in the range the Go
+     * tests take random ports from (22000-31999): the Go container tests
+     * publish fixed ports below it.
      */
     private String startServer() throws IOException {
         for (int attempt = 0; ; attempt++) {
