@@ -508,7 +508,7 @@ func (fb *fallback) applyBatch(ctx context.Context, entries [][]byte) ([]error, 
 func (n *Node) applyBatchLocal(ctx context.Context, entries [][]byte) ([]error, uint64, error) {
 	results, last, err := n.applyEntries(ctx, "journal batch", entries)
 	if last > 0 {
-		n.nudger.nudge()
+		n.nudger.nudge(last)
 	}
 	return results, last, err
 }

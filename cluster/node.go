@@ -168,7 +168,7 @@ func newNode(cfg Config, d raftDeps, f *fsm.FSM, log hclog.Logger) *Node {
 			return n.peers().ForwardBatch(ctx, addr, entries)
 		})
 	n.leases = newLeaseKeeper(n)
-	n.nudger = newCommitNudger()
+	n.nudger = newCommitNudger(&n.deps, raft.ServerID(cfg.NodeID), cfg.raftConfig().ProtocolVersion, n.log.Named("nudge"))
 	n.health = newPeerHealth()
 	return n
 }
@@ -197,7 +197,7 @@ func newNodeClient(cfg *Config) *http.Client {
 func (n *Node) startRaft(log hclog.Logger) (hasState bool, err error) {
 	d := &n.deps
 	rc := n.cfg.raftConfig()
-	rc.Logger = log.Named("raft")
+	rc.Logger = raftLogger{log.Named("raft")}
 	if err := d.listen(&n.cfg, log, n.ClusterID, n.configured); err != nil {
 		return false, err
 	}
@@ -488,7 +488,7 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 	defer cancel()
 	idx, err := n.applyResult(entry, n.raft.Apply(buf, n.cfg.ApplyTimeout), ctx.Done())
 	if err == nil && fsm.TypeOf(entry) != fsm.CmdRenewBatch {
-		n.nudger.nudge()
+		n.nudger.nudge(idx)
 	}
 	return idx, err
 }
