@@ -185,15 +185,13 @@ func (c *commitNudger) release(servers []raft.Server) {
 // nudger again if more committed meanwhile.
 func (c *commitNudger) tell(s raft.Server, term, idx uint64) {
 	trans := c.deps.trans
-	local := trans.LocalAddr()
 	req := &raft.AppendEntriesRequest{
 		RPCHeader: raft.RPCHeader{
 			ProtocolVersion: c.version,
 			ID:              []byte(c.self),
-			Addr:            trans.EncodePeer(c.self, local),
+			Addr:            trans.EncodePeer(c.self, trans.LocalAddr()),
 		},
 		Term:              term,
-		Leader:            trans.EncodePeer(c.self, local),
 		PrevLogEntry:      idx,
 		PrevLogTerm:       term,
 		LeaderCommitIndex: idx,

@@ -83,7 +83,7 @@ func TestCommitNotice_MessageAndRetries(t *testing.T) {
 		req := <-got
 		if len(req.Entries) != 0 || req.Term != 3 || req.PrevLogEntry != 7 || req.PrevLogTerm != 3 ||
 			req.LeaderCommitIndex != 7 || string(req.ID) != "L" || string(req.Addr) != "leader-addr" ||
-			string(req.Leader) != "leader-addr" || req.ProtocolVersion != raft.ProtocolVersionMax {
+			req.ProtocolVersion != raft.ProtocolVersionMax {
 			t.Fatalf("notice = %+v", req)
 		}
 		if i == noticeRetries {
