@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -105,6 +106,7 @@ func (c *commitNudger) wake() {
 func (c *commitNudger) run(r *raft.Raft, stop <-chan struct{}) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	hdr := c.header()
 	for {
 		select {
 		case <-stop:
@@ -135,7 +137,7 @@ func (c *commitNudger) run(r *raft.Raft, stop <-chan struct{}) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.tell(s, entry.Term, idx)
+				c.tell(s, hdr, entry.Term, idx)
 			}()
 		}
 	}
@@ -147,9 +149,7 @@ func (c *commitNudger) claim(servers []raft.Server, idx uint64, now time.Time) [
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []raft.Server
-	member := make(map[raft.ServerID]bool, len(servers))
 	for _, s := range servers {
-		member[s.ID] = true
 		if s.ID == c.self {
 			continue
 		}
@@ -165,7 +165,7 @@ func (c *commitNudger) claim(servers []raft.Server, idx uint64, now time.Time) [
 		out = append(out, s)
 	}
 	for id, st := range c.followers {
-		if !member[id] && !st.busy {
+		if !st.busy && !slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id }) {
 			delete(c.followers, id)
 		}
 	}
@@ -181,23 +181,25 @@ func (c *commitNudger) release(servers []raft.Server) {
 	}
 }
 
-// tell sends s the notice that idx, of term, committed, and wakes the
-// nudger again if more committed meanwhile.
-func (c *commitNudger) tell(s raft.Server, term, idx uint64) {
+// header is the RPC header of this node's notices, the same for all: its
+// transport exists once Raft runs.
+func (c *commitNudger) header() raft.RPCHeader {
 	trans := c.deps.trans
+	return raft.RPCHeader{ProtocolVersion: c.version, ID: []byte(c.self), Addr: trans.EncodePeer(c.self, trans.LocalAddr())}
+}
+
+// tell sends s the notice, under hdr, that idx, of term, committed, and
+// wakes the nudger again if more committed meanwhile.
+func (c *commitNudger) tell(s raft.Server, hdr raft.RPCHeader, term, idx uint64) {
 	req := &raft.AppendEntriesRequest{
-		RPCHeader: raft.RPCHeader{
-			ProtocolVersion: c.version,
-			ID:              []byte(c.self),
-			Addr:            trans.EncodePeer(c.self, trans.LocalAddr()),
-		},
+		RPCHeader:         hdr,
 		Term:              term,
 		PrevLogEntry:      idx,
 		PrevLogTerm:       term,
 		LeaderCommitIndex: idx,
 	}
 	var resp raft.AppendEntriesResponse
-	err := trans.AppendEntries(s.ID, s.Address, req, &resp)
+	err := c.deps.trans.AppendEntries(s.ID, s.Address, req, &resp)
 	took := err == nil && resp.Success
 	receiving := err == nil && resp.Term <= term && resp.LastLog < idx && idx-resp.LastLog <= noticeCatchUp
 	c.mu.Lock()

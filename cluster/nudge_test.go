@@ -79,7 +79,7 @@ func TestCommitNotice_MessageAndRetries(t *testing.T) {
 	// later, noticeRetries times, and then left to Raft for noticePause.
 	for i := 0; i <= noticeRetries; i++ {
 		answers <- raft.AppendEntriesResponse{Term: 3, LastLog: 6}
-		c.tell(follower, 3, 7)
+		c.tell(follower, c.header(), 3, 7)
 		req := <-got
 		if len(req.Entries) != 0 || req.Term != 3 || req.PrevLogEntry != 7 || req.PrevLogTerm != 3 ||
 			req.LeaderCommitIndex != 7 || string(req.ID) != "L" || string(req.Addr) != "leader-addr" ||
@@ -103,7 +103,7 @@ func TestCommitNotice_MessageAndRetries(t *testing.T) {
 		t.Fatalf("claim after the pause = %v, want the follower", out)
 	}
 	answers <- raft.AppendEntriesResponse{Term: 3, LastLog: 7, Success: true}
-	c.tell(follower, 3, 7)
+	c.tell(follower, c.header(), 3, 7)
 	<-got
 	claim() // told
 
@@ -114,7 +114,7 @@ func TestCommitNotice_MessageAndRetries(t *testing.T) {
 	if out := c.claim(servers, 9, time.Now()); len(out) != 1 {
 		t.Fatalf("claim for 9 = %v", out)
 	}
-	c.tell(follower, 3, 9)
+	c.tell(follower, c.header(), 3, 9)
 	if out := c.claim(servers, 9, time.Now()); len(out) != 0 {
 		t.Fatalf("claim right after a failure = %v, want none", out)
 	}
