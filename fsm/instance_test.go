@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -107,5 +108,64 @@ func TestHasVIP_AgreesWithVIPs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { HasVIP("one, two ,three", "three") }); n != 0 {
 		t.Errorf("HasVIP allocates %.0f times", n)
+	}
+}
+
+// TestIntern_KeepsOneCopyAtAMillionInstances: with the names and VIPs of
+// 50,000 applications interned (a million instances' worth), a record
+// registered after all of them still gets the copy the first one got,
+// not a copy of its own.
+func TestIntern_KeepsOneCopyAtAMillionInstances(t *testing.T) {
+	first := string([]byte("INTERN-TEST-APP-0"))
+	intern(&first)
+	for i := range 50_000 {
+		app, vip := fmt.Sprintf("INTERN-TEST-APP-%d", i), fmt.Sprintf("intern-test-app-%d", i)
+		intern(&app, &vip)
+	}
+	again := string([]byte("INTERN-TEST-APP-0"))
+	intern(&again)
+	if unsafe.StringData(again) != unsafe.StringData(first) {
+		t.Fatal("the application name interned again after 50,000 applications is a new copy, not the one held")
+	}
+}
+
+// TestRenew_KeepsNoViewOfTheBatch: a renewal batch's strings are views
+// into the decoded batch; after it is applied, neither the registry's map
+// keys nor the delta queue may point into it, or every batch of a round of
+// renewals stays alive (48 MB at a million instances). The keys must be
+// the held record's own strings.
+func TestRenew_KeepsNoViewOfTheBatch(t *testing.T) {
+	f := New(0, nil)
+	var entries [][]byte
+	var renewals []Renewal
+	for i := range 20 {
+		id := fmt.Sprintf("host-%d:a:8080", i)
+		entries = append(entries, mustEncode(t, CmdRegister, 1000, &RegisterBody{Instance: testInstance("A", id, StatusUp, 1)}))
+		renewals = append(renewals, Renewal{App: "A", ID: id, Ts: 2000})
+	}
+	entries = append(entries, mustEncode(t, CmdRenewBatch, 2000, &RenewBatchBody{Renewals: renewals}))
+	entries = append(entries, mustEncode(t, CmdCancel, 3000, &KeyBody{App: "A", ID: "host-0:a:8080"}))
+	for _, r := range applyAll(f, entries) {
+		if err, ok := r.(error); ok && err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := f.reg.apps["A"]
+	if len(a.Instances) != 19 {
+		t.Fatalf("held %d instances, want 19", len(a.Instances))
+	}
+	for k, e := range a.Instances {
+		if e.LastRenewalTs != 2000 {
+			t.Fatalf("%s: last renewal %d, want 2000", k, e.LastRenewalTs)
+		}
+		if unsafe.StringData(k) != unsafe.StringData(e.Instance.InstanceID) {
+			t.Fatalf("%s: the map key is not the held record's instance id (a view into a command?)", k)
+		}
+	}
+	for k, d := range f.reg.delta {
+		if k.id == "host-0:a:8080" && (unsafe.StringData(k.id) != unsafe.StringData(d.Deleted.Instance.InstanceID) ||
+			unsafe.StringData(d.ID) != unsafe.StringData(d.Deleted.Instance.InstanceID)) {
+			t.Fatal("the cancel's delta entry points into the cancel command, not at the held record")
+		}
 	}
 }

@@ -587,7 +587,7 @@ func (r *Registry) cancel(idx uint64, ts int64, app, id string, c *Change) error
 	gone.LastUpdatedTs = ts
 	gone.ActionType = ActionDeleted
 	gone.ModifyIndex = idx
-	r.recordDelta(idx, ts, app, id, ActionDeleted, &gone, c)
+	r.recordDelta(idx, ts, old.App, old.ID, ActionDeleted, &gone, c) // the held strings, not views into the command
 	r.version = idx
 	touched(c, old.Instance)
 	return nil
@@ -612,7 +612,13 @@ func (r *Registry) renew(renewals []Renewal) {
 		}
 		n := *e
 		n.LastRenewalTs = rn.Ts
-		a.Instances[rn.ID] = &n
+		// Keyed by the entry's own ID, not rn.ID: assigning to a string
+		// key the map holds replaces the key with the one given, and
+		// rn.ID is a view into the whole batch it was decoded from, which
+		// would then stay alive as long as one of its instances is not
+		// renewed again (a million instances kept every batch of the
+		// last round of renewals, 48 MB).
+		a.Instances[e.ID] = &n
 	}
 }
 
@@ -695,7 +701,7 @@ func (r *Registry) updateMetadata(idx uint64, ts int64, b *MetadataBody, c *Chan
 	n.LastUpdatedTs = ts
 	n.ModifyIndex = idx
 	r.put(&n)
-	r.recordDelta(idx, ts, b.App, b.ID, ActionModified, nil, c)
+	r.recordDelta(idx, ts, n.App, n.ID, ActionModified, nil, c)
 	r.version = idx
 	touched(c, n.Instance)
 	return nil
