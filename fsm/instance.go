@@ -93,53 +93,105 @@ func (in *Instance) ID() string {
 	return in.HostName
 }
 
-// clone returns a copy that shares nothing mutable with in.
+// clone returns a copy that shares nothing mutable with in: a plain
+// heap copy, which the caller may change before the registry holds it
+// (Registry.put seals what it holds).
 func (in *Instance) clone() *Instance {
 	// Strings and metadata blocks are immutable: the copy may share them.
 	c := *in
-	c.pack()
-	// The strings many instances repeat (application, VIPs, statuses,
-	// data center) are held once per registry, as eureka-server's string
-	// cache does, rather than once per instance as the log decoder makes
-	// them. (Metadata keys and values stay in the instance's block: one
-	// allocation costs less than a shared string header per entry.)
-	intern(&c.App, &c.Status, &c.OverriddenStatus, &c.VIPAddress, &c.SecureVIPAddress,
-		&c.AppGroupName, &c.ASGName, &c.Sid, &c.DataCenterInfo.Class, &c.DataCenterInfo.Name)
 	return &c
 }
 
-// ownStrings are the instance's strings that other instances do not
-// repeat (its names, URLs and metadata), in the order pack lays them out:
-// the longer URLs first, as the home page URL, the host and the IP address
-// are often parts of them.
-func (in *Instance) ownStrings() [9]*string {
+// A record the registry holds is sealed: the instance and every string
+// it holds are one allocation, made of memory the garbage collector does
+// not scan (a []uint64), with the Instance at its start and its strings'
+// bytes after it. Strings whose value is one of Eureka's fixed names (the
+// statuses, the data center names and classes, "na") point at the
+// program's own constants instead. The collector then marks each record
+// as one object and follows none of its nineteen string pointers: at a
+// million instances those pointers were most of the collector's work,
+// and the collector most of what a renewal or a read cost
+// (BENCHMARKS.md, "A million instances on one machine").
+//
+// The rule that makes this safe: a sealed record's strings point only
+// into its own allocation or at constants, nothing the collector could
+// free while the record lives (checked by sealedOnly, and by the tests
+// after every command). So a sealed record is never changed: a change is
+// made on a clone, which is an ordinary heap object, and sealed anew.
+// Every string-typed field of Instance is listed in sealedStrings; a
+// field of any other pointer kind would be a pointer the collector cannot
+// see, and the tests refuse one (TestSeal_InstanceHoldsOnlyStrings).
+
+// sealedStrings are the addresses of in's string fields in the order seal
+// lays them out: the longer URLs first, as the home page URL, the host and
+// the IP address are often parts of them, and the names after them; the
+// metadata blocks last, laid out as they are.
+func (in *Instance) sealedStrings() [19]*string {
 	return [...]*string{&in.StatusPageURL, &in.HealthCheckURL, &in.SecureHealthCheckURL, &in.HomePageURL,
-		&in.InstanceID, &in.HostName, &in.IPAddr, &in.Metadata.b, &in.DataCenterInfo.Metadata.b}
+		&in.InstanceID, &in.HostName, &in.IPAddr, &in.App, &in.VIPAddress, &in.SecureVIPAddress,
+		&in.AppGroupName, &in.ASGName, &in.Sid, &in.Status, &in.OverriddenStatus,
+		&in.DataCenterInfo.Class, &in.DataCenterInfo.Name,
+		&in.Metadata.b, &in.DataCenterInfo.Metadata.b}
 }
 
-// searched is how many of ownStrings pack looks for in what it laid out
-// before them; metadata blocks are laid out as they are.
-const searched = 7
+// searched is how many of sealedStrings seal looks for in what it laid
+// out before them; metadata blocks are laid out as they are.
+const searched = 17
 
-// pack makes the instance's own strings substrings of one string, a
-// string that is part of one laid out before it (a home page URL of its
-// status page URL, a host of its URLs) taking no room of its own. The log
-// decoder allocates every string of a registration apart; a record held
-// for the lease's lifetime then costs one heap object (and one size-class
-// rounding) for all of them instead of nine, and the collector has fewer
-// objects to mark. A record that is already packed (the copy made for a
-// status change or a cancel) keeps sharing its string.
-func (in *Instance) pack() {
-	fs := in.ownStrings()
-	if packed(fs) {
-		return
+// instanceSize is the room the Instance takes at the start of its sealed
+// allocation (a multiple of 8, so the strings after it need no padding).
+const instanceSize = unsafe.Sizeof(Instance{})
+
+// fixedName returns the program's constant equal to s for the names most
+// records repeat, so that a sealed record points at it instead of holding
+// a copy, and ok false for any other value.
+func fixedName(s string) (c string, ok bool) {
+	switch s {
+	case "":
+		return "", true
+	case StatusUp:
+		return StatusUp, true
+	case StatusDown:
+		return StatusDown, true
+	case StatusStarting:
+		return StatusStarting, true
+	case StatusOutOfService:
+		return StatusOutOfService, true
+	case StatusUnknown:
+		return StatusUnknown, true
+	case "na":
+		return "na", true
+	case "MyOwn":
+		return "MyOwn", true
+	case "Amazon":
+		return "Amazon", true
+	case "Netflix":
+		return "Netflix", true
+	case "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo":
+		return "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", true
+	case "com.netflix.appinfo.MyDataCenterInfo":
+		return "com.netflix.appinfo.MyDataCenterInfo", true
+	case "com.netflix.appinfo.AmazonInfo":
+		return "com.netflix.appinfo.AmazonInfo", true
 	}
-	// The searched strings are laid out in a scratch buffer first, so
-	// that the packed string is allocated at its final length.
-	var at [len(fs)]int // each string's offset in the packed string
-	var scratch [512]byte
+	return "", false
+}
+
+// seal returns a sealed copy of in (see above), as the registry holds it.
+func seal(in *Instance) *Instance {
+	c := *in // the values to lay out; the copy keeps them alive meanwhile
+	fs := c.sealedStrings()
+	// Each string's offset in the bytes after the instance, or -1 for a
+	// constant. The searched strings are laid out in a scratch buffer
+	// first, so that the allocation is made at its final size.
+	var at [len(fs)]int
+	var scratch [1024]byte
 	head := scratch[:0]
 	for i, f := range fs[:searched] {
+		if k, ok := fixedName(*f); ok {
+			*f, at[i] = k, -1
+			continue
+		}
 		if j := strings.Index(unsafe.String(unsafe.SliceData(head), len(head)), *f); j >= 0 {
 			at[i] = j
 			continue
@@ -148,62 +200,86 @@ func (in *Instance) pack() {
 		head = append(head, *f...)
 	}
 	n := len(head)
-	for _, f := range fs[searched:] {
+	for i, f := range fs[searched:] {
+		at[searched+i] = n
 		n += len(*f)
 	}
-	buf := append(make([]byte, 0, n), head...)
-	for i, f := range fs[searched:] {
-		at[searched+i] = len(buf)
-		buf = append(buf, *f...)
+	words := make([]uint64, (int(instanceSize)+n+7)/8)
+	base := unsafe.Pointer(unsafe.SliceData(words))
+	var tail []byte // nil when there is nothing to lay out: no pointer past the allocation
+	if n > 0 {
+		tail = unsafe.Slice((*byte)(unsafe.Add(base, instanceSize)), n)
 	}
-	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is not written after this
+	copy(tail, head)
+	for i, f := range fs[searched:] {
+		copy(tail[at[searched+i]:], *f)
+	}
 	for i, f := range fs {
-		if l := len(*f); l > 0 {
-			*f = all[at[i] : at[i]+l]
+		switch {
+		case len(*f) == 0:
+			// A view of nothing still points into what it was cut from
+			// (a decoded command or snapshot record): hidden from the
+			// collector here, and followed again in any heap copy made
+			// of the record, after that memory was freed.
+			*f = ""
+		case at[i] >= 0:
+			*f = unsafe.String(&tail[at[i]], len(*f))
 		}
 	}
+	sealed := (*Instance)(base)
+	*sealed = c
+	return sealed
 }
 
-// packed reports whether the strings lie in memory as pack leaves them:
-// each one either right after the ones before it or inside them (empty
-// ones aside).
-func packed(fs [9]*string) bool {
-	var base, end uintptr
+// sealedOnly reports whether every string of in is empty and points
+// nowhere, is a constant, or lies in the bytes after it that seal lays
+// out (at most the sum of the strings' lengths): the rule every record
+// the registry holds must keep, which the tests check after every
+// command.
+func sealedOnly(in *Instance) bool {
+	fs := in.sealedStrings()
+	n := uintptr(0)
+	for _, f := range fs {
+		n += uintptr(len(*f))
+	}
+	lo := uintptr(unsafe.Pointer(in)) + instanceSize
 	for _, f := range fs {
 		if *f == "" {
+			if unsafe.StringData(*f) != nil {
+				return false
+			}
+			continue
+		}
+		if k, ok := fixedName(*f); ok && unsafe.StringData(k) == unsafe.StringData(*f) {
 			continue
 		}
 		p := uintptr(unsafe.Pointer(unsafe.StringData(*f)))
-		switch {
-		case end == 0:
-			base, end = p, p+uintptr(len(*f))
-		case p == end:
-			end += uintptr(len(*f))
-		case p < base || p+uintptr(len(*f)) > end:
+		if p < lo || p+uintptr(len(*f)) > lo+n {
 			return false
 		}
 	}
 	return true
 }
 
-// interned holds the registry-wide copy of each string intern has seen.
-// (unique.Make alone does not keep one: its table forgets a string once no
-// Handle refers to it, that is at the next collection, and every record
-// registered after it got copies of its own.)
+// interned holds the registry-wide copy of each string intern has seen:
+// the application names the entries and the application table are keyed
+// by, overrides and actions. (unique.Make alone does not keep one: its
+// table forgets a string once no Handle refers to it, that is at the next
+// collection, and every record registered after it got copies of its
+// own.)
 var interned = struct {
 	sync.Mutex
 	m map[string]string
 }{m: map[string]string{}}
 
 // internedMax bounds the table: past it the table starts again, so that
-// the names of applications long gone do not pile up. Records keep the
+// the names of applications long gone do not pile up. Entries keep the
 // copies they hold. The bound is well above what a large registry holds
-// at once: a million instances in 50,000 applications repeat over 100,000
-// strings (each application's name and VIP), and a table of 65,536
-// started again every few thousand registrations, so most records got
-// copies of their own, two more heap objects per instance (a third of
-// the registry's objects, each one more for the collector to mark). Full
-// of names of applications long gone, the table holds about 70 MB.
+// at once: a table of 65,536 started again every few thousand
+// registrations once a registry of a million instances repeated more
+// strings than that, and each entry then got copies of its own, more heap
+// objects for the collector to mark. Full of names of applications long
+// gone, the table holds about 70 MB.
 const internedMax = 1 << 20
 
 // intern replaces each string with its registry-wide copy. Equal strings

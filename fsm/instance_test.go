@@ -1,68 +1,86 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"reflect"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/hashicorp/raft"
 )
 
-// TestInstance_PackHoldsOwnStringsTogether: a registration's own strings
-// and metadata end up in one string with their values unchanged, and the
-// copy a status change makes shares that string instead of copying it.
-func TestInstance_PackHoldsOwnStringsTogether(t *testing.T) {
+// TestSeal_HeldRecordsHoldOnlyTheirOwnStrings: a registration's record
+// is held sealed, its values unchanged, each string in its own allocation
+// (a part of a longer one taking no room of its own) or a constant; a
+// status change and a metadata update hold new sealed records.
+func TestSeal_HeldRecordsHoldOnlyTheirOwnStrings(t *testing.T) {
 	in := testInstance("A", "10.0.0.1:a:8080", StatusUp, 1)
 	in.HomePageURL, in.StatusPageURL, in.HealthCheckURL = "http://h/", "http://h/info", "http://h/health"
-	in.DataCenterInfo = DataCenterInfo{Name: "Amazon", Metadata: MetadataOf(map[string]string{"instance-id": "i-1"})}
+	in.DataCenterInfo = DataCenterInfo{Class: "com.netflix.appinfo.AmazonInfo", Name: "Amazon",
+		Metadata: MetadataOf(map[string]string{"instance-id": "i-1"})}
+	in.InstanceID, in.SecureVIPAddress = "", in.VIPAddress
 	want := *in
 	f := New(0, nil)
 	applyAll(f, [][]byte{mustEncode(t, CmdRegister, 1000, &RegisterBody{Instance: in})})
-	held := f.reg.Get("A", in.InstanceID).Instance
-	for i, p := range held.ownStrings() {
-		if w := *want.ownStrings()[i]; *p != w {
-			t.Fatalf("field %d is %q after packing, want %q", i, *p, w)
-		}
+	e := f.reg.Get("A", "i-1") // an Amazon record is keyed by its instance-id
+	if e == nil {
+		t.Fatal("the registration is not held under its Amazon instance-id")
 	}
-	if !packed(held.ownStrings()) {
-		t.Fatal("the registered record's strings are not packed")
+	held := e.Instance
+	if *held != want {
+		t.Fatalf("held %+v, want %+v", *held, want)
 	}
-	if unsafe.StringData(held.HomePageURL) != unsafe.StringData(held.StatusPageURL) {
-		t.Fatal("the home page URL, a prefix of the status page URL, takes room of its own")
+	if !sealedOnly(held) {
+		t.Fatal("the registered record holds a string outside its allocation")
 	}
-	applyAll(f, [][]byte{mustEncode(t, CmdSetOverride, 2000, &OverrideBody{App: "A", ID: in.InstanceID, Status: StatusOutOfService})})
-	changed := f.reg.Get("A", in.InstanceID).Instance
-	if changed == held || changed.Status != StatusOutOfService {
-		t.Fatalf("override did not make a new record: %+v", changed)
+	if unsafe.StringData(held.HomePageURL) != unsafe.StringData(held.StatusPageURL) ||
+		unsafe.StringData(held.SecureVIPAddress) != unsafe.StringData(held.VIPAddress) {
+		t.Fatal("a string equal to or part of one laid out before it takes room of its own")
 	}
-	if unsafe.StringData(changed.InstanceID) != unsafe.StringData(held.InstanceID) ||
-		unsafe.StringData(changed.Metadata.b) != unsafe.StringData(held.Metadata.b) {
-		t.Fatal("the status change copied the packed strings")
+	if unsafe.StringData(held.Status) != unsafe.StringData(StatusUp) || unsafe.StringData(held.DataCenterInfo.Name) != unsafe.StringData("Amazon") {
+		t.Fatal("a fixed name is held as a copy, not as the constant")
 	}
-
-	// A metadata update packs the merged block with the record's strings.
-	applyAll(f, [][]byte{mustEncode(t, CmdMetadata, 3000, &MetadataBody{App: "A", ID: in.InstanceID, Metadata: map[string]string{"k": "v"}})})
-	merged := f.reg.Get("A", in.InstanceID).Instance
-	if packed := packed(merged.ownStrings()); !packed || mdGet(merged.Metadata, "k") != "v" || mdGet(merged.Metadata, "zone") != "a" {
-		t.Fatalf("after a metadata update: packed %v, metadata %v", packed, merged.Metadata)
+	if unsafe.StringData(e.ID) != unsafe.StringData(mdGet(held.DataCenterInfo.Metadata, "instance-id")) {
+		t.Fatal("the entry's id is not the sealed record's")
 	}
 
-	// A copy with one field replaced is packed anew, keeping every value.
-	c := *held
-	c.HostName = "other-host"
-	p := c.clone()
-	if !packed(p.ownStrings()) || p.HostName != "other-host" || p.InstanceID != in.InstanceID ||
-		p.Metadata != held.Metadata || p.DataCenterInfo.Metadata != held.DataCenterInfo.Metadata || p.ID() != in.InstanceID {
-		t.Fatalf("repacked copy %+v", p)
+	applyAll(f, [][]byte{mustEncode(t, CmdSetOverride, 2000, &OverrideBody{App: "A", ID: "i-1", Status: StatusOutOfService})})
+	changed := f.reg.Get("A", "i-1").Instance
+	if changed == held || changed.Status != StatusOutOfService || !sealedOnly(changed) || changed.HostName != want.HostName {
+		t.Fatalf("override did not make a new sealed record: %+v", changed)
+	}
+	applyAll(f, [][]byte{mustEncode(t, CmdMetadata, 3000, &MetadataBody{App: "A", ID: "i-1", Metadata: map[string]string{"k": "v"}})})
+	merged := f.reg.Get("A", "i-1").Instance
+	if !sealedOnly(merged) || mdGet(merged.Metadata, "k") != "v" || mdGet(merged.Metadata, "zone") != "a" {
+		t.Fatalf("after a metadata update: sealed %v, metadata %v", sealedOnly(merged), merged.Metadata)
+	}
+	// A status PUT that changes nothing keeps the record held.
+	applyAll(f, [][]byte{mustEncode(t, CmdSetOverride, 4000, &OverrideBody{App: "A", ID: "i-1", Status: StatusOutOfService})})
+	if f.reg.Get("A", "i-1").Instance != merged {
+		t.Fatal("a status PUT that changed nothing sealed the record again")
 	}
 }
 
-// TestInstance_PackKeepsValues packs random strings from a small alphabet,
-// so that many are parts of others, and checks every value survives and
-// a second pack shares the first one's string.
-func TestInstance_PackKeepsValues(t *testing.T) {
+// TestSeal_KeepsValues seals records of random strings from a small
+// alphabet, so that many are parts of others, with fixed names and empty
+// views of a buffer among them: every value survives, the rule holds.
+func TestSeal_KeepsValues(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	buf := "ab/:UPna"
 	word := func() string {
+		switch rng.IntN(6) {
+		case 0:
+			return buf[rng.IntN(len(buf)):][:0] // empty, pointing into buf
+		case 1:
+			return []string{StatusUp, StatusUnknown, "MyOwn", "na"}[rng.IntN(4)]
+		}
 		b := make([]byte, rng.IntN(12))
 		for i := range b {
 			b[i] = "ab/:"[rng.IntN(4)]
@@ -70,27 +88,88 @@ func TestInstance_PackKeepsValues(t *testing.T) {
 		return string(b)
 	}
 	for range 2000 {
-		in := &Instance{}
-		fs := in.ownStrings()
-		want := make([]string, len(fs))
-		for i, f := range fs {
+		in := &Instance{Port: rng.Int32(), LastDirtyTimestamp: rng.Int64()}
+		for _, f := range in.sealedStrings() {
 			*f = word()
-			want[i] = *f
 		}
-		in.pack()
-		for i, f := range in.ownStrings() {
-			if *f != want[i] {
-				t.Fatalf("field %d is %q after packing, want %q", i, *f, want[i])
+		want := *in
+		s := seal(in)
+		if *s != want || *in != want {
+			t.Fatalf("sealed %+v, want %+v (input left %+v)", *s, want, *in)
+		}
+		if !sealedOnly(s) {
+			t.Fatalf("a string outside the sealed allocation: %+v", *s)
+		}
+	}
+}
+
+// TestSeal_InstanceHoldsOnlyStrings: the collector does not look inside a
+// sealed record, so every pointer in an Instance must be a string seal
+// lays out. A field of another pointer kind (slice, map, pointer,
+// interface), or a string seal does not know, fails here.
+func TestSeal_InstanceHoldsOnlyStrings(t *testing.T) {
+	in := &fieldsProbe // a global: a stack variable may move, and its addresses with it
+	known := map[uintptr]bool{}
+	for _, f := range in.sealedStrings() {
+		known[uintptr(unsafe.Pointer(f))] = true
+	}
+	if len(known) != len(in.sealedStrings()) {
+		t.Fatal("sealedStrings names a field twice")
+	}
+	base := uintptr(unsafe.Pointer(in))
+	var walk func(typ reflect.Type, off uintptr, path string)
+	walk = func(typ reflect.Type, off uintptr, path string) {
+		switch typ.Kind() {
+		case reflect.Struct:
+			for i := range typ.NumField() {
+				f := typ.Field(i)
+				walk(f.Type, off+f.Offset, path+"."+f.Name)
 			}
+		case reflect.String:
+			if !known[base+off] {
+				t.Errorf("%s is a string seal does not lay out", path)
+			}
+		case reflect.Bool, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int,
+			reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint, reflect.Float32, reflect.Float64:
+		default:
+			t.Errorf("%s is a %s: a pointer the collector would not see in a sealed record", path, typ.Kind())
 		}
-		if !packed(in.ownStrings()) {
-			t.Fatalf("not packed: %q", want)
+	}
+	walk(reflect.TypeOf(*in), 0, "Instance")
+}
+
+var fieldsProbe Instance
+
+// TestSeal_OutlivesWhatItWasMadeFrom: records sealed from strings that
+// are then dropped keep their values through collections that free those
+// strings and allocations that reuse their memory.
+func TestSeal_OutlivesWhatItWasMadeFrom(t *testing.T) {
+	value := func(i, field int) string { return fmt.Sprintf("value-%d-of-field-%d", i, field) }
+	held := make([]*Instance, 5000)
+	for i := range held {
+		in := &Instance{}
+		for j, f := range in.sealedStrings() {
+			*f = strings.Clone(value(i, j))
 		}
-		before := in.InstanceID
-		again := *in
-		again.pack()
-		if again.InstanceID != "" && unsafe.StringData(again.InstanceID) != unsafe.StringData(before) {
-			t.Fatalf("a packed record was packed again: %q", want)
+		held[i] = seal(in)
+	}
+	for range 3 {
+		runtime.GC()
+		junk := make([][]byte, 0, 20000)
+		for range 20000 {
+			b := make([]byte, 48)
+			for k := range b {
+				b[k] = 0xAA
+			}
+			junk = append(junk, b)
+		}
+		runtime.KeepAlive(junk)
+	}
+	for i, in := range held {
+		for j, f := range in.sealedStrings() {
+			if *f != value(i, j) {
+				t.Fatalf("record %d, field %d: %q after collections, want %q", i, j, *f, value(i, j))
+			}
 		}
 	}
 }
@@ -111,10 +190,10 @@ func TestHasVIP_AgreesWithVIPs(t *testing.T) {
 	}
 }
 
-// TestIntern_KeepsOneCopyAtAMillionInstances: with the names and VIPs of
-// 50,000 applications interned (a million instances' worth), a record
-// registered after all of them still gets the copy the first one got,
-// not a copy of its own.
+// TestIntern_KeepsOneCopyAtAMillionInstances: with 100,000 strings
+// interned (the names of 50,000 applications and as many others, more
+// than a million instances' registry repeats), an entry registered after
+// all of them still gets the copy the first one got, not one of its own.
 func TestIntern_KeepsOneCopyAtAMillionInstances(t *testing.T) {
 	first := string([]byte("INTERN-TEST-APP-0"))
 	intern(&first)
@@ -167,5 +246,53 @@ func TestRenew_KeepsNoViewOfTheBatch(t *testing.T) {
 			unsafe.StringData(d.ID) != unsafe.StringData(d.Deleted.Instance.InstanceID)) {
 			t.Fatal("the cancel's delta entry points into the cancel command, not at the held record")
 		}
+	}
+}
+
+// TestSeal_EveryHeldRecordAfterEveryCommand: after every command of random
+// sequences (every kind, remote regions included), after a restore and in
+// a clone, every record the registry holds keeps the sealed rule; with
+// collections and memory reuse between the commands, the state is still
+// the one a second registry applying the same commands holds.
+func TestSeal_EveryHeldRecordAfterEveryCommand(t *testing.T) {
+	check := func(r *Registry, when string) {
+		t.Helper()
+		regs := []*Registry{r}
+		for _, rc := range r.regions {
+			regs = append(regs, rc.reg)
+		}
+		for _, reg := range regs {
+			reg.Each(func(e *Entry) {
+				if !sealedOnly(e.Instance) {
+					t.Fatalf("%s: %s/%s holds a string outside its sealed record", when, e.App, e.ID)
+				}
+			})
+		}
+	}
+	for seed := uint64(1); seed <= 10; seed++ {
+		cmds := randomCommands(t, seed, 300)
+		a, b := New(time.Minute, nil), New(time.Minute, nil)
+		for i, c := range cmds {
+			a.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: c})
+			check(a.reg, fmt.Sprintf("seed %d, command %d", seed, i))
+			if i%50 == 0 {
+				runtime.GC()
+				junk := make([][]byte, 0, 5000)
+				for range 5000 {
+					junk = append(junk, bytes.Repeat([]byte{0xAA}, 64))
+				}
+				runtime.KeepAlive(junk)
+			}
+		}
+		applyAll(b, cmds)
+		if !reflect.DeepEqual(a.Export(), b.Export()) {
+			t.Fatalf("seed %d: the state differs from a second registry's after collections", seed)
+		}
+		restored := New(time.Minute, nil)
+		if err := restored.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, a)))); err != nil {
+			t.Fatal(err)
+		}
+		check(restored.reg, fmt.Sprintf("seed %d, restored", seed))
+		a.Read(func(r *Registry) { check(r.Clone(), fmt.Sprintf("seed %d, clone", seed)) })
 	}
 }

@@ -191,13 +191,13 @@ func (r *Registry) exportRegions() []RegionState {
 	return out
 }
 
-func (r *Registry) importRegions(states []RegionState) {
+func (r *Registry) importRegions(states []RegionState, held bool) {
 	for _, rs := range states {
 		cp := rs.Copy
 		if cp == nil {
 			cp = &State{}
 		}
-		r.regions[rs.Name] = &regionCopy{reg: importState(cp, r.retentionMs), status: rs.Status,
+		r.regions[rs.Name] = &regionCopy{reg: importState(cp, r.retentionMs, held), status: rs.Status,
 			pendingPass: rs.PendingPass, pendingPut: rs.PendingPut, pendingDel: rs.PendingDel}
 	}
 }

@@ -403,14 +403,39 @@ type DeltaView struct {
 
 // --- mutations -------------------------------------------------------------
 
+// put stores e under its key. A record that is not the one already held
+// for the key is sealed first (instance.go), and the entry's key strings
+// become held ones: the application's name interned, the id the sealed
+// record's own, so that neither keeps the command it came in alive. put
+// changes e: it is for entries the caller made, never for another
+// registry's (hold).
 func (r *Registry) put(e *Entry) {
+	if old := r.Get(e.App, e.ID); old == nil || old.Instance != e.Instance {
+		e.Instance = seal(e.Instance)
+		if id := e.Instance.ID(); id == e.ID {
+			e.ID = id
+		} else {
+			e.ID = strings.Clone(e.ID)
+		}
+	}
+	intern(&e.App, &e.Override, &e.ActionType)
+	r.hold(e)
+}
+
+// hold stores e under its key as it is: an entry another registry holds
+// (Clone), whose record is sealed and whose strings are held already.
+func (r *Registry) hold(e *Entry) {
 	a := r.apps[e.App]
+	var old *Entry
+	if a != nil {
+		old = a.Instances[e.ID]
+	}
 	if a == nil {
 		a = &Application{Name: e.App, Instances: map[string]*Entry{}}
 		r.apps[e.App] = a
 		r.names.Store(nil)
 	}
-	if old, ok := a.Instances[e.ID]; ok {
+	if old != nil {
 		r.statusCounts[old.Instance.Status]--
 		r.dropShape(shapeOf(old))
 	} else {
@@ -570,9 +595,9 @@ func (r *Registry) register(idx uint64, ts int64, in *Instance, replicated bool,
 		e.ServiceUpTs = ts
 	}
 	r.put(e)
-	r.recordDelta(idx, ts, app, id, ActionAdded, nil, c)
+	r.recordDelta(idx, ts, e.App, e.ID, ActionAdded, nil, c)
 	r.version = idx
-	touched(c, record)
+	touched(c, e.Instance)
 }
 
 // cancel removes an instance (explicit cancel or eviction): delta DELETED.
@@ -696,7 +721,6 @@ func (r *Registry) updateMetadata(idx uint64, ts int64, b *MetadataBody, c *Chan
 	n := *e
 	n.Instance = e.Instance.clone()
 	n.Instance.Metadata = md
-	n.Instance.pack() // the new block joins the record's own strings
 	n.ActionType = ActionModified
 	n.LastUpdatedTs = ts
 	n.ModifyIndex = idx
@@ -744,5 +768,5 @@ func (r *Registry) Apply(idx uint64, cmd Command, c *Change) error {
 // Clone returns an independent copy of the registry. Entries are shared:
 // they are immutable.
 func (r *Registry) Clone() *Registry {
-	return importState(r.export(0), r.retentionMs)
+	return importState(r.export(0), r.retentionMs, true)
 }

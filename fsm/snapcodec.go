@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"unsafe"
 )
 
@@ -126,8 +125,8 @@ func (w *recordWriter) instance(p **Instance) bool {
 }
 
 // readRecord reads the next record from br and decodes it. The entry's
-// strings are views of one string made for the record, until
-// settleStrings gives the entry strings of its own.
+// strings are views of one string made for the record, until the
+// registry's put seals the record and gives the entry strings of its own.
 func readRecord(br *bufio.Reader) (*Entry, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
@@ -268,20 +267,4 @@ func decodeRecord(s string) (*Entry, error) {
 		return nil, r.err
 	}
 	return e, nil
-}
-
-// settleStrings gives a restored entry strings of its own, so that the
-// record's single string is garbage, not held by the registry for one
-// field: the instance's strings are packed and interned (Instance.clone),
-// the key's application and the override and action interned with them,
-// and the id shares the instance's when they are equal. checkEntry has
-// made sure the entry holds an instance.
-func (e *Entry) settleStrings() {
-	e.Instance = e.Instance.clone()
-	intern(&e.App, &e.Override, &e.ActionType)
-	if id := e.Instance.ID(); e.ID == id {
-		e.ID = id
-	} else {
-		e.ID = strings.Clone(e.ID)
-	}
 }

@@ -112,7 +112,7 @@ func TestSnapshotRecord_SettledEntryHoldsNoView(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got.settleStrings()
+		newRegistry(0).put(got)
 		lo := uintptr(unsafe.Pointer(unsafe.StringData(rec)))
 		hi := lo + uintptr(len(rec))
 		var walk func(v reflect.Value, path string)

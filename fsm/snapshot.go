@@ -76,18 +76,26 @@ func (r *Registry) export(lastIndex uint64) *State {
 	return st
 }
 
-func importState(st *State, retentionMs int64) *Registry {
+// importState builds a registry of st. held says st's entries are held
+// by another registry (Clone), which keeps them: they are shared as they
+// are. Otherwise they are st's own, read from a snapshot, and sealed as
+// they are put in.
+func importState(st *State, retentionMs int64, held bool) *Registry {
 	r := newRegistry(retentionMs)
 	for _, e := range st.Entries {
-		r.put(e)
+		if held {
+			r.hold(e)
+		} else {
+			r.put(e)
+		}
 	}
-	r.importHead(st)
+	r.importHead(st, held)
 	return r
 }
 
 // importHead sets everything of st but its entries, which r holds
-// already.
-func (r *Registry) importHead(st *State) {
+// already; held is as for importState.
+func (r *Registry) importHead(st *State, held bool) {
 	r.version, r.deltaSeq, r.mode, r.clusterID = st.Version, st.DeltaSeq, st.Mode, st.ClusterID
 	for _, m := range st.Members {
 		r.members[m.ID] = m
@@ -106,7 +114,7 @@ func (r *Registry) importHead(st *State) {
 			r.prunedSeq = d.Seq - 1
 		}
 	}
-	r.importRegions(st.Regions)
+	r.importRegions(st.Regions, held)
 }
 
 // sortEntries puts the entries in application and id order, so that the
@@ -268,9 +276,8 @@ func restoreSnapshot(r io.Reader, retentionMs int64) (*Registry, *State, error) 
 		if reg.Get(e.App, e.ID) != nil {
 			return fmt.Errorf("entry %s/%s appears twice", e.App, e.ID)
 		}
-		// The decoded entry is this snapshot's own, so its strings can
-		// be interned in place, as registrations are.
-		e.settleStrings()
+		// put seals the record and interns the key, as for a
+		// registration: nothing of the entry points into what was read.
 		reg.put(e)
 		return nil
 	})
@@ -280,14 +287,7 @@ func restoreSnapshot(r io.Reader, retentionMs int64) (*Registry, *State, error) 
 	if err := st.check(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
-	for _, rs := range st.Regions {
-		if rs.Copy != nil {
-			for _, e := range rs.Copy.Entries {
-				e.Instance = e.Instance.clone()
-			}
-		}
-	}
-	reg.importHead(st)
+	reg.importHead(st, false) // the regions' copies are sealed as importState puts them
 	return reg, st, nil
 }
 
