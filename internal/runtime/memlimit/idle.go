@@ -15,6 +15,18 @@ const (
 	// quietTicks is how many consecutive quiet intervals make a node idle:
 	// 2 s at the interval serve uses.
 	quietTicks = 20
+	// quietPerTick is the live heap that asks for one more quiet interval
+	// than quietTicks (quietFor): 2 s for a heap up to 160 MiB, about 30 s
+	// for the 2.3 GB of a reader holding a million instances, at the
+	// interval serve uses. The collection costs CPU in proportion to the
+	// live heap (a CPU-second or more at a million) and the memory it
+	// returns is faulted in again by the next burst: waiting in
+	// proportion keeps what the return costs to a few percent of the quiet
+	// it follows. With 2 s whatever the heap, a million-instance reader
+	// serving reads in bursts with pauses of 2-3 s collected in every
+	// pause, and every burst after one ran at half the rate of the burst
+	// before it (BENCHMARKS.md, "A million instances on one machine").
+	quietPerTick = 8 << 20
 	// minGarbage is the least garbage worth an idle collection; the share
 	// of the live heap below is the other floor, so that a large registry
 	// is not marked for a few MB.
@@ -116,11 +128,17 @@ func (w *idleReturn) tick() bool {
 	return true
 }
 
-// tickQuiet decides for a quiet interval: after quietTicks of them, it
-// collects when the garbage and free pages held are worth it or the last
-// collection came while the node was busy.
+// quietFor is how many consecutive quiet intervals make a node with live
+// bytes of live heap idle.
+func quietFor(live uint64) int {
+	return max(quietTicks, int(live/quietPerTick))
+}
+
+// tickQuiet decides for a quiet interval: after quietFor(live) of them,
+// it collects when the garbage and free pages held are worth it or the
+// last collection came while the node was busy.
 func (w *idleReturn) tickQuiet(live, objects, free uint64) bool {
-	if w.quiet < quietTicks {
+	if w.quiet < quietFor(live) {
 		return false
 	}
 	held := free

@@ -26,13 +26,37 @@ func TestIdleReturn_CollectsOnceQuietWithGarbage(t *testing.T) {
 	if !w.tickQuiet(live, live+4<<20, 5<<20) || calls != 1 || w.quiet != 0 {
 		t.Fatalf("9 MiB held, quiet: calls %d, quiet %d", calls, w.quiet)
 	}
-	// A large heap needs its share, not the floor.
-	w.quiet = quietTicks
+	// A large heap needs its share, not the floor, and longer quiet.
+	w.quiet = quietFor(800 << 20)
 	if w.tickQuiet(800<<20, 800<<20+40<<20, 0) || calls != 1 {
 		t.Fatal("collected 800 MiB for 40 MiB of garbage")
 	}
 	if !w.tickQuiet(800<<20, 800<<20+51<<20, 0) || calls != 2 {
 		t.Fatal("did not collect 800 MiB for 51 MiB of garbage")
+	}
+}
+
+// TestIdleReturn_LargeHeapWaitsLonger: the quiet a collection needs grows
+// with the live heap it will mark: 2 s up to 160 MiB, about 30 s for a
+// million instances' 2.3 GB, so that a reader serving bursts with pauses
+// of a few seconds does not collect its whole heap in every pause.
+func TestIdleReturn_LargeHeapWaitsLonger(t *testing.T) {
+	calls := 0
+	w := &idleReturn{collect: func() { calls++ }}
+	const live = 2300 << 20
+	if n := quietFor(live); n < 250 {
+		t.Fatalf("a 2.3 GB heap idle after %d quiet intervals", n)
+	}
+	if quietFor(40<<20) != quietTicks || quietFor(160<<20) != quietTicks {
+		t.Fatal("a small heap waits longer than quietTicks")
+	}
+	for w.quiet = quietTicks; w.quiet < quietFor(live); w.quiet++ {
+		if w.tickQuiet(live, live+400<<20, 0) {
+			t.Fatalf("collected 2.3 GB after %d quiet intervals", w.quiet)
+		}
+	}
+	if !w.tickQuiet(live, live+400<<20, 0) || calls != 1 {
+		t.Fatal("did not collect 2.3 GB once quiet long enough")
 	}
 }
 
