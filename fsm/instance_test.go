@@ -140,6 +140,18 @@ func TestSeal_InstanceHoldsOnlyStrings(t *testing.T) {
 
 var fieldsProbe Instance
 
+// churnHeap collects, then allocates n blocks of size bytes filled with a
+// pattern, so that memory a collection freed is reused and overwritten: a
+// string left pointing at it would read the pattern.
+func churnHeap(n, size int) {
+	runtime.GC()
+	junk := make([][]byte, 0, n)
+	for range n {
+		junk = append(junk, bytes.Repeat([]byte{0xAA}, size))
+	}
+	runtime.KeepAlive(junk)
+}
+
 // TestSeal_OutlivesWhatItWasMadeFrom: records sealed from strings that
 // are then dropped keep their values through collections that free those
 // strings and allocations that reuse their memory.
@@ -154,16 +166,7 @@ func TestSeal_OutlivesWhatItWasMadeFrom(t *testing.T) {
 		held[i] = seal(in)
 	}
 	for range 3 {
-		runtime.GC()
-		junk := make([][]byte, 0, 20000)
-		for range 20000 {
-			b := make([]byte, 48)
-			for k := range b {
-				b[k] = 0xAA
-			}
-			junk = append(junk, b)
-		}
-		runtime.KeepAlive(junk)
+		churnHeap(20000, 48)
 	}
 	for i, in := range held {
 		for j, f := range in.sealedStrings() {
@@ -276,12 +279,7 @@ func TestSeal_EveryHeldRecordAfterEveryCommand(t *testing.T) {
 			a.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: c})
 			check(a.reg, fmt.Sprintf("seed %d, command %d", seed, i))
 			if i%50 == 0 {
-				runtime.GC()
-				junk := make([][]byte, 0, 5000)
-				for range 5000 {
-					junk = append(junk, bytes.Repeat([]byte{0xAA}, 64))
-				}
-				runtime.KeepAlive(junk)
+				churnHeap(5000, 64)
 			}
 		}
 		applyAll(b, cmds)

@@ -139,8 +139,7 @@ func (r *Registry) regionUpdate(idx uint64, ts int64, b *RegionUpdateBody, c *Ch
 		if p == nil || p.Instance == nil || p.App == "" || p.ID == "" {
 			continue // the leader never writes these; a damaged entry is skipped, not half-applied
 		}
-		e := *p
-		e.Instance = p.Instance.clone()
+		e := *p // put seals a copy of the record; the command's is left as it is
 		e.ModifyIndex = idx
 		action := ActionAdded
 		if old := rc.reg.Get(e.App, e.ID); old != nil {

@@ -410,7 +410,8 @@ type DeltaView struct {
 // changes e: it is for entries the caller made, never for another
 // registry's (hold).
 func (r *Registry) put(e *Entry) {
-	if old := r.Get(e.App, e.ID); old == nil || old.Instance != e.Instance {
+	a, old := r.slot(e.App, e.ID)
+	if old == nil || old.Instance != e.Instance {
 		e.Instance = seal(e.Instance)
 		if id := e.Instance.ID(); id == e.ID {
 			e.ID = id
@@ -419,17 +420,29 @@ func (r *Registry) put(e *Entry) {
 		}
 	}
 	intern(&e.App, &e.Override, &e.ActionType)
-	r.hold(e)
+	r.store(a, old, e)
 }
 
 // hold stores e under its key as it is: an entry another registry holds
 // (Clone), whose record is sealed and whose strings are held already.
 func (r *Registry) hold(e *Entry) {
-	a := r.apps[e.App]
-	var old *Entry
-	if a != nil {
-		old = a.Instances[e.ID]
+	a, old := r.slot(e.App, e.ID)
+	r.store(a, old, e)
+}
+
+// slot returns the application app and the entry it holds under id, each
+// nil when there is none.
+func (r *Registry) slot(app, id string) (*Application, *Entry) {
+	a := r.apps[app]
+	if a == nil {
+		return nil, nil
 	}
+	return a, a.Instances[id]
+}
+
+// store puts e in place of old in a (as slot found them), creating the
+// application when a is nil, and keeps the counts.
+func (r *Registry) store(a *Application, old, e *Entry) {
 	if a == nil {
 		a = &Application{Name: e.App, Instances: map[string]*Entry{}}
 		r.apps[e.App] = a
@@ -606,8 +619,7 @@ func (r *Registry) cancel(idx uint64, ts int64, app, id string, c *Change) error
 	if old == nil {
 		return ErrInstanceNotFound
 	}
-	gone := *old
-	gone.Instance = old.Instance.clone()
+	gone := *old // the record is shared: sealed, it does not change
 	gone.EvictionTs = ts
 	gone.LastUpdatedTs = ts
 	gone.ActionType = ActionDeleted
