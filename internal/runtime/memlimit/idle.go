@@ -32,6 +32,14 @@ const (
 	// is not marked for a few MB.
 	minGarbage   = 8 << 20
 	garbageShare = 16
+	// rateWindow is the span the allocation rate is judged over: the
+	// last second, not the last interval. A quiet node's periodic work
+	// comes in lumps: at a million instances, 110-250 KB at once every
+	// 10 s on every node, and about as much for each status poll. Judged
+	// over one 100 ms interval, each lump read as 1-2.4 MB/s, so a
+	// million-instance node never stayed quiet for the 30 s its heap
+	// asks, and kept the garbage of its last reads for as long as it ran.
+	rateWindow = time.Second
 )
 
 // idleReturn collects once and returns the free memory to the system when
@@ -47,11 +55,12 @@ const (
 // after the load.
 type idleReturn struct {
 	samples []metrics.Sample
-	// lastAllocs and lastGCs are the counters as last read, at lastAt.
-	lastAllocs uint64
-	lastGCs    uint64
-	lastAt     time.Time
-	quiet      int
+	// recent holds the allocation counter as read at the last ticks,
+	// oldest first, back to the newest reading at least rateWindow old.
+	recent []allocMark
+	// lastGCs is the collection count as last read.
+	lastGCs uint64
+	quiet   int
 	// busyGC is set when the last collection ended in a busy interval:
 	// what it counted as live included what the burst allocated while it
 	// marked, and the limit followed that figure. A node that goes quiet
@@ -78,10 +87,17 @@ func newIdleReturn() *idleReturn {
 	return w
 }
 
+// allocMark is the allocation counter read at a time.
+type allocMark struct {
+	allocs uint64
+	at     time.Time
+}
+
 // mark takes the counters and the time the next tick measures from.
 func (w *idleReturn) mark() {
-	w.lastAllocs, _, _, _, w.lastGCs = w.read()
-	w.lastAt = w.now()
+	allocs, _, _, _, gcs := w.read()
+	w.lastGCs = gcs
+	w.recent = append(w.recent[:0], allocMark{allocs, w.now()})
 }
 
 func (w *idleReturn) read() (allocs, live, objects, free, gcs uint64) {
@@ -95,26 +111,12 @@ func (w *idleReturn) read() (allocs, live, objects, free, gcs uint64) {
 	return v[0], v[1], v[2], v[3], v[4]
 }
 
-// tick is called every interval. It judges the allocation rate over the
-// time since the last tick, which is longer than the interval after a
-// slow one, such as one that collected a large heap. It collects when the
-// node has been quiet for quietTicks and holds enough garbage and free
-// pages to be worth it, and reports whether it did.
+// tick is called every interval. It collects when the node has been
+// quiet for quietFor its live heap and holds enough garbage and free pages
+// to be worth it, and reports whether it did.
 func (w *idleReturn) tick() bool {
 	allocs, live, objects, free, gcs := w.read()
-	at := w.now()
-	rate := float64(allocs-w.lastAllocs) / max(at.Sub(w.lastAt).Seconds(), 1e-3)
-	busy := rate >= quietRate
-	if gcs != w.lastGCs {
-		w.busyGC = busy
-	}
-	w.lastAllocs, w.lastGCs, w.lastAt = allocs, gcs, at
-	if busy {
-		w.quiet = 0
-		return false
-	}
-	w.quiet++
-	if !w.tickQuiet(live, objects, free) {
+	if !w.judge(allocs, live, objects, free, gcs, w.now()) {
 		return false
 	}
 	// Its own collection is not judged as busy or quiet: what the node
@@ -126,6 +128,30 @@ func (w *idleReturn) tick() bool {
 	// collected every 4-5 s while doing nothing (half a core each).
 	w.mark()
 	return true
+}
+
+// judge is tick on the counters read at time at, up to the collection
+// (tickQuiet), which it reports. It judges the allocation rate over the
+// last rateWindow (over the time since the last reading when that is
+// longer, as after a slow tick, such as one that collected a large heap).
+func (w *idleReturn) judge(allocs, live, objects, free, gcs uint64, at time.Time) bool {
+	w.recent = append(w.recent, allocMark{allocs, at})
+	for len(w.recent) > 1 && !w.recent[1].at.After(at.Add(-rateWindow)) {
+		w.recent = append(w.recent[:0], w.recent[1:]...)
+	}
+	from := w.recent[0]
+	rate := float64(allocs-from.allocs) / max(at.Sub(from.at).Seconds(), 1e-3)
+	busy := rate >= quietRate
+	if gcs != w.lastGCs {
+		w.busyGC = busy
+	}
+	w.lastGCs = gcs
+	if busy {
+		w.quiet = 0
+		return false
+	}
+	w.quiet++
+	return w.tickQuiet(live, objects, free)
 }
 
 // quietFor is how many consecutive quiet intervals make a node with live

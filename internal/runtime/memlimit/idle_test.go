@@ -67,8 +67,8 @@ func TestIdleReturn_BusyResetsQuiet(t *testing.T) {
 	w.collect = func() { t.Fatal("collected while busy") }
 	w.quiet = quietTicks - 1
 	allocs, _, _, _, _ := w.read()
-	w.lastAllocs = allocs - 2*quietRate // as if 2 MiB had been allocated in the last second
-	w.lastAt = w.now().Add(-time.Second)
+	// as if 2 MiB had been allocated in the last second
+	w.recent = []allocMark{{allocs - 2*quietRate, w.now().Add(-time.Second)}}
 	w.tick()
 	if w.quiet != 0 {
 		t.Fatalf("quiet count %d after a busy interval", w.quiet)
@@ -123,4 +123,42 @@ func TestIdleReturn_OwnCollectionDoesNotRearm(t *testing.T) {
 		}
 	}
 	_ = sink
+}
+
+// TestIdleReturn_BlipsStayQuiet: the rate is judged over the last second,
+// so a quiet million-instance node whose periodic work allocates 200 KB at
+// once every 10 s (1.95 MiB/s over that one 100 ms interval) still counts
+// as quiet and returns its garbage once quiet long enough; a node
+// allocating 2 MiB/s steadily never does.
+func TestIdleReturn_BlipsStayQuiet(t *testing.T) {
+	const live, garbage = 2300 << 20, 600 << 20
+	run := func(blip func(i int) bool, bytes uint64, ticks int) (collectedAt int) {
+		calls := 0
+		w := &idleReturn{collect: func() { calls++ }}
+		at, allocs := time.Unix(1e9, 0), uint64(1<<30)
+		for i := 1; i <= ticks; i++ {
+			at = at.Add(100 * time.Millisecond)
+			allocs += 2 << 10 // heartbeats
+			if blip(i) {
+				allocs += bytes
+			}
+			if w.judge(allocs, live, live+garbage, 0, 7, at) {
+				return i
+			}
+		}
+		return 0
+	}
+	every := func(n int) func(int) bool { return func(i int) bool { return i%n == 0 } }
+	if at := run(every(100), 200<<10, 2*quietFor(live)); at != quietFor(live) {
+		t.Fatalf("200 KB every 10 s: collected at interval %d, want %d", at, quietFor(live))
+	}
+	if at := run(every(1), 200<<10, 4*quietFor(live)); at != 0 {
+		t.Fatalf("2 MiB/s steadily: collected at interval %d", at)
+	}
+	// A burst of a few MB is busy for the second it is in the window,
+	// and the quiet count starts again after it.
+	once := func(i int) bool { return i == 200 }
+	if at := run(once, 3<<20, 2*quietFor(live)+200); at <= 200+quietFor(live) || at > 210+quietFor(live) {
+		t.Fatalf("3 MB once at interval 200: collected at interval %d", at)
+	}
 }
