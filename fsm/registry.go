@@ -220,10 +220,8 @@ func (r *Registry) AppVersion(app string) uint64 {
 
 // Get returns one entry, or nil.
 func (r *Registry) Get(app, id string) *Entry {
-	if a := r.apps[app]; a != nil {
-		return a.Instances[id]
-	}
-	return nil
+	_, e := r.slot(app, id)
+	return e
 }
 
 // LeaseShape is what an instance's lease asks of the leader: its renewal

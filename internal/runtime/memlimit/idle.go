@@ -136,9 +136,11 @@ func (w *idleReturn) tick() bool {
 // longer, as after a slow tick, such as one that collected a large heap).
 func (w *idleReturn) judge(allocs, live, objects, free, gcs uint64, at time.Time) bool {
 	w.recent = append(w.recent, allocMark{allocs, at})
-	for len(w.recent) > 1 && !w.recent[1].at.After(at.Add(-rateWindow)) {
-		w.recent = append(w.recent[:0], w.recent[1:]...)
+	cut := 0 // the newest reading at least rateWindow old
+	for cut+1 < len(w.recent) && !w.recent[cut+1].at.After(at.Add(-rateWindow)) {
+		cut++
 	}
+	w.recent = append(w.recent[:0], w.recent[cut:]...)
 	from := w.recent[0]
 	rate := float64(allocs-from.allocs) / max(at.Sub(from.at).Seconds(), 1e-3)
 	busy := rate >= quietRate
