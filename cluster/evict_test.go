@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -84,12 +83,7 @@ func singleNodeWith(t *testing.T, set func(*Config)) *Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.RaftBind, cfg.HTTPAdvertise = "n1", addr, "127.0.0.1:1"
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond

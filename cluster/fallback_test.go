@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/fsm"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 	"github.com/heureka-registry/heureka/nodeapi"
 	"github.com/heureka-registry/heureka/store"
 )
@@ -35,15 +36,17 @@ func (tn *testNode) stop() {
 	_ = tn.st.Close()
 }
 
-// freeAddr returns a loopback address that was free a moment ago.
+// freeAddr returns a loopback address below the ephemeral range that was
+// free a moment ago and is handed out once per test process. Asking the
+// kernel for port 0 and closing the listener could return the same port for
+// two members of one cluster.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := launch.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // testMembers returns n members with fresh loopback addresses.
