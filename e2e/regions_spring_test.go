@@ -806,23 +806,38 @@ func TestSpringRemoteRegions(t *testing.T) {
 			}
 		}
 	}()
-	// The churn starts once every client holds the anchors.
-	holds := func(view []string) bool {
+	// The churn starts once every client holds the anchors. A timeout names
+	// the client and the anchors it lacks, with what its fetches last saw.
+	missing := func(view []string) []string {
+		var out []string
 		for _, k := range anchors {
 			if !slices.ContainsFunc(view, func(v string) bool { return strings.HasPrefix(v, k+" ") }) {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	var lacking string
+	if !Eventually(clientTimeout, func() bool {
+		for _, c := range gos {
+			if m := missing(c.view()); len(m) > 0 {
+				fulls, deltas, _, _, fetchErrs := c.counts()
+				c.mu.Lock()
+				lastErr := c.lastErr
+				c.mu.Unlock()
+				lacking = fmt.Sprintf("%s lacks %v (%d fulls, %d deltas, %d fetch errors, last %q)", c.tag, m, fulls, deltas, fetchErrs, lastErr)
 				return false
 			}
+		}
+		st := state()
+		if m := missing(springView(st)); len(m) > 0 {
+			lacking = fmt.Sprintf("the Spring client lacks %v (%d delta fetches)", m, st.DeltaFetches)
+			return false
 		}
 		return true
+	}) {
+		t.Fatalf("timed out after %v waiting for every client to hold the churn's anchor instances: %s", clientTimeout, lacking)
 	}
-	WaitFor(t, clientTimeout, func() bool {
-		for _, c := range gos {
-			if !holds(c.view()) {
-				return false
-			}
-		}
-		return holds(springView(state()))
-	}, "every client holding the churn's anchor instances")
 	before := state()
 	churnStart := time.Now()
 	for _, c := range churners {
