@@ -2,25 +2,29 @@ package cluster
 
 import "container/heap"
 
-// deadlines is the leader's schedule of lease deadlines: a min-heap of
-// (deadline, instance) with at most one live item per instance, the
-// earliest scheduled. Renewals do not touch it: when an item comes due the
-// leader looks at the lease again and, if it was renewed, schedules its new
-// deadline (lazy rescheduling), so the heap costs nothing per heartbeat.
-// Not safe for concurrent use: only the lease keeper's goroutine uses it.
+// deadlines is the leader's schedule of lease deadlines, kept per
+// application: a min-heap of (deadline, application) with at most one live
+// item per application, no later than the earliest deadline of its
+// instances. Renewals do not touch it: when an application comes due the
+// leader looks at its instances' leases again and schedules the earliest
+// deadline among them (lazy rescheduling), so the heap costs nothing per
+// heartbeat. Not safe for concurrent use: only the lease keeper's goroutine
+// uses it.
 //
-// An instance is keyed by the (application, id) pair of its entry's own
-// strings, not a string joined from them: at a million instances the
-// joined keys were a million more heap objects on the leader for the
-// collector to mark.
+// Per application, not per instance: at a million instances a schedule of
+// instances held 127 MB on the leader (a map entry and a heap item each),
+// more than any follower holds for anything but the registry itself. An
+// application comes due about once per lease duration less a renewal
+// interval whatever its size (by then every live instance renewed), and
+// looking at its instances then costs what rescheduling each of them did.
 type deadlines struct {
 	h     deadlineHeap
-	sched map[renewKey]int64 // instance -> deadline of its live item
+	sched map[string]int64 // application -> deadline of its live item
 }
 
 type deadlineItem struct {
-	at  int64 // epoch ms; the lease is expired once now > at
-	key renewKey
+	at  int64 // epoch ms; the application has a lease to look at once now > at
+	app string
 }
 
 type deadlineHeap []deadlineItem
@@ -36,24 +40,24 @@ func (h *deadlineHeap) Pop() any {
 	return it
 }
 
-func newDeadlines() *deadlines { return &deadlines{sched: map[renewKey]int64{}} }
+func newDeadlines() *deadlines { return &deadlines{sched: map[string]int64{}} }
 
-// schedule makes sure key comes due no later than at. A later deadline for
-// an instance already scheduled is ignored: the earlier item will find it
-// renewed and schedule again.
-func (d *deadlines) schedule(key renewKey, at int64) {
-	if cur, ok := d.sched[key]; ok && cur <= at {
+// schedule makes sure app comes due no later than at. A later deadline for
+// an application already scheduled is ignored: the earlier item will find
+// its instances renewed and schedule again.
+func (d *deadlines) schedule(app string, at int64) {
+	if cur, ok := d.sched[app]; ok && cur <= at {
 		return
 	}
-	d.sched[key] = at
-	heap.Push(&d.h, deadlineItem{at: at, key: key})
+	d.sched[app] = at
+	heap.Push(&d.h, deadlineItem{at: at, app: app})
 }
 
 // next returns the earliest live deadline.
 func (d *deadlines) next() (int64, bool) {
 	for d.h.Len() > 0 {
 		it := d.h[0]
-		if d.sched[it.key] == it.at {
+		if d.sched[it.app] == it.at {
 			return it.at, true
 		}
 		heap.Pop(&d.h) // superseded by an earlier item
@@ -61,19 +65,25 @@ func (d *deadlines) next() (int64, bool) {
 	return 0, false
 }
 
-// popDue removes and returns the keys whose deadline is before now.
-func (d *deadlines) popDue(now int64) []renewKey {
-	var keys []renewKey
+// popDue removes and returns the applications whose deadline is before now.
+func (d *deadlines) popDue(now int64) []string {
+	var apps []string
 	for d.h.Len() > 0 && d.h[0].at < now {
 		it := heap.Pop(&d.h).(deadlineItem)
-		if d.sched[it.key] != it.at {
+		if d.sched[it.app] != it.at {
 			continue // superseded
 		}
-		delete(d.sched, it.key)
-		keys = append(keys, it.key)
+		delete(d.sched, it.app)
+		apps = append(apps, it.app)
 	}
-	return keys
+	return apps
 }
 
-// len is how many instances are scheduled.
+// at returns the deadline app is scheduled at.
+func (d *deadlines) at(app string) (int64, bool) {
+	at, ok := d.sched[app]
+	return at, ok
+}
+
+// len is how many applications are scheduled.
 func (d *deadlines) len() int { return len(d.sched) }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -13,59 +14,132 @@ import (
 
 func TestDeadlines_EarliestWinsAndDueOrder(t *testing.T) {
 	d := newDeadlines()
-	k := func(id string) renewKey { return renewKey{"APP", id} }
-	d.schedule(k("a"), 300)
-	d.schedule(k("b"), 100)
-	d.schedule(k("c"), 200)
-	d.schedule(k("a"), 400) // later than scheduled: ignored
-	d.schedule(k("c"), 50)  // earlier: replaces
+	d.schedule("A", 300)
+	d.schedule("B", 100)
+	d.schedule("C", 200)
+	d.schedule("A", 400) // later than scheduled: ignored
+	d.schedule("C", 50)  // earlier: replaces
 	if at, ok := d.next(); !ok || at != 50 {
 		t.Fatalf("next = %d %v, want 50", at, ok)
 	}
-	if got := d.popDue(150); !slices.Equal(got, []renewKey{k("c"), k("b")}) {
-		t.Fatalf("popDue(150) = %v, want [c b]", got)
+	if got := d.popDue(150); !slices.Equal(got, []string{"C", "B"}) {
+		t.Fatalf("popDue(150) = %v, want [C B]", got)
 	}
-	// c's superseded item at 200 must not come back.
-	if got := d.popDue(301); !slices.Equal(got, []renewKey{k("a")}) {
-		t.Fatalf("popDue(301) = %v, want [a]", got)
+	// C's superseded item at 200 must not come back.
+	if got := d.popDue(301); !slices.Equal(got, []string{"A"}) {
+		t.Fatalf("popDue(301) = %v, want [A]", got)
 	}
 	if _, ok := d.next(); ok || d.len() != 0 {
 		t.Fatalf("schedule not empty: len %d", d.len())
 	}
-	d.schedule(k("a"), 10) // popped keys can be scheduled again
-	if got := d.popDue(11); !slices.Equal(got, []renewKey{k("a")}) {
+	d.schedule("A", 10) // popped applications can be scheduled again
+	if got := d.popDue(11); !slices.Equal(got, []string{"A"}) {
 		t.Fatalf("rescheduled popDue = %v", got)
 	}
 }
 
 // TestScheduleDirty_OnlyChangedInstances: a registration into a large
-// application schedules the deadline of the instance it changed, not of
-// every instance of the application (the leader's work per write stays
-// flat as applications grow); a change naming no instance still schedules
-// its whole application, and a restore everything.
+// application looks at the lease of the instance it changed, not of every
+// instance of the application (the leader's work per write stays flat as
+// applications grow); a change naming no instance still looks at its whole
+// application, and a restore at everything. The schedule holds one item
+// per application.
 func TestScheduleDirty_OnlyChangedInstances(t *testing.T) {
 	n := singleNode(t, DefaultLeaseConfig())
 	registerN(t, n, "BIG", "big-", 50, 90)
 	register(t, n, "OTHER", "other-1", 90)
 	k := newLeaseKeeper(n) // a second keeper, driven by hand
 	k.tracking.Store(true)
-	schedule := func(c fsm.Change) int {
+	schedule := func(c fsm.Change) (looked, apps int) {
 		dl := newDeadlines()
 		k.onChange(c)
+		looked = k.scheduleDirty(dl)
+		return looked, dl.len()
+	}
+	if looked, apps := schedule(fsm.Change{Apps: []string{"BIG"}, Keys: []fsm.KeyBody{{App: "BIG", ID: "big-7"}}}); looked != 1 || apps != 1 {
+		t.Fatalf("one registration in BIG looked at %d leases and scheduled %d applications, want 1 and 1", looked, apps)
+	}
+	if looked, apps := schedule(fsm.Change{Apps: []string{"BIG"}, Keys: []fsm.KeyBody{{App: "BIG", ID: "gone"}}}); looked != 0 || apps != 0 {
+		t.Fatalf("a change to an instance no longer held looked at %d leases and scheduled %d applications, want 0", looked, apps)
+	}
+	if looked, apps := schedule(fsm.Change{Apps: []string{"BIG"}}); looked != 50 || apps != 1 {
+		t.Fatalf("a change naming only BIG looked at %d leases and scheduled %d applications, want 50 and 1", looked, apps)
+	}
+	if looked, apps := schedule(fsm.Change{All: true}); looked != 51 || apps != 2 {
+		t.Fatalf("a restore looked at %d leases and scheduled %d applications, want 51 and 2", looked, apps)
+	}
+}
+
+// TestDeadlines_NoLeaseExpiresUnseen drives a keeper by hand through random
+// registrations, renewals, cancellations and jumps of its clock, and checks
+// after every step what makes eviction at the deadline work with a
+// schedule kept per application:
+//   - every application holding an instance is scheduled no later than
+//     that instance's deadline, or (for a lease found expired at now) than
+//     now plus the retry delay;
+//   - when an application comes due holding an expired lease, the keeper
+//     reports it.
+func TestDeadlines_NoLeaseExpiresUnseen(t *testing.T) {
+	lease := DefaultLeaseConfig()
+	lease.EvictionInterval = time.Hour // the node's own keeper stays out of the way
+	lease.SelfPreservation = false
+	n := singleNode(t, lease)
+	k := newLeaseKeeper(n)
+	k.tracking.Store(true)
+	dl := newDeadlines()
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("seed %d", seed)
+	retry := retryEvictAfter.Milliseconds()
+	now := time.Now()
+	check := func(step int, lastDue int64) {
+		t.Helper()
+		pending := n.renew.pendingTimes()
+		n.fsm.Read(func(r *fsm.Registry) {
+			r.Range(func(e *fsm.Entry) {
+				bound := max(k.deadlineOf(e, pending, 0), lastDue+retry)
+				if at, ok := dl.at(e.App); !ok || at > bound {
+					t.Fatalf("seed %d step %d: %s/%s (deadline %d) but %s scheduled at %d (%v), want <= %d",
+						seed, step, e.App, e.ID, k.deadlineOf(e, pending, 0), e.App, at, ok, bound)
+				}
+			})
+		})
+	}
+	var lastDue int64
+	for step := range 300 {
+		app, id := fmt.Sprintf("APP-%d", rng.IntN(4)), fmt.Sprintf("i-%d", rng.IntN(8))
+		switch op := rng.IntN(10); {
+		case op < 4:
+			register(t, n, app, id, int32(1+rng.IntN(120)))
+		case op < 6:
+			_ = n.Renew(context.Background(), app, id, 0) // not found is fine
+		case op < 7:
+			entry, err := fsm.Encode(fsm.CmdCancel, &fsm.KeyBody{App: app, ID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = n.Apply(context.Background(), entry) // not found is fine
+		default:
+			now = now.Add(time.Duration(rng.IntN(40_000)) * time.Millisecond)
+		}
 		k.scheduleDirty(dl)
-		return dl.len()
-	}
-	if got := schedule(fsm.Change{Apps: []string{"BIG"}, Keys: []fsm.KeyBody{{App: "BIG", ID: "big-7"}}}); got != 1 {
-		t.Fatalf("one registration in BIG scheduled %d deadlines, want 1", got)
-	}
-	if got := schedule(fsm.Change{Apps: []string{"BIG"}, Keys: []fsm.KeyBody{{App: "BIG", ID: "gone"}}}); got != 0 {
-		t.Fatalf("a change to an instance no longer held scheduled %d deadlines, want 0", got)
-	}
-	if got := schedule(fsm.Change{Apps: []string{"BIG"}}); got != 50 {
-		t.Fatalf("a change naming only BIG scheduled %d deadlines, want 50", got)
-	}
-	if got := schedule(fsm.Change{All: true}); got != 51 {
-		t.Fatalf("a restore scheduled %d deadlines, want 51", got)
+		check(step, lastDue)
+		nowMs := now.UnixMilli()
+		// What must be reported: a due application holding an expired lease.
+		want := false
+		pending := n.renew.pendingTimes()
+		n.fsm.Read(func(r *fsm.Registry) {
+			r.Range(func(e *fsm.Entry) {
+				if at, _ := dl.at(e.App); at < nowMs && nowMs > k.deadlineOf(e, pending, 0) {
+					want = true
+				}
+			})
+		})
+		if got := k.dueExpired(dl, now); want && !got {
+			t.Fatalf("seed %d step %d: a due application holds an expired lease, dueExpired reported none", seed, step)
+		}
+		lastDue = nowMs
+		check(step, lastDue)
 	}
 }
 

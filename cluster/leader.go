@@ -230,13 +230,14 @@ func (k *leaseKeeper) deadlineOf(e *fsm.Entry, pending map[renewKey]int64, since
 }
 
 // scheduleDirty schedules the deadlines of the instances changed since the
-// last call (all of them after a restore or at the start of leadership).
-func (k *leaseKeeper) scheduleDirty(dl *deadlines) {
+// last call (all of them after a restore or at the start of leadership)
+// and returns how many instances it looked at.
+func (k *leaseKeeper) scheduleDirty(dl *deadlines) int {
 	k.dirtyMu.Lock()
 	all, keys, apps := k.allDirty, k.dirty, k.dirtyApps
 	if !all && len(keys) == 0 && len(apps) == 0 {
 		k.dirtyMu.Unlock()
-		return
+		return 0
 	}
 	k.allDirty, k.dirty, k.dirtyApps = false, map[fsm.KeyBody]struct{}{}, map[string]bool{}
 	k.dirtyMu.Unlock()
@@ -244,30 +245,34 @@ func (k *leaseKeeper) scheduleDirty(dl *deadlines) {
 	since := k.leaderSince
 	k.mu.Unlock()
 	pending := k.n.renew.pendingTimes()
+	looked := 0
 	k.n.fsm.Read(func(r *fsm.Registry) {
-		add := func(e *fsm.Entry) { dl.schedule(renewKey{e.App, e.ID}, k.deadlineOf(e, pending, since)) }
+		add := func(e *fsm.Entry) {
+			looked++
+			dl.schedule(e.App, k.deadlineOf(e, pending, since))
+		}
 		if all {
 			r.Range(add)
 			return
 		}
 		for key := range keys {
 			if e := r.Get(key.App, key.ID); e != nil {
-				add(e) // a cancelled one leaves the schedule in dueExpired
+				add(e) // a cancelled one leaves its application's schedule when it comes due
 			}
 		}
 		for app := range apps {
-			for _, e := range r.AppEntries(app) {
-				add(e)
-			}
+			r.RangeApp(app, add)
 		}
 	})
+	return looked
 }
 
-// dueExpired takes the instances whose deadline passed, schedules the
-// renewed ones again and reports whether any lease really expired.
+// dueExpired takes the applications whose deadline passed, looks at their
+// instances' leases, schedules each application again at the earliest
+// deadline among them and reports whether any lease really expired.
 func (k *leaseKeeper) dueExpired(dl *deadlines, now time.Time) bool {
-	keys := dl.popDue(now.UnixMilli())
-	if len(keys) == 0 {
+	apps := dl.popDue(now.UnixMilli())
+	if len(apps) == 0 {
 		return false
 	}
 	k.mu.Lock()
@@ -275,20 +280,18 @@ func (k *leaseKeeper) dueExpired(dl *deadlines, now time.Time) bool {
 	k.mu.Unlock()
 	pending := k.n.renew.pendingTimes()
 	nowMs := now.UnixMilli()
+	retryAt := nowMs + retryEvictAfter.Milliseconds() // in case the pass leaves an expired one
 	expired := false
 	k.n.fsm.Read(func(r *fsm.Registry) {
-		for _, key := range keys {
-			e := r.Get(key.app, key.id)
-			if e == nil {
-				continue // cancelled or evicted
-			}
-			at := k.deadlineOf(e, pending, since)
-			if nowMs > at {
-				expired = true
-				dl.schedule(key, nowMs+retryEvictAfter.Milliseconds()) // in case this pass leaves it
-				continue
-			}
-			dl.schedule(key, at)
+		for _, app := range apps {
+			r.RangeApp(app, func(e *fsm.Entry) {
+				at := k.deadlineOf(e, pending, since)
+				if nowMs > at {
+					expired = true
+					at = retryAt
+				}
+				dl.schedule(app, at)
+			})
 		}
 	})
 	return expired
@@ -298,7 +301,7 @@ func (k *leaseKeeper) dueExpired(dl *deadlines, now time.Time) bool {
 func (k *leaseKeeper) retryLater(dl *deadlines, left []fsm.KeyBody, now time.Time) {
 	at := now.Add(retryEvictAfter).UnixMilli()
 	for _, kb := range left {
-		dl.schedule(renewKey{kb.App, kb.ID}, at)
+		dl.schedule(kb.App, at)
 	}
 }
 
