@@ -199,11 +199,11 @@ func (v *Value) WriteGzipTo(w io.Writer) (int64, error) {
 	return writeParts(w, v.served().parts)
 }
 
-// AppendGzipParts appends the slices that make up the gzip-compressed
-// body, in order, to dst (for a vectored write; they must not be
-// modified).
-func (v *Value) AppendGzipParts(dst [][]byte) [][]byte {
-	return append(dst, v.served().parts...)
+// GzipParts returns the slices that make up the gzip-compressed body, in
+// order (for a vectored write). They are the document's own: neither the
+// returned slice nor the slices in it may be modified.
+func (v *Value) GzipParts() [][]byte {
+	return v.served().parts
 }
 
 // Gzip returns the gzip-compressed body as one new slice (tests, and
