@@ -249,8 +249,9 @@ func BenchmarkFootprint(b *testing.B) {
 	hdr := http.Header{"Accept": {"application/json"}, "Accept-Encoding": {"gzip"}}
 	var rows []string
 	lowest := map[string]float64{}
-	targets := []readTarget{{"full registry", "/eureka/apps", 8}, {"delta", "/eureka/apps/delta", 32},
-		{"one app", "/eureka/apps/" + wl.AppName(42), 32}}
+	// Halves long enough for dozens of reads of the large documents.
+	targets := []readTarget{{"full registry", "/eureka/apps", 8, 8 * time.Second}, {"delta", "/eureka/apps/delta", 32, 4 * time.Second},
+		{"one app", "/eureka/apps/" + wl.AppName(42), 32, 2 * time.Second}}
 	for _, nd := range c.Nodes {
 		for _, tg := range targets {
 			row, ratio := readAgainstLimit(b, client, nd, nodeRole(nd, leader), tg, hdr)
@@ -521,13 +522,18 @@ func sampleRSS(pid int, peak *float64) (stop func()) {
 // readTarget is a document the Footprint benchmark reads on every node.
 type readTarget struct {
 	name, path string
-	conc       int // concurrent readers
+	conc       int           // concurrent readers
+	half       time.Duration // how long each side reads in one turn
 }
 
 // readAgainstLimit reads tg on nd, JSON with gzip accepted, against
 // `heureka limit-server` serving the bytes nd answered, the two taking
-// turns in 2 s halves twice; it returns the result as a table row, and
-// heureka's rate over the limit's.
+// turns in halves of tg.half twice; it returns the result as a table row,
+// and heureka's rate over the limit's. Reads under way when a half ends
+// finish and count, the half's time with them: a full registry of a
+// million takes a reader about a second, and cutting the half at 2 s
+// dropped the reads under way and left 5 to 16 that finished, a ratio
+// that moved by a step of 0.1 or more with one read.
 func readAgainstLimit(b *testing.B, client *http.Client, nd *Node, role string, tg readTarget, hdr http.Header) (string, float64) {
 	b.Helper()
 	ctx := context.Background()
@@ -540,7 +546,7 @@ func readAgainstLimit(b *testing.B, client *http.Client, nd *Node, role string, 
 		b.Fatal(err)
 	}
 	defer limit.Stop() // a full registry's limit holds hundreds of MB: one at a time
-	lc := bench.LoadConfig{Concurrency: tg.conc, Duration: 2 * time.Second}
+	lc := bench.LoadConfig{Concurrency: tg.conc, Duration: tg.half, Drain: time.Minute}
 	var hs, ls []bench.Result
 	gcs := uint32(0) // nd's collections while it serves
 	peak := 0.0      // and its RSS
