@@ -11,6 +11,12 @@ type cmdSpec struct {
 	// content is set for commands that change registry content: they
 	// advance the delta queue's clock (pruneDelta) before applying.
 	content bool
+	// ticks is set for a command that changes no content but advances the
+	// delta queue's clock all the same: renewal batches, the only entries
+	// a settled registry writes. Without them a fleet that registered and
+	// then only renewed kept every change of its registration in the
+	// queue, long past the retention: at a million, 90 MB on every node.
+	ticks bool
 	// onInstance is set for commands that require their instance to exist
 	// (see InstanceKey).
 	onInstance bool
@@ -55,7 +61,7 @@ var commands = map[CmdType]cmdSpec{
 			}
 			return r.cancel(idx, cmd.Ts, b.App, b.ID, c)
 		}},
-	CmdRenewBatch: {name: "renew_batch", newBody: func() any { return &RenewBatchBody{} },
+	CmdRenewBatch: {name: "renew_batch", newBody: func() any { return &RenewBatchBody{} }, ticks: true,
 		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
 			r.renew(cmd.Body.(*RenewBatchBody).Renewals)
 			return nil

@@ -766,7 +766,7 @@ func (r *Registry) Apply(idx uint64, cmd Command, c *Change) error {
 	if !ok {
 		return fmt.Errorf("%w: unknown type %d", ErrBadCommand, byte(cmd.Type))
 	}
-	if spec.content {
+	if spec.content || spec.ticks {
 		r.pruneDelta(cmd.Ts)
 		for _, rc := range r.regions {
 			rc.reg.pruneDelta(cmd.Ts)

@@ -296,3 +296,32 @@ func TestRegistry_LeaseShapesMatchAScan(t *testing.T) {
 		})
 	}
 }
+
+// A registry that only renews after its registrations still lets them
+// age out of the delta queue: renewal batches advance the queue's clock,
+// so the queue and its index are emptied once the retention has passed,
+// not kept until the next content change.
+func TestRegistry_RenewalsAgeTheDeltaQueue(t *testing.T) {
+	r := newReg()
+	for i := range 50 {
+		reg(r, uint64(i+1), 1000, testInstance("A", fmt.Sprint(i), StatusUp, 10))
+	}
+	renewAt := func(idx uint64, ts int64) {
+		t.Helper()
+		cmd := Command{Type: CmdRenewBatch, Ts: ts, Body: &RenewBatchBody{Renewals: []Renewal{{App: "A", ID: "3", Ts: ts}}}}
+		if err := r.Apply(idx, cmd, &Change{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renewAt(100, 1000+DefaultDeltaRetention.Milliseconds())
+	if len(r.delta) != 50 || len(r.deltaOrder) != 50 {
+		t.Fatalf("within the retention the queue holds %d (%d in order), want 50", len(r.delta), len(r.deltaOrder))
+	}
+	renewAt(101, 1000+DefaultDeltaRetention.Milliseconds()+1)
+	if len(r.delta) != 0 || len(r.deltaOrder) != 0 || len(r.Delta(0)) != 0 {
+		t.Fatalf("past the retention the queue holds %d (%d in order), want none", len(r.delta), len(r.deltaOrder))
+	}
+	if e := r.Get("A", "3"); e == nil || e.LastRenewalTs != 1000+DefaultDeltaRetention.Milliseconds()+1 {
+		t.Fatalf("the renewal was not applied: %+v", e)
+	}
+}
