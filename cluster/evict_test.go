@@ -97,10 +97,11 @@ func TestDeadlines_NoLeaseExpiresUnseen(t *testing.T) {
 		pending := n.renew.pendingTimes()
 		n.fsm.Read(func(r *fsm.Registry) {
 			r.Range(func(e *fsm.Entry) {
-				bound := max(k.deadlineOf(e, pending, 0), lastDue+retry)
+				deadline := k.deadlineOf(e, pending, 0)
+				bound := max(deadline, lastDue+retry)
 				if at, ok := dl.at(e.App); !ok || at > bound {
 					t.Fatalf("seed %d step %d: %s/%s (deadline %d) but %s scheduled at %d (%v), want <= %d",
-						seed, step, e.App, e.ID, k.deadlineOf(e, pending, 0), e.App, at, ok, bound)
+						seed, step, e.App, e.ID, deadline, e.App, at, ok, bound)
 				}
 			})
 		})

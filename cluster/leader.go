@@ -284,14 +284,22 @@ func (k *leaseKeeper) dueExpired(dl *deadlines, now time.Time) bool {
 	expired := false
 	k.n.fsm.Read(func(r *fsm.Registry) {
 		for _, app := range apps {
+			// One item for the application at its earliest deadline, not
+			// one for each instance earlier than the ones before it.
+			earliest, held := int64(0), false
 			r.RangeApp(app, func(e *fsm.Entry) {
 				at := k.deadlineOf(e, pending, since)
 				if nowMs > at {
 					expired = true
 					at = retryAt
 				}
-				dl.schedule(app, at)
+				if !held || at < earliest {
+					earliest, held = at, true
+				}
 			})
+			if held {
+				dl.schedule(app, earliest)
+			}
 		}
 	})
 	return expired
