@@ -454,7 +454,7 @@ func (fb *fallback) conditional(cmd *fsm.Command, ov *fsm.Registry, entry []byte
 	}
 	var committed *fsm.Entry
 	fb.n.fsm.Read(func(r *fsm.Registry) { committed = r.Get(app, id) })
-	if committed == nil || ov.Get(app, id) != committed {
+	if held := ov.Get(app, id); committed == nil || held == nil || !held.SameRecord(committed) {
 		return entry, nil
 	}
 	*at, *journaledAt = committed.RegistrationTs, cmd.Ts

@@ -105,8 +105,8 @@ func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
 		r.Range(func(e *fsm.Entry) {
 			// A pending renewal only moves the lease later, so its key
 			// is looked up for a lease that expired without it.
-			if leaseExpired(e.LastRenewalTs, e.DurationMs(), since, nowMs) &&
-				(len(pending) == 0 || leaseExpired(max(e.LastRenewalTs, pending[renewKey{e.App, e.ID}]), e.DurationMs(), since, nowMs)) {
+			if leaseExpired(e.RenewedAt(), e.DurationMs(), since, nowMs) &&
+				(len(pending) == 0 || leaseExpired(max(e.RenewedAt(), pending[renewKey{e.App, e.ID}]), e.DurationMs(), since, nowMs)) {
 				expired = append(expired, fsm.KeyBody{App: e.App, ID: e.ID})
 			}
 		})
@@ -225,7 +225,7 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 
 // deadlineOf is when a lease expires for this leader (epoch ms).
 func (k *leaseKeeper) deadlineOf(e *fsm.Entry, pending map[renewKey]int64, since int64) int64 {
-	last := max(e.LastRenewalTs, pending[renewKey{e.App, e.ID}])
+	last := max(e.RenewedAt(), pending[renewKey{e.App, e.ID}])
 	return max(last, since) + e.DurationMs()
 }
 

@@ -80,7 +80,7 @@ func AppendInstance(dst []byte, f Format, e *fsm.Entry) []byte {
 		dst = num(dst, f, "renewalIntervalInSecs", int64(orDefault(in.RenewalIntervalSecs, fsm.DefaultRenewalIntervalSecs)))
 		dst = num(dst, f, "durationInSecs", int64(orDefault(in.DurationSecs, fsm.DefaultDurationSecs)))
 		dst = num(dst, f, "registrationTimestamp", e.RegistrationTs)
-		dst = num(dst, f, "lastRenewalTimestamp", e.LastRenewalTs)
+		dst = num(dst, f, "lastRenewalTimestamp", e.RenewedAt())
 		dst = num(dst, f, "evictionTimestamp", e.EvictionTs)
 		dst = num(dst, f, "serviceUpTimestamp", e.ServiceUpTs)
 		dst = closeObj(dst, f, "leaseInfo")

@@ -406,9 +406,10 @@ func TestCommandTableCoversEveryType(t *testing.T) {
 	}
 }
 
-// TestRegistry_CloneLeavesSharedEntriesAlone: Clone shares the live
-// registry's entries, which are immutable, so it must not write to them
-// (readers of the live registry hold only a read lock).
+// TestRegistry_CloneLeavesSharedEntriesAlone: Clone copies the live
+// registry's entries, which share their sealed records, and must not
+// write to the entries it copies (readers of the live registry hold only
+// a read lock).
 func TestRegistry_CloneLeavesSharedEntriesAlone(t *testing.T) {
 	f := New(time.Minute, nil)
 	applyAll(f, randomCommands(t, 7, 200))

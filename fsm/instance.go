@@ -3,6 +3,7 @@ package fsm
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -335,7 +336,15 @@ func HasVIP(list, vip string) bool {
 
 // Entry is an instance together with its server-side lease state. Like
 // Instance it is copy-on-write: the registry replaces entries, never edits
-// them, so a reader holding an *Entry sees a consistent record.
+// them, so a reader holding an *Entry sees a consistent record, with one
+// exception. A heartbeat only moves LastRenewalTs forward, and the
+// registry holding the entry writes it in place (atomically, under the
+// FSM's write lock): a million instances renewing every 30 s are most of
+// what every node applies, and a copy of the entry for each heartbeat was
+// most of what applying one cost (BENCHMARKS.md, "A million instances on
+// one machine"). Read it with RenewedAt wherever the FSM's lock is not
+// held. An entry is renewed in place only by the one registry holding it:
+// Clone copies the entries it takes.
 type Entry struct {
 	// Key is the registry key (upper-cased app name, instance id).
 	App string `codec:"app"`
@@ -347,12 +356,14 @@ type Entry struct {
 	// re-registrations and is dropped on cancel and eviction.
 	Override string `codec:"ov"`
 
-	RegistrationTs int64  `codec:"rt"`
-	LastRenewalTs  int64  `codec:"lr"`
-	EvictionTs     int64  `codec:"ev"`
-	ServiceUpTs    int64  `codec:"su"`
-	LastUpdatedTs  int64  `codec:"lu"`
-	ActionType     string `codec:"act"`
+	RegistrationTs int64 `codec:"rt"`
+	// LastRenewalTs is the time of the last heartbeat (see Entry about
+	// reading it).
+	LastRenewalTs int64  `codec:"lr"`
+	EvictionTs    int64  `codec:"ev"`
+	ServiceUpTs   int64  `codec:"su"`
+	LastUpdatedTs int64  `codec:"lu"`
+	ActionType    string `codec:"act"`
 	// ModifyIndex is the Raft index of the last change to the record (renewals excluded).
 	ModifyIndex uint64 `codec:"mi"`
 }
@@ -365,7 +376,18 @@ func (e *Entry) DurationMs() int64 {
 // ExpiresAt is the time (epoch ms) after which the lease is expired: last
 // renewal plus one lease duration. (Eureka adds the duration twice; heureka
 // does not. See docs/leases.md.)
-func (e *Entry) ExpiresAt() int64 { return e.LastRenewalTs + e.DurationMs() }
+func (e *Entry) ExpiresAt() int64 { return e.RenewedAt() + e.DurationMs() }
+
+// SameRecord reports whether e and o hold the same registration unchanged:
+// o is e, or a copy of it (Clone) that nothing but heartbeats has changed
+// since. Entries are compared so, not by pointer, because Clone copies them.
+func (e *Entry) SameRecord(o *Entry) bool {
+	return e == o || (e.Instance == o.Instance && e.RegistrationTs == o.RegistrationTs && e.Override == o.Override)
+}
+
+// RenewedAt is LastRenewalTs, read so that it may race with the registry
+// renewing the entry in place.
+func (e *Entry) RenewedAt() int64 { return atomic.LoadInt64(&e.LastRenewalTs) }
 
 func leaseDuration(secs int32) int32 {
 	if secs <= 0 {

@@ -77,6 +77,8 @@ func (c *Change) Empty() bool { return !c.All && len(c.Apps) == 0 }
 // safe for concurrent use; FSM guards it.
 type Registry struct {
 	apps map[string]*Application
+	// keys finds an entry by its key in one lookup (keyindex.go).
+	keys keyIndex
 	// names caches AppNames: reads run concurrently under the FSM's read
 	// lock, so it is filled atomically, and only put and remove (under
 	// the write lock) clear it, when an application comes or goes. The
@@ -128,6 +130,7 @@ func NewRegistry(retention time.Duration) *Registry {
 func newRegistry(retentionMs int64) *Registry {
 	return &Registry{
 		apps:         map[string]*Application{},
+		keys:         newKeyIndex(),
 		delta:        map[deltaID]*DeltaEntry{},
 		members:      map[string]Member{},
 		regions:      map[string]*regionCopy{},
@@ -220,6 +223,9 @@ func (r *Registry) AppVersion(app string) uint64 {
 
 // Get returns one entry, or nil.
 func (r *Registry) Get(app, id string) *Entry {
+	if e, ok := r.keys.get(app, id); ok {
+		return e
+	}
 	_, e := r.slot(app, id)
 	return e
 }
@@ -421,8 +427,9 @@ func (r *Registry) put(e *Entry) {
 	r.store(a, old, e)
 }
 
-// hold stores e under its key as it is: an entry another registry holds
-// (Clone), whose record is sealed and whose strings are held already.
+// hold stores e under its key as it is: a copy of an entry another
+// registry holds (Clone), whose record is sealed and whose strings are
+// held already.
 func (r *Registry) hold(e *Entry) {
 	a, old := r.slot(e.App, e.ID)
 	r.store(a, old, e)
@@ -455,6 +462,7 @@ func (r *Registry) store(a *Application, old, e *Entry) {
 	r.statusCounts[e.Instance.Status]++
 	r.leaseShapes[shapeOf(e)]++
 	a.Instances[e.ID] = e
+	r.keys.set(e)
 }
 
 // dropShape counts one instance of shape s less, forgetting a shape no
@@ -477,6 +485,7 @@ func (r *Registry) remove(app, id string) *Entry {
 		return nil
 	}
 	delete(a.Instances, id)
+	r.keys.drop(e)
 	r.count--
 	r.statusCounts[e.Instance.Status]--
 	r.dropShape(shapeOf(e))
@@ -634,26 +643,12 @@ func (r *Registry) cancel(idx uint64, ts int64, app, id string, c *Change) error
 func (r *Registry) renew(renewals []Renewal) {
 	// A renewal batch holds every heartbeat of a second (tens of thousands
 	// at fleet rate) and is applied on every node: one lookup each, and
-	// the copy goes in place of the entry it replaces, with the counts
-	// left as they are (a renewal changes no status).
+	// the lease moved forward in place (Entry), which allocates nothing
+	// and leaves the map as it is.
 	for _, rn := range renewals {
-		a := r.apps[rn.App]
-		if a == nil {
-			continue
+		if e := r.Get(rn.App, rn.ID); e != nil && rn.Ts > e.LastRenewalTs {
+			atomic.StoreInt64(&e.LastRenewalTs, rn.Ts)
 		}
-		e := a.Instances[rn.ID]
-		if e == nil || rn.Ts <= e.LastRenewalTs {
-			continue
-		}
-		n := *e
-		n.LastRenewalTs = rn.Ts
-		// Keyed by the entry's own ID, not rn.ID: assigning to a string
-		// key the map holds replaces the key with the one given, and
-		// rn.ID is a view into the whole batch it was decoded from, which
-		// would then stay alive as long as one of its instances is not
-		// renewed again (a million instances kept every batch of the
-		// last round of renewals, 48 MB).
-		a.Instances[e.ID] = &n
 	}
 }
 
@@ -775,8 +770,9 @@ func (r *Registry) Apply(idx uint64, cmd Command, c *Change) error {
 	return spec.apply(r, idx, cmd, c)
 }
 
-// Clone returns an independent copy of the registry. Entries are shared:
-// they are immutable.
+// Clone returns an independent copy of the registry. Its entries are
+// copies too, since a registry renews the entries it holds in place
+// (Entry); their records are shared, being sealed.
 func (r *Registry) Clone() *Registry {
 	return importState(r.export(0), r.retentionMs, true)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -36,6 +37,9 @@ type recordCoder interface {
 	flag(p *bool)
 	i32(p *int32)
 	i64(p *int64)
+	// lease is an i64 the registry may write in place while a snapshot
+	// is encoded (Entry.LastRenewalTs).
+	lease(p *int64)
 	u64(p *uint64)
 	// instance reports whether the entry holds an instance: the writer
 	// says so, the reader reads it and makes the one it fills.
@@ -79,7 +83,7 @@ func walkRecord(c recordCoder, e *Entry) {
 	}
 	c.str(&e.Override)
 	c.i64(&e.RegistrationTs)
-	c.i64(&e.LastRenewalTs)
+	c.lease(&e.LastRenewalTs)
 	c.i64(&e.EvictionTs)
 	c.i64(&e.ServiceUpTs)
 	c.i64(&e.LastUpdatedTs)
@@ -114,9 +118,10 @@ func (w *recordWriter) flag(p *bool) {
 	w.b = append(w.b, v)
 }
 
-func (w *recordWriter) i32(p *int32)  { w.b = binary.AppendVarint(w.b, int64(*p)) }
-func (w *recordWriter) i64(p *int64)  { w.b = binary.AppendVarint(w.b, *p) }
-func (w *recordWriter) u64(p *uint64) { w.b = binary.AppendUvarint(w.b, *p) }
+func (w *recordWriter) i32(p *int32)   { w.b = binary.AppendVarint(w.b, int64(*p)) }
+func (w *recordWriter) i64(p *int64)   { w.b = binary.AppendVarint(w.b, *p) }
+func (w *recordWriter) lease(p *int64) { w.b = binary.AppendVarint(w.b, atomic.LoadInt64(p)) }
+func (w *recordWriter) u64(p *uint64)  { w.b = binary.AppendUvarint(w.b, *p) }
 
 func (w *recordWriter) instance(p **Instance) bool {
 	has := *p != nil
@@ -195,6 +200,8 @@ func (r *recordReader) i64(p *int64) {
 	}
 	*p = v
 }
+
+func (r *recordReader) lease(p *int64) { r.i64(p) }
 
 func (r *recordReader) i32(p *int32) {
 	var v int64

@@ -77,14 +77,16 @@ func (r *Registry) export(lastIndex uint64) *State {
 }
 
 // importState builds a registry of st. held says st's entries are held
-// by another registry (Clone), which keeps them: they are shared as they
-// are. Otherwise they are st's own, read from a snapshot, and sealed as
-// they are put in.
+// by another registry (Clone), which keeps them and renews them in place:
+// they are copied, sharing their sealed records and held strings.
+// Otherwise they are st's own, read from a snapshot, and sealed as they
+// are put in.
 func importState(st *State, retentionMs int64, held bool) *Registry {
 	r := newRegistry(retentionMs)
 	for _, e := range st.Entries {
 		if held {
-			r.hold(e)
+			c := *e
+			r.hold(&c)
 		} else {
 			r.put(e)
 		}

@@ -362,7 +362,7 @@ func (p *dashboardPage) fillRegistry(r *fsm.Registry, now time.Time) {
 			listed++
 			row.Instances = append(row.Instances, instanceRow{ID: e.ID, Host: e.Instance.HostName,
 				Port: e.Instance.Port, Status: e.Instance.Status, StatusURL: safeURL(e.Instance.StatusPageURL),
-				Renewed: ago(now, e.LastRenewalTs)})
+				Renewed: ago(now, e.RenewedAt())})
 		}
 		for _, st := range sortedStatuses(counts) {
 			row.Counts = append(row.Counts, statusCount{st, counts[st]})

@@ -1,0 +1,170 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// checkKeyIndex checks keyIndex's invariant on r and that Get answers as
+// the applications' maps do for every key randomCommands uses.
+func checkKeyIndex(t *testing.T, r *Registry, step int) {
+	t.Helper()
+	held := 0
+	r.Range(func(e *Entry) {
+		held++
+		if got := r.keys.m[keyHash(r.keys.seed, e.App, e.ID)]; got != e && got != collided {
+			t.Fatalf("step %d: the index holds %p for %s/%s, held %p", step, got, e.App, e.ID, e)
+		}
+	})
+	for h, e := range r.keys.m {
+		if e == collided {
+			continue
+		}
+		held--
+		if _, in := r.slot(e.App, e.ID); in != e || keyHash(r.keys.seed, e.App, e.ID) != h {
+			t.Fatalf("step %d: the index holds %s/%s, which is not held under it", step, e.App, e.ID)
+		}
+	}
+	if held < 0 {
+		t.Fatalf("step %d: the index holds %d entries more than the registry", step, -held)
+	}
+	for _, app := range []string{"ORDERS", "PAYMENTS", "USERS", "NONE"} {
+		for i := range 14 {
+			id := fmt.Sprintf("i-%d", i)
+			if _, want := r.slot(app, id); r.Get(app, id) != want {
+				t.Fatalf("step %d: Get(%s, %s) differs from the applications' maps", step, app, id)
+			}
+		}
+	}
+}
+
+// TestKeyIndex_AnswersAsTheApplicationsMaps applies random commands of
+// every kind and checks the index after each, with the real hash and with
+// one under which keys of equal length collide, so that lookups of
+// collided keys go to the applications' maps; both end in the state of a
+// registry applying the same commands.
+func TestKeyIndex_AnswersAsTheApplicationsMaps(t *testing.T) {
+	real := keyHash
+	defer func() { keyHash = real }()
+	hashes := map[string]func(maphash.Seed, string, string) uint64{
+		"real":      real,
+		"colliding": func(_ maphash.Seed, app, id string) uint64 { return uint64(len(app) + len(id)) },
+	}
+	for seed := uint64(1); seed <= 10; seed++ {
+		cmds := randomCommands(t, seed, 400)
+		var states [][]byte
+		for _, name := range []string{"real", "colliding"} {
+			keyHash = hashes[name]
+			f := New(0, nil)
+			for i, c := range cmds {
+				f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: c})
+				f.Read(func(r *Registry) { checkKeyIndex(t, r, i) })
+			}
+			collisions := 0
+			for _, e := range f.reg.keys.m {
+				if e == collided {
+					collisions++
+				}
+			}
+			if name == "colliding" && collisions == 0 {
+				t.Fatalf("seed %d: the colliding hash made no collision", seed)
+			}
+			states = append(states, snapshotBytes(t, f))
+			keyHash = real
+		}
+		if !bytes.Equal(states[0], states[1]) {
+			t.Fatalf("seed %d: the colliding hash changed the state", seed)
+		}
+	}
+}
+
+// TestRegistry_RenewalsInPlaceStayInTheirRegistry: a registry renews its
+// entries in place, so a Clone must hold copies: a renewal applied to
+// one is not seen by the other.
+func TestRegistry_RenewalsInPlaceStayInTheirRegistry(t *testing.T) {
+	r := newReg()
+	reg(r, 1, 1000, testInstance("ORDERS", "i-1", StatusUp, 1))
+	c := r.Clone()
+	renew := func(r *Registry, ts int64) {
+		t.Helper()
+		cmd := Command{Type: CmdRenewBatch, Ts: ts, Body: &RenewBatchBody{Renewals: []Renewal{{App: "ORDERS", ID: "i-1", Ts: ts}}}}
+		if err := r.Apply(2, cmd, &Change{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renew(r, 5000)
+	if got := c.Get("ORDERS", "i-1").RenewedAt(); got != 1000 {
+		t.Fatalf("a renewal of the registry moved its clone's lease to %d", got)
+	}
+	renew(c, 7000)
+	if got := r.Get("ORDERS", "i-1").RenewedAt(); got != 5000 {
+		t.Fatalf("a renewal of the clone moved the registry's lease to %d, want 5000", got)
+	}
+}
+
+// TestFSM_SnapshotPersistsWhileRenewalsApply: Persist encodes the entries
+// while applies go on, and renewals write the entries' lease in place;
+// under the race detector this is the check that they may. The snapshot
+// restores with every lease between the one at the snapshot and the last.
+func TestFSM_SnapshotPersistsWhileRenewalsApply(t *testing.T) {
+	f := New(0, nil)
+	const n = 200
+	idx := uint64(0)
+	apply := func(typ CmdType, ts int64, body any) {
+		idx++
+		if res := f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: mustEncode(t, typ, ts, body)}); res != nil {
+			t.Fatalf("apply %d: %v", idx, res)
+		}
+	}
+	for i := range n {
+		apply(CmdRegister, 1000, &RegisterBody{Instance: testInstance("ORDERS", fmt.Sprintf("i-%d", i), StatusUp, 1)})
+	}
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := snap.Persist(&sink); err != nil {
+			t.Errorf("persist: %v", err)
+		}
+	})
+	last := int64(1000)
+	for round := range 20 {
+		last = int64(2000 + round)
+		var rs []Renewal
+		for i := range n {
+			rs = append(rs, Renewal{App: "ORDERS", ID: fmt.Sprintf("i-%d", i), Ts: last})
+		}
+		apply(CmdRenewBatch, last, &RenewBatchBody{Renewals: rs})
+	}
+	wg.Wait()
+	g := New(0, nil)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	g.Read(func(r *Registry) {
+		r.Range(func(e *Entry) {
+			count++
+			if ts := e.RenewedAt(); ts < 1000 || ts > last {
+				t.Errorf("%s restored with lease %d, outside [1000, %d]", e.ID, ts, last)
+			}
+		})
+	})
+	if count != n {
+		t.Fatalf("restored %d entries, want %d", count, n)
+	}
+	f.Read(func(r *Registry) {
+		if got := r.Get("ORDERS", "i-0").RenewedAt(); got != last {
+			t.Fatalf("lease after the renewals %d, want %d", got, last)
+		}
+	})
+}
