@@ -80,7 +80,8 @@ func TestBenchCommand_LocalTiny(t *testing.T) {
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "tiny.json")
 	stdout, stderr, took := runBench(t, 2*time.Minute, "--local", "3", "--instances", "200", "--duration", "1s",
-		"--samples", "30", "--crash-instances", "20", "--etcd", "none", "--tmp", dir, "--json-out", jsonPath)
+		"--samples", "30", "--crash-instances", "20", "--etcd", "none", "--tmp", dir, "--json-out", jsonPath,
+		"--idle", "1s", "--idle-settle", "1s")
 	t.Logf("heureka bench took %s\n%s", took.Round(time.Millisecond), stdout)
 	if took > 60*time.Second {
 		t.Errorf("tiny run took %s, want under 60 s", took)
@@ -110,6 +111,9 @@ func TestBenchCommand_LocalTiny(t *testing.T) {
 		if row.Kind == bench.KindLatency && strings.Contains(heureka, "no sample") {
 			t.Errorf("row %s: no samples", row.ID)
 		}
+	}
+	if !strings.Contains(stdout, "ms of CPU a second over the 3 nodes") {
+		t.Errorf("W1 lacks the CPU at rest asked for with --idle:\n%s", stdout)
 	}
 	if !strings.Contains(stdout, "not run (disabled") {
 		t.Errorf("the etcd column should say it was disabled:\n%s", stdout)

@@ -80,7 +80,11 @@ func (s *Suite) heurekaSteps(ctx context.Context, t *HeurekaTarget, sys, lim *Sy
 	r.roles(ctx)
 	s.logf("heureka", "writer A = %s, reader B = %s", t.URLs[r.a], t.URLs[r.b])
 	steps := []step{
-		r.register,
+		func(ctx context.Context) error {
+			err := r.register(ctx)
+			r.idle(ctx) // in W1's step, so that the columns' steps stay paired
+			return err
+		},
 		func(ctx context.Context) error { r.renew(ctx); return nil },
 		func(ctx context.Context) error { r.renewSoak(ctx); return nil },
 		func(ctx context.Context) error { r.full(ctx); return nil },
@@ -167,6 +171,35 @@ func (r *heurekaRun) register(ctx context.Context) error {
 		got, err := r.countOnB(ctx)
 		return int64(got), err
 	})
+}
+
+// DefaultIdleSettle is how long the idle measurement (Suite.Idle) waits
+// after W1 unless told: the registrations' snapshots and collections are
+// over by then at 10,000 instances.
+const DefaultIdleSettle = 15 * time.Second
+
+// idle measures the nodes' CPU at rest after W1 (Suite.Idle) and adds it
+// to W1's note, as milliseconds of CPU a second over all the nodes.
+func (r *heurekaRun) idle(ctx context.Context) {
+	s := r.s
+	if s.Idle <= 0 || len(r.t.PIDs) == 0 {
+		return
+	}
+	s.logf("heureka", "idle: waiting %s, then the nodes' CPU over %s", s.IdleSettle, s.Idle)
+	sleepCtx(ctx, s.IdleSettle)
+	cpu := newCPUMeter(r.t.PIDs)
+	start := time.Now()
+	cpu.measure(func() { sleepCtx(ctx, s.Idle) })
+	took := time.Since(start)
+	if !cpu.ok || ctx.Err() != nil {
+		return
+	}
+	note := fmt.Sprintf("at rest %s after it: %.1f ms of CPU a second over the %d nodes (%s)",
+		fmtDur(s.IdleSettle), cpu.seconds*1000/took.Seconds(), len(r.t.PIDs), fmtDur(took.Round(time.Second)))
+	s.logf("heureka", "idle: %s", note)
+	m := r.sys.Rows[RowRegister]
+	m.Note = strings.TrimPrefix(m.Note+"; "+note, "; ")
+	r.sys.Set(RowRegister, m)
 }
 
 // countOnB is how many instances B holds: from /v1/status when it has one,

@@ -35,6 +35,11 @@ type Suite struct {
 	// polled for evictions and self-preservation; the limit answers the
 	// same PUTs for a tenth of it before and after.
 	RenewSoak time.Duration
+	// Idle, when positive, measures a local heureka cluster at rest
+	// after W1: IdleSettle after the registrations (default
+	// DefaultIdleSettle), the CPU time of its nodes over Idle, given in
+	// W1's note.
+	Idle, IdleSettle time.Duration
 	// RegisterTimeout bounds W1 (which ends when every instance is
 	// registered).
 	RegisterTimeout time.Duration
@@ -119,6 +124,9 @@ func (s *Suite) Defaults() {
 	setInt(&s.PropWorkers, 4)
 	setInt(&s.CrashInstances, 100)
 	setInt(&s.CrashLeaseSecs, 2)
+	if s.IdleSettle <= 0 {
+		s.IdleSettle = DefaultIdleSettle
+	}
 	if s.Duration <= 0 {
 		s.Duration = 5 * time.Second
 	}

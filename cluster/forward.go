@@ -145,12 +145,15 @@ func (b backend) ApplyBatch(entries [][]byte, forwarded bool) ([]error, uint64, 
 	return results, idx, nil
 }
 
-func (b backend) RenewBatch(batch []byte, replicated bool) ([]byte, error) {
+func (b backend) RenewBatch(batch []byte, kind nodeapi.RenewBatchKind) ([]byte, error) {
 	reqs, err := decodeRenewBatch(batch)
 	if err != nil {
 		return nil, err
 	}
-	if replicated {
+	switch kind {
+	case nodeapi.RenewAnswered:
+		return b.n.recordAnswered(reqs)
+	case nodeapi.RenewReplicated:
 		for i := range reqs {
 			reqs[i].Replicated = true
 		}

@@ -52,6 +52,9 @@ func (rt *memRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	intercept := m.intercept
 	if ok && !down {
 		m.calls[rt.from+" "+r.URL.Path]++
+		if r.URL.RawQuery != "" {
+			m.calls[rt.from+" "+r.URL.Path+"?"+r.URL.RawQuery]++
+		}
 	}
 	m.mu.Unlock()
 	if !ok || down {

@@ -301,6 +301,9 @@ func TestMem_RenewForwarding(t *testing.T) {
 	if c.net.callCount(f.self.HTTPAddr, nodeapi.PathRenewBatch) == 0 {
 		t.Fatal("no renewal batch went from the follower to the leader")
 	}
+	if c.net.callCount(f.self.HTTPAddr, nodeapi.PathRenewBatch+"?answered=true") == 0 {
+		t.Fatal("the follower's renewals went to the leader to be judged again, not as answered")
+	}
 
 	// An instance the follower does not hold: the leader decides, and its
 	// "not found" is the answer.
@@ -313,15 +316,30 @@ func TestMem_RenewForwarding(t *testing.T) {
 	}
 
 	// Per-renewal results of a batch, over the wire.
-	res, err := f.peers().RenewBatch(t.Context(), leader.self.HTTPAddr, false,
+	res, err := f.peers().RenewBatch(t.Context(), leader.self.HTTPAddr, nodeapi.RenewJudge,
 		encodeRenewBatch([]renewRequest{{App: "REN", ID: "1"}, {App: "REN", ID: "nope"}}))
 	if err != nil || !bytes.Equal(res, []byte{renewOK, renewNotFound}) {
 		t.Fatalf("batch results %v, %v; want [ok not-found]", res, err)
 	}
 	// A node that does not lead answers the whole batch "not leader".
-	_, err = f.peers().RenewBatch(t.Context(), other.self.HTTPAddr, false, encodeRenewBatch([]renewRequest{{App: "REN", ID: "1"}}))
-	if !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("renew batch sent to a follower: %v, want ErrNotLeader", err)
+	for _, kind := range []nodeapi.RenewBatchKind{nodeapi.RenewJudge, nodeapi.RenewAnswered} {
+		_, err = f.peers().RenewBatch(t.Context(), other.self.HTTPAddr, kind, encodeRenewBatch([]renewRequest{{App: "REN", ID: "1"}}))
+		if !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("renew batch of kind %d sent to a follower: %v, want ErrNotLeader", kind, err)
+		}
+	}
+
+	// A batch its sender judged and answered is recorded as it is: the
+	// leader does not judge it again, so a renewal of an instance it does
+	// not hold is taken too, not sent again (the log's renewal of it is
+	// skipped when applied).
+	res, err = f.peers().RenewBatch(t.Context(), leader.self.HTTPAddr, nodeapi.RenewAnswered,
+		encodeRenewBatch([]renewRequest{{App: "REN", ID: "2"}, {App: "REN", ID: "gone"}}))
+	if err != nil || !bytes.Equal(res, []byte{renewOK, renewOK}) {
+		t.Fatalf("answered batch results %v, %v; want [ok ok]", res, err)
+	}
+	if _, ok := leader.renew.pendingTimes()[renewKey{"REN", "gone"}]; !ok {
+		t.Fatal("the answered renewal is not in the leader's batch")
 	}
 }
 

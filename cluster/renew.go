@@ -10,6 +10,7 @@ import (
 
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/internal/runtime/tick"
+	"github.com/heureka-registry/heureka/nodeapi"
 )
 
 type renewRequest struct {
@@ -124,7 +125,11 @@ func (n *Node) renewAtLeader(req renewRequest) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 	defer cancel()
-	res, err := n.peers().RenewBatch(ctx, addr, req.Replicated, encodeRenewBatch([]renewRequest{req}))
+	kind := nodeapi.RenewJudge
+	if req.Replicated {
+		kind = nodeapi.RenewReplicated
+	}
+	res, err := n.peers().RenewBatch(ctx, addr, kind, encodeRenewBatch([]renewRequest{req}))
 	if err != nil {
 		// A leader that does not answer (just died, or cut off) is no
 		// leader to the client, who retries elsewhere: 503, not 500.
@@ -160,10 +165,18 @@ func (n *Node) renewLocal(req renewRequest) error {
 	if !renew {
 		return err
 	}
-	now := time.Now()
-	pending, aerr := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: now.UnixMilli()})
-	if aerr != nil {
-		return aerr
+	if rerr := n.recordRenewal(req, time.Now()); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// recordRenewal records on the leader a heartbeat judged to renew: it goes
+// in the next renewal batch and counts for self-preservation.
+func (n *Node) recordRenewal(req renewRequest, now time.Time) error {
+	pending, err := n.renew.add(fsm.Renewal{App: req.App, ID: req.ID, Ts: now.UnixMilli()})
+	if err != nil {
+		return err
 	}
 	// An Eureka ring replicates each heartbeat to every heureka node it
 	// lists, so one heartbeat arrives here several times within
@@ -174,7 +187,7 @@ func (n *Node) renewLocal(req renewRequest) error {
 	if fn := n.localRenew.Load(); fn != nil && !req.Replicated {
 		(*fn)(req.App, req.ID)
 	}
-	return err
+	return nil
 }
 
 // renewBatcher gathers renewals on the leader and writes them once per
@@ -437,8 +450,12 @@ func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
 	if addr == "" || addr == f.n.cfg.HTTPAdvertise {
 		return batch, fmt.Errorf("renew batch: %w", ErrNoLeader)
 	}
-	// Replicated heartbeats (from an Eureka peer) travel in batches of their
-	// own (marked in the call, see nodeapi.Client.RenewBatch).
+	// This node judged and answered every one of them (renewFollower): the
+	// leader records them as they are (nodeapi.RenewAnswered). Replicated
+	// heartbeats (from an Eureka peer) travel in batches of their own,
+	// which the leader judges again: a leader of an earlier release would
+	// take a batch marked both ways for its own clients' and pass it on to
+	// the Eureka peers it came from.
 	var local, replicated []renewRequest
 	for _, r := range batch {
 		if r.Replicated {
@@ -454,7 +471,11 @@ func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
-		results, err := f.n.peers().RenewBatch(ctx, addr, part[0].Replicated, encodeRenewBatch(part))
+		kind := nodeapi.RenewAnswered
+		if part[0].Replicated {
+			kind = nodeapi.RenewReplicated
+		}
+		results, err := f.n.peers().RenewBatch(ctx, addr, kind, encodeRenewBatch(part))
 		cancel()
 		if err == nil && len(results) != len(part) {
 			err = fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(part), ErrNoLeader)
@@ -561,6 +582,27 @@ func renewResultByte(err error) byte {
 		return renewNotLeader
 	}
 	return renewFailed
+}
+
+// recordAnswered records on the leader a follower's batch of heartbeats it
+// judged against its own state and answered (nodeapi.RenewAnswered). The
+// leader does not judge them again: the clients have their answers, and
+// at a fleet's rate judging each again was a tenth of the leader's CPU.
+// What the follower's state may have missed does no harm: the log's
+// renewal of an instance no longer held is skipped when applied, and
+// one of an instance whose status went UNKNOWN meanwhile renews its lease
+// once more, while its next heartbeat gets the 404 that makes the client
+// register again.
+func (n *Node) recordAnswered(reqs []renewRequest) ([]byte, error) {
+	if !n.IsLeader() {
+		return nil, fmt.Errorf("renew batch: %w", ErrNotLeader)
+	}
+	now := time.Now()
+	out := make([]byte, len(reqs))
+	for i, r := range reqs {
+		out[i] = renewResultByte(n.recordRenewal(r, now))
+	}
+	return out, nil
 }
 
 // renewBatchLocal answers a follower's batch on the leader.

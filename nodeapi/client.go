@@ -161,13 +161,45 @@ func (c *Client) applyBatch(ctx context.Context, addr, path string, entries [][]
 	return results, rep.Index, nil
 }
 
-// RenewBatch sends an encoded batch of renewals to the leader at addr and
-// returns its encoded results. Replicated heartbeats are marked in the
-// query, so the binary batch format stays as it is.
-func (c *Client) RenewBatch(ctx context.Context, addr string, replicated bool, batch []byte) ([]byte, error) {
+// RenewBatchKind says what the leader is to do with a batch of renewals.
+// It travels in the query, so the binary batch format stays as it is.
+type RenewBatchKind int
+
+const (
+	// RenewJudge: judge each renewal against the leader's state, record
+	// those that hold and answer each; a client waits for the answer.
+	RenewJudge RenewBatchKind = iota
+	// RenewReplicated: as RenewJudge, for heartbeats an Eureka peer
+	// replicated to the cluster.
+	RenewReplicated
+	// RenewAnswered: heartbeats of heureka's own clients that the sender
+	// judged against its state and answered already: the leader records
+	// them as they are. A leader of an earlier release, which does not
+	// know the query, judges them.
+	RenewAnswered
+)
+
+// renewBatchKindOf reads a batch's kind from its query; anything it does
+// not know is judged.
+func renewBatchKindOf(rawQuery string) RenewBatchKind {
+	switch rawQuery {
+	case replicatedQuery:
+		return RenewReplicated
+	case answeredQuery:
+		return RenewAnswered
+	}
+	return RenewJudge
+}
+
+// RenewBatch sends an encoded batch of renewals of the given kind to the
+// leader at addr and returns its encoded results.
+func (c *Client) RenewBatch(ctx context.Context, addr string, kind RenewBatchKind, batch []byte) ([]byte, error) {
 	path := PathRenewBatch
-	if replicated {
+	switch kind {
+	case RenewReplicated:
 		path += "?" + replicatedQuery
+	case RenewAnswered:
+		path += "?" + answeredQuery
 	}
 	return c.Call(ctx, http.MethodPost, addr, path, "application/octet-stream", batch)
 }

@@ -27,7 +27,7 @@ type Backend interface {
 	ApplyBatch(entries [][]byte, forwarded bool) ([]error, uint64, error)
 	// RenewBatch applies an encoded batch of renewals and returns the
 	// encoded results.
-	RenewBatch(batch []byte, replicated bool) ([]byte, error)
+	RenewBatch(batch []byte, kind RenewBatchKind) ([]byte, error)
 	// ReadIndex confirms leadership and returns the read index.
 	ReadIndex() (uint64, error)
 	// LeaseStatus is the leader's view of the leases.
@@ -84,7 +84,7 @@ func Handler(b Backend, cfg HandlerConfig) http.Handler {
 		if !ok {
 			return
 		}
-		results, err := b.RenewBatch(batch, r.URL.RawQuery == replicatedQuery)
+		results, err := b.RenewBatch(batch, renewBatchKindOf(r.URL.RawQuery))
 		if err != nil {
 			s.write(w, Reply{}, err)
 			return

@@ -51,11 +51,8 @@ func (b *fakeBackend) ApplyBatch(entries [][]byte, forwarded bool) ([]error, uin
 	return res, 7, b.lead()
 }
 
-func (b *fakeBackend) RenewBatch(batch []byte, replicated bool) ([]byte, error) {
-	if replicated {
-		return append([]byte{'r'}, batch...), b.lead()
-	}
-	return batch, b.lead()
+func (b *fakeBackend) RenewBatch(batch []byte, kind RenewBatchKind) ([]byte, error) {
+	return append([]byte{"jra"[kind]}, batch...), b.lead()
 }
 
 func (b *fakeBackend) ReadIndex() (uint64, error) { return 42, b.lead() }
@@ -130,8 +127,10 @@ func TestCallsRoundTrip(t *testing.T) {
 	if !slices.Equal(b.forwarded, []bool{false, true}) {
 		t.Fatalf("batches marked forwarded: %v, want [false true]", b.forwarded)
 	}
-	if got, err := c.RenewBatch(ctx, addr, true, []byte("x")); err != nil || string(got) != "rx" {
-		t.Fatalf("RenewBatch replicated: %q %v", got, err)
+	for kind, want := range map[RenewBatchKind]string{RenewJudge: "jx", RenewReplicated: "rx", RenewAnswered: "ax"} {
+		if got, err := c.RenewBatch(ctx, addr, kind, []byte("x")); err != nil || string(got) != want {
+			t.Fatalf("RenewBatch of kind %d: %q %v, want %q", kind, got, err, want)
+		}
 	}
 	if got, err := c.ReadIndex(ctx, addr); err != nil || got != 42 {
 		t.Fatalf("ReadIndex: %d %v", got, err)

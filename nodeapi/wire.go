@@ -27,6 +27,7 @@ const (
 	maxBody          = 8 << 20
 	forwardedBy      = "X-Heureka-Forwarded-By"
 	replicatedQuery  = "replicated=true"
+	answeredQuery    = "answered=true"
 	forwardedQuery   = "forwarded=true"
 	codeInternal     = "internal"
 	codeUnauthorized = "unauthorized"

@@ -143,6 +143,8 @@ func declareBenchFlags(fs *flag.FlagSet, c *benchConfig) *benchFlagValues {
 	fs.IntVar(&s.FullReaders, "full-readers", 8, "W3: concurrent full-registry readers")
 	fs.IntVar(&s.Readers, "readers", 32, "W4, W5: concurrent readers")
 	fs.DurationVar(&s.Duration, "duration", 5*time.Second, "length of each timed phase (W2–W5 and each limit run); W6 rows stop after 3× this")
+	fs.DurationVar(&s.Idle, "idle", 0, "after W1, wait --idle-settle, then measure the local nodes' CPU at rest for this long, given in W1's note (0: not measured)")
+	fs.DurationVar(&s.IdleSettle, "idle-settle", bench.DefaultIdleSettle, "--idle: how long to wait after W1 before measuring")
 	fs.DurationVar(&s.RenewSoak, "renew-soak", 0, fmt.Sprintf("W2S: renew every instance in turn for this long, watching evictions and self-preservation (0: not run; --scale runs %s at its largest size)", bench.ScaleRenewSoak))
 	fs.DurationVar(&s.RegisterTimeout, "register-timeout", 5*time.Minute, "W1: give up registering after this long")
 	fs.IntVar(&s.Samples, "samples", 300, "W6: samples per row at most")
