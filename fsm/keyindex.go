@@ -8,8 +8,8 @@ import "hash/maphash"
 // on every node, and a million instances renew 33,000 times a second;
 // through the applications' maps a lookup went through the application's
 // map, its directory, table and group, and the key's bytes, each a cache
-// miss at that size, and cost 2-3 times as much (BENCHMARKS.md, "A million
-// instances on one machine").
+// miss at that size, and cost nearly twice as much (BENCHMARKS.md, "A
+// million instances on one machine").
 //
 // The index is part of no state: it is rebuilt as entries are put, and
 // the seed of its hash is the node's own. What it answers does not depend
