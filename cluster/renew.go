@@ -466,16 +466,13 @@ func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
 	}
 	var retry []renewRequest
 	parts := [][]renewRequest{local, replicated}
+	kinds := []nodeapi.RenewBatchKind{nodeapi.RenewAnswered, nodeapi.RenewReplicated}
 	for i, part := range parts {
 		if len(part) == 0 {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.ApplyTimeout)
-		kind := nodeapi.RenewAnswered
-		if part[0].Replicated {
-			kind = nodeapi.RenewReplicated
-		}
-		results, err := f.n.peers().RenewBatch(ctx, addr, kind, encodeRenewBatch(part))
+		results, err := f.n.peers().RenewBatch(ctx, addr, kinds[i], encodeRenewBatch(part))
 		cancel()
 		if err == nil && len(results) != len(part) {
 			err = fmt.Errorf("renew batch: leader answered %d results for %d renewals: %w", len(results), len(part), ErrNoLeader)

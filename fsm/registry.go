@@ -427,12 +427,13 @@ func (r *Registry) put(e *Entry) {
 	r.store(a, old, e)
 }
 
-// hold stores e under its key as it is: a copy of an entry another
-// registry holds (Clone), whose record is sealed and whose strings are
-// held already.
+// hold stores a copy of e under its key: e is an entry another registry
+// holds (Clone), whose record is sealed and whose strings are held
+// already, and which that registry renews in place.
 func (r *Registry) hold(e *Entry) {
-	a, old := r.slot(e.App, e.ID)
-	r.store(a, old, e)
+	c := *e
+	a, old := r.slot(c.App, c.ID)
+	r.store(a, old, &c)
 }
 
 // slot returns the application app and the entry it holds under id, each

@@ -85,8 +85,7 @@ func importState(st *State, retentionMs int64, held bool) *Registry {
 	r := newRegistry(retentionMs)
 	for _, e := range st.Entries {
 		if held {
-			c := *e
-			r.hold(&c)
+			r.hold(e)
 		} else {
 			r.put(e)
 		}

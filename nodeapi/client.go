@@ -179,14 +179,16 @@ const (
 	RenewAnswered
 )
 
+// renewBatchQueries is the query each kind of batch travels with.
+var renewBatchQueries = map[RenewBatchKind]string{RenewReplicated: replicatedQuery, RenewAnswered: answeredQuery}
+
 // renewBatchKindOf reads a batch's kind from its query; anything it does
 // not know is judged.
 func renewBatchKindOf(rawQuery string) RenewBatchKind {
-	switch rawQuery {
-	case replicatedQuery:
-		return RenewReplicated
-	case answeredQuery:
-		return RenewAnswered
+	for kind, q := range renewBatchQueries {
+		if rawQuery == q {
+			return kind
+		}
 	}
 	return RenewJudge
 }
@@ -195,11 +197,8 @@ func renewBatchKindOf(rawQuery string) RenewBatchKind {
 // leader at addr and returns its encoded results.
 func (c *Client) RenewBatch(ctx context.Context, addr string, kind RenewBatchKind, batch []byte) ([]byte, error) {
 	path := PathRenewBatch
-	switch kind {
-	case RenewReplicated:
-		path += "?" + replicatedQuery
-	case RenewAnswered:
-		path += "?" + answeredQuery
+	if q := renewBatchQueries[kind]; q != "" {
+		path += "?" + q
 	}
 	return c.Call(ctx, http.MethodPost, addr, path, "application/octet-stream", batch)
 }
