@@ -506,7 +506,7 @@ func (fb *fallback) applyBatch(ctx context.Context, entries [][]byte) ([]error, 
 // rounds), and waits for each. It returns each entry's answer and the last
 // index applied; the followers are told of the commit at once (nudge).
 func (n *Node) applyBatchLocal(ctx context.Context, entries [][]byte) ([]error, uint64, error) {
-	results, last, err := n.applyEntries(ctx, "journal batch", entries)
+	results, last, err := n.applyEntries(ctx, "journal batch", entries, false)
 	if last > 0 {
 		n.nudger.nudge(last)
 	}
@@ -514,8 +514,12 @@ func (n *Node) applyBatchLocal(ctx context.Context, entries [][]byte) ([]error, 
 }
 
 // applyEntries is applyBatchLocal without the nudge; what names the
-// entries for the error of a full disk.
-func (n *Node) applyEntries(ctx context.Context, what string, entries [][]byte) ([]error, uint64, error) {
+// entries for the error of a full disk. Each entry is stamped with the
+// leader's time before it is appended: in place when owned is set (the
+// caller built the entries for this call and keeps nothing of them; the
+// renewal batches, a second of heartbeats each), else in a copy (the
+// journal keeps its entries until they are answered).
+func (n *Node) applyEntries(ctx context.Context, what string, entries [][]byte, owned bool) ([]error, uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, 0, ErrNotLeader
 	}
@@ -526,7 +530,10 @@ func (n *Node) applyEntries(ctx context.Context, what string, entries [][]byte) 
 	futures := make([]raft.ApplyFuture, len(entries))
 	results := make([]error, len(entries))
 	for i, entry := range entries {
-		buf := append([]byte(nil), entry...)
+		buf := entry
+		if !owned {
+			buf = append([]byte(nil), entry...)
+		}
 		if err := fsm.Stamp(buf, now); err != nil {
 			results[i] = err
 			continue

@@ -289,7 +289,7 @@ func (b *renewBatcher) write(batch []fsm.Renewal) ([]fsm.Renewal, error) {
 		chunks, entries = append(chunks, rest[:n]), append(entries, fsm.EncodeRenewBatch(rest[:n]))
 		rest = rest[n:]
 	}
-	results, _, err := b.n.applyEntries(context.Background(), "renewal batch", entries)
+	results, _, err := b.n.applyEntries(context.Background(), "renewal batch", entries, true)
 	if err != nil {
 		return batch, err
 	}
@@ -438,9 +438,9 @@ func (f *renewForwarder) flush() {
 // or failed. A "not found" is final: the client was already answered from
 // this node's state, and its next heartbeat is judged again here.
 func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
-	results := make([]byte, len(batch))
 	if f.n.IsLeader() {
 		// This node became leader since it accepted them.
+		results := make([]byte, len(batch))
 		for i, r := range batch {
 			results[i] = renewResultByte(f.n.renewLocal(r))
 		}
@@ -456,14 +456,7 @@ func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
 	// which the leader judges again: a leader of an earlier release would
 	// take a batch marked both ways for its own clients' and pass it on to
 	// the Eureka peers it came from.
-	var local, replicated []renewRequest
-	for _, r := range batch {
-		if r.Replicated {
-			replicated = append(replicated, r)
-		} else {
-			local = append(local, r)
-		}
-	}
+	local, replicated := splitReplicated(batch)
 	var retry []renewRequest
 	parts := [][]renewRequest{local, replicated}
 	kinds := []nodeapi.RenewBatchKind{nodeapi.RenewAnswered, nodeapi.RenewReplicated}
@@ -487,6 +480,31 @@ func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
 		retry = append(retry, f.unaccepted(part, results)...)
 	}
 	return retry, nil
+}
+
+// splitReplicated parts batch into this node's clients' renewals and the
+// replicated ones. Replicated heartbeats come only from an Eureka ring
+// beside heureka, so most batches hold none, and batch itself is then the
+// first part, not a copy of it.
+func splitReplicated(batch []renewRequest) (local, replicated []renewRequest) {
+	n := 0
+	for _, r := range batch {
+		if r.Replicated {
+			n++
+		}
+	}
+	if n == 0 {
+		return batch, nil
+	}
+	local, replicated = make([]renewRequest, 0, len(batch)-n), make([]renewRequest, 0, n)
+	for _, r := range batch {
+		if r.Replicated {
+			replicated = append(replicated, r)
+		} else {
+			local = append(local, r)
+		}
+	}
+	return local, replicated
 }
 
 // unaccepted picks the renewals whose result asks for another attempt.

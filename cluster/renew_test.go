@@ -42,6 +42,22 @@ func FuzzDecodeRenewBatch(f *testing.F) {
 	})
 }
 
+// TestSplitReplicated: a forwarded batch goes out as its clients' renewals
+// and its replicated ones, each in the order taken; a batch without
+// replicated renewals goes out as it is.
+func TestSplitReplicated(t *testing.T) {
+	plain := []renewRequest{{App: "A", ID: "1"}, {App: "A", ID: "2"}}
+	local, replicated := splitReplicated(plain)
+	if len(local) != 2 || &local[0] != &plain[0] || replicated != nil {
+		t.Fatalf("batch without replicated renewals: local %+v, replicated %+v", local, replicated)
+	}
+	mixed := []renewRequest{{App: "A", ID: "1"}, {App: "A", ID: "2", Replicated: true}, {App: "B", ID: "3"}, {App: "B", ID: "4", Replicated: true}}
+	local, replicated = splitReplicated(mixed)
+	if !reflect.DeepEqual(local, []renewRequest{mixed[0], mixed[2]}) || !reflect.DeepEqual(replicated, []renewRequest{mixed[1], mixed[3]}) {
+		t.Fatalf("mixed batch: local %+v, replicated %+v", local, replicated)
+	}
+}
+
 func TestRenewResultBytes(t *testing.T) {
 	for err, want := range map[error]byte{nil: renewOK, fsm.ErrInstanceNotFound: renewNotFound, ErrNotLeader: renewNotLeader, errors.New("x"): renewFailed} {
 		if got := renewResultByte(err); got != want {

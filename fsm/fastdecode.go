@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"unsafe"
 )
 
 // Registrations and renewal batches are most of what a busy log holds, and
@@ -42,12 +43,21 @@ func decodeRegisterBody(b []byte) (*RegisterBody, bool) {
 // decodeRenewBatchBody decodes a renew batch body as the codec would,
 // with one copy of b for every string in it instead of two strings per
 // renewal: a renewal's strings only serve to find its entry while the
-// batch applies, and every node applies every batch. ok is false when the
-// body is not in the shape it reads (the caller then uses the codec).
-func decodeRenewBatchBody(b []byte) (*RenewBatchBody, bool) {
-	all := string(b)
+// batch applies, and every node applies every batch. With view set the
+// strings are views of b itself, which must then not change while they
+// are in use (FSM.Apply: an entry in the log never changes, and the
+// renewals are kept by nothing once the batch is applied). ok is false
+// when the body is not in the shape it reads (the caller then uses the
+// codec).
+func decodeRenewBatchBody(b []byte, view bool) (*RenewBatchBody, bool) {
+	var all string
+	if view {
+		all = unsafe.String(unsafe.SliceData(b), len(b))
+	} else {
+		all = string(b)
+	}
 	r := fastReader{b: b}
-	view := func() (string, bool) {
+	str := func() (string, bool) {
 		s, ok := r.str()
 		return all[r.i-len(s) : r.i], ok
 	}
@@ -68,9 +78,9 @@ func decodeRenewBatchBody(b []byte) (*RenewBatchBody, bool) {
 			if !r.object(func(key []byte) (ok bool) {
 				switch string(key) {
 				case "a":
-					rn.App, ok = view()
+					rn.App, ok = str()
 				case "id":
-					rn.ID, ok = view()
+					rn.ID, ok = str()
 				case "t":
 					rn.Ts, ok = r.int()
 				}

@@ -256,20 +256,24 @@ func TestDecodeRenewBatchBody_AsTheCodec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fast, ok := decodeRenewBatchBody(e[headerLen:])
-		if !ok {
-			t.Fatalf("batch %d (%d renewals): the direct decoder gave up", i, n)
-		}
 		want, err := codecRenewBatchBody(e[headerLen:])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(fast, want) {
-			t.Fatalf("batch %d: direct and codec differ", i)
+		for _, view := range []bool{false, true} {
+			fast, ok := decodeRenewBatchBody(e[headerLen:], view)
+			if !ok {
+				t.Fatalf("batch %d (%d renewals, view %v): the direct decoder gave up", i, n, view)
+			}
+			if !reflect.DeepEqual(fast, want) {
+				t.Fatalf("batch %d (view %v): direct and codec differ", i, view)
+			}
 		}
-		cmd, err := Decode(e)
-		if err != nil || !reflect.DeepEqual(cmd.Body, want) {
-			t.Fatalf("batch %d: Decode: %v", i, err)
+		for _, dec := range []func([]byte) (Command, error){Decode, decodeApplied} {
+			cmd, err := dec(e)
+			if err != nil || !reflect.DeepEqual(cmd.Body, want) {
+				t.Fatalf("batch %d: Decode: %v", i, err)
+			}
 		}
 	}
 }
@@ -290,8 +294,10 @@ func TestDecodeRenewBatchBody_OtherShapesGoToTheCodec(t *testing.T) {
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
-			if _, ok := decodeRenewBatchBody(b); ok {
-				t.Fatalf("the direct decoder took %x", b)
+			for _, view := range []bool{false, true} {
+				if _, ok := decodeRenewBatchBody(b, view); ok {
+					t.Fatalf("the direct decoder (view %v) took %x", view, b)
+				}
 			}
 			want, wantErr := codecRenewBatchBody(b)
 			e := append([]byte{byte(CmdRenewBatch), bodyVersion1, 0, 0, 0, 0, 0, 0, 0, 0}, b...)
@@ -327,7 +333,10 @@ func FuzzDecodeRenewBatchBody(f *testing.F) {
 			f.Add(e[headerLen:])
 		}
 	}
-	fuzzAsTheCodec(f, decodeRenewBatchBody, codecRenewBatchBody)
+	fuzzAsTheCodec(f, func(b []byte) (*RenewBatchBody, bool) {
+		// The views of b, in use only while b stays as it is.
+		return decodeRenewBatchBody(b, true)
+	}, codecRenewBatchBody)
 }
 
 // BenchmarkDecodeRenewBatch: a renewal batch entry as the leader writes

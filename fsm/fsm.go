@@ -82,7 +82,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.appliedBytes.Add(uint64(len(l.Data)))
 	f.appliedEntries.Add(1)
-	cmd, err := Decode(l.Data)
+	cmd, err := decodeApplied(l.Data)
 	if err != nil {
 		if errors.Is(err, ErrBadCommand) && cmd.Type&CmdIgnoreUnknown != 0 {
 			f.log.Warn("skipping unknown command", "index", l.Index, "type", byte(cmd.Type))
