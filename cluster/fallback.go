@@ -505,21 +505,26 @@ func (fb *fallback) applyBatch(ctx context.Context, entries [][]byte) ([]error, 
 // all at once (raft pipelines them into few log writes and replication
 // rounds), and waits for each. It returns each entry's answer and the last
 // index applied; the followers are told of the commit at once (nudge).
+// The entries are copied first: the journal keeps its own until they are
+// answered, and a forwarded batch's are views of the request's body.
 func (n *Node) applyBatchLocal(ctx context.Context, entries [][]byte) ([]error, uint64, error) {
-	results, last, err := n.applyEntries(ctx, "journal batch", entries, false)
+	copies := make([][]byte, len(entries))
+	for i, e := range entries {
+		copies[i] = append([]byte(nil), e...)
+	}
+	results, last, err := n.applyEntries(ctx, "journal batch", copies)
 	if last > 0 {
 		n.nudger.nudge(last)
 	}
 	return results, last, err
 }
 
-// applyEntries is applyBatchLocal without the nudge; what names the
-// entries for the error of a full disk. Each entry is stamped with the
-// leader's time before it is appended: in place when owned is set (the
-// caller built the entries for this call and keeps nothing of them; the
-// renewal batches, a second of heartbeats each), else in a copy (the
-// journal keeps its entries until they are answered).
-func (n *Node) applyEntries(ctx context.Context, what string, entries [][]byte, owned bool) ([]error, uint64, error) {
+// applyEntries is applyBatchLocal without the nudge and the copies; what
+// names the entries for the error of a full disk. Each entry is stamped
+// with the leader's time in place and handed to Raft, so the entries are
+// the caller's to give away: the renewal batcher encodes its entries, a
+// second of heartbeats each, for this call alone.
+func (n *Node) applyEntries(ctx context.Context, what string, entries [][]byte) ([]error, uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, 0, ErrNotLeader
 	}
@@ -530,15 +535,11 @@ func (n *Node) applyEntries(ctx context.Context, what string, entries [][]byte, 
 	futures := make([]raft.ApplyFuture, len(entries))
 	results := make([]error, len(entries))
 	for i, entry := range entries {
-		buf := entry
-		if !owned {
-			buf = append([]byte(nil), entry...)
-		}
-		if err := fsm.Stamp(buf, now); err != nil {
+		if err := fsm.Stamp(entry, now); err != nil {
 			results[i] = err
 			continue
 		}
-		futures[i] = n.raft.Apply(buf, n.cfg.ApplyTimeout)
+		futures[i] = n.raft.Apply(entry, n.cfg.ApplyTimeout)
 	}
 	// One deadline for the batch: an entry not committed by then is
 	// answered as not committed (the replay keeps it, and what follows,

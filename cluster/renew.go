@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -289,7 +290,7 @@ func (b *renewBatcher) write(batch []fsm.Renewal) ([]fsm.Renewal, error) {
 		chunks, entries = append(chunks, rest[:n]), append(entries, fsm.EncodeRenewBatch(rest[:n]))
 		rest = rest[n:]
 	}
-	results, _, err := b.n.applyEntries(context.Background(), "renewal batch", entries, true)
+	results, _, err := b.n.applyEntries(context.Background(), "renewal batch", entries)
 	if err != nil {
 		return batch, err
 	}
@@ -487,16 +488,9 @@ func (f *renewForwarder) send(batch []renewRequest) ([]renewRequest, error) {
 // beside heureka, so most batches hold none, and batch itself is then the
 // first part, not a copy of it.
 func splitReplicated(batch []renewRequest) (local, replicated []renewRequest) {
-	n := 0
-	for _, r := range batch {
-		if r.Replicated {
-			n++
-		}
-	}
-	if n == 0 {
+	if !slices.ContainsFunc(batch, func(r renewRequest) bool { return r.Replicated }) {
 		return batch, nil
 	}
-	local, replicated = make([]renewRequest, 0, len(batch)-n), make([]renewRequest, 0, n)
 	for _, r := range batch {
 		if r.Replicated {
 			replicated = append(replicated, r)

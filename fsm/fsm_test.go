@@ -482,3 +482,50 @@ func TestModeOf(t *testing.T) {
 		}
 	}
 }
+
+// TestFSM_AppliedRenewalsKeepNothingOfTheEntry: Apply reads a renewal
+// batch's keys as views of the entry's bytes (decodeApplied). Nothing may
+// keep them: with the entry's bytes overwritten after the batch applied,
+// the registry still finds, lists and snapshots every instance by its key
+// and keeps the leases the batch set.
+func TestFSM_AppliedRenewalsKeepNothingOfTheEntry(t *testing.T) {
+	f := New(0, nil)
+	const n = 50
+	var renewals []Renewal
+	for i := range n {
+		id := fmt.Sprintf("i-%d", i)
+		data := mustEncode(t, CmdRegister, 1000, &RegisterBody{Instance: testInstance("ORDERS", id, StatusUp, 1)})
+		if res := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: data}); res != nil {
+			t.Fatalf("register %s: %v", id, res)
+		}
+		renewals = append(renewals, Renewal{App: "ORDERS", ID: id, Ts: 5000 + int64(i)})
+	}
+	data := EncodeRenewBatch(renewals)
+	if err := Stamp(data, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.Apply(&raft.Log{Index: n + 1, Type: raft.LogCommand, Data: data}); res != nil {
+		t.Fatalf("renew batch: %v", res)
+	}
+	for i := range data {
+		data[i] = 'X'
+	}
+	f.Read(func(reg *Registry) {
+		if got := reg.Count(); got != n {
+			t.Fatalf("%d instances held after the batch, want %d", got, n)
+		}
+		for i := range n {
+			id := fmt.Sprintf("i-%d", i)
+			e := reg.Get("ORDERS", id)
+			if e == nil || e.ID != id || e.App != "ORDERS" {
+				t.Fatalf("ORDERS/%s: got %+v after the batch's bytes changed", id, e)
+			}
+			if got := e.RenewedAt(); got != 5000+int64(i) {
+				t.Fatalf("ORDERS/%s renewed at %d, want %d", id, got, 5000+i)
+			}
+		}
+		if got := len(reg.AppEntries("ORDERS")); got != n {
+			t.Fatalf("ORDERS lists %d instances, want %d", got, n)
+		}
+	})
+}
