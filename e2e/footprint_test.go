@@ -35,7 +35,8 @@ import (
 // (BENCH_VARIANTS=clients: JSON gzip only, what Eureka clients read). It
 // reports the full registry's size, every node's cached reads of the full
 // registry, the delta and one application against `heureka limit-server`
-// serving the same bytes (alternating in halves, as heureka bench does),
+// serving the same bytes (alternating in halves, as heureka bench does,
+// with the other nodes' CPU during each side's halves),
 // each node's RSS (the most it reached from the warm-up on, 5 s after the
 // reads, and once quiet) and Go heap, and then how long a killed follower
 // takes after its restart to serve the whole registry, and a new fourth
@@ -43,7 +44,7 @@ import (
 // node (to compare a setting against the defaults). With BENCH_PPROF_DIR
 // set, the nodes serve /debug/pprof and each node's heap profile is written
 // there, CPU profiles of every node covering the registrations, the wait
-// for snapshots and the renewals (profileCPU), and the logs of the
+// for snapshots, the renewals and the reads (profileCPU), and the logs of the
 // restarted and the joining node. BENCH_STOP=register ends the run after
 // the registrations, BENCH_STOP=renew after the renewals (their CPU at a
 // size whose full run takes long). BENCH_PLAIN_READS=1 keeps plain reads of
@@ -257,15 +258,17 @@ func BenchmarkFootprint(b *testing.B) {
 	// the others.
 	targets := []readTarget{{"full registry", "/eureka/apps", 8, 8 * time.Second}, {"delta", "/eureka/apps/delta", 32, 4 * time.Second},
 		{"one app", "/eureka/apps/" + wl.AppName(42), 32, 4 * time.Second}}
+	stopProfile = profileCPU(b, c, pprofDir, "reads", n) // what the other nodes do meanwhile, too
 	for _, nd := range c.Nodes {
 		for _, tg := range targets {
-			row, ratio := readAgainstLimit(b, client, nd, nodeRole(nd, leader), tg, hdr)
+			row, ratio := readAgainstLimit(b, client, nd, c.Followers(nd) /* every other node */, nodeRole(nd, leader), tg, hdr)
 			rows = append(rows, row)
 			if r, ok := lowest[tg.name]; !ok || ratio < r {
 				lowest[tg.name] = ratio
 			}
 		}
 	}
+	stopProfile()
 	b.Logf("lowest ratio to the limit over the 3 nodes: full registry %.2f, delta %.2f, one app %.2f",
 		lowest["full registry"], lowest["delta"], lowest["one app"])
 
@@ -353,7 +356,7 @@ func BenchmarkFootprint(b *testing.B) {
 		"full registry (GET /eureka/apps JSON): %.1f MiB plain, %.1f MiB gzip\n"+
 		"CPU per registration %.0f µs (%.0f µs during the burst, the rest its snapshots after it; net of idle %.0f µs), per renewal %.0f µs (net of idle %.0f µs) (3 nodes, %d each); %.0f registrations/s, %.0f renewals/s\n"+
 		"restarted follower serves the whole registry after %s; a joining node after %s\n\n"+
-		"| read | heureka req/s | p99 | GCs (4 s) | RSS at most | limit req/s | p99 | ratio |\n|---|---|---|---|---|---|---|---|\n%s",
+		"| read | heureka req/s | p99 | GCs (4 s) | RSS at most | limit req/s | p99 | other nodes' CPU (heureka / limit halves) | ratio |\n|---|---|---|---|---|---|---|---|---|\n%s",
 		n, time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAvg(), variantNames, strings.Join(mem, "\n"),
 		float64(sizes[variant{"application/json", ""}])/(1<<20), float64(sizes[variant{"application/json", "gzip"}])/(1<<20),
 		regAll, regCPU/float64(n)*1e6, regNet, renOp, renNet, n, float64(n)/regTook.Seconds(), ren.PerSec,
@@ -538,8 +541,11 @@ type readTarget struct {
 // finish and count, the half's time with them: a full registry of a
 // million takes a reader about a second, and cutting the half at 2 s
 // dropped the reads under way and left 5 to 16 that finished, a ratio
-// that moved by a step of 0.1 or more with one read.
-func readAgainstLimit(b *testing.B, client *http.Client, nd *Node, role string, tg readTarget, hdr http.Header) (string, float64) {
+// that moved by a step of 0.1 or more with one read. The row also gives
+// the other nodes' CPU during each side's halves: on shared cores their
+// own work (a snapshot, the collection of an idle return) takes from
+// whichever side is reading, and a ratio read while it did says so.
+func readAgainstLimit(b *testing.B, client *http.Client, nd *Node, others []*Node, role string, tg readTarget, hdr http.Header) (string, float64) {
 	b.Helper()
 	ctx := context.Background()
 	body, _, err := bench.Fetch(client, nd.URL(tg.path), hdr)
@@ -555,13 +561,18 @@ func readAgainstLimit(b *testing.B, client *http.Client, nd *Node, role string, 
 	var hs, ls []bench.Result
 	gcs := uint32(0) // nd's collections while it serves
 	peak := 0.0      // and its RSS
+	var hOthers, lOthers othersLoad
 	for range 2 {
 		gc0 := patientStatus(b, nd).Memory.NumGC
 		stop := sampleRSS(nd.PID(), &peak)
-		hs = append(hs, bench.Run(ctx, client, lc, bench.Request{URL: nd.URL(tg.path), Header: hdr}))
+		hs = append(hs, hOthers.during(others, func() bench.Result {
+			return bench.Run(ctx, client, lc, bench.Request{URL: nd.URL(tg.path), Header: hdr})
+		}))
 		stop()
 		gcs += patientStatus(b, nd).Memory.NumGC - gc0
-		ls = append(ls, bench.Run(ctx, client, lc, bench.Request{URL: limit.URLs[0] + tg.path, Header: hdr}))
+		ls = append(ls, lOthers.during(others, func() bench.Result {
+			return bench.Run(ctx, client, lc, bench.Request{URL: limit.URLs[0] + tg.path, Header: hdr})
+		}))
 	}
 	var hr, lr float64
 	for i := range hs {
@@ -570,9 +581,39 @@ func readAgainstLimit(b *testing.B, client *http.Client, nd *Node, role string, 
 		}
 		hr, lr = hr+hs[i].PerSec/2, lr+ls[i].PerSec/2
 	}
-	return fmt.Sprintf("| %s (%s): GET %s gzip (%d clients, %d KB) | %.0f | %s | %d | %.0f MiB | %.0f | %s | %.2f |",
+	return fmt.Sprintf("| %s (%s): GET %s gzip (%d clients, %d KB) | %.0f | %s | %d | %.0f MiB | %.0f | %s | %.0f / %.0f ms/s | %.2f |",
 		nd.ID, role, tg.path, tg.conc, len(body)/1024, hr, hs[1].P99.Round(10*time.Microsecond), gcs, peak,
-		lr, ls[1].P99.Round(10*time.Microsecond), hr/lr), hr / lr
+		lr, ls[1].P99.Round(10*time.Microsecond), hOthers.perSec()*1000, lOthers.perSec()*1000, hr/lr), hr / lr
+}
+
+// othersLoad adds up the CPU the other nodes spent during one side's
+// halves, and the halves' time.
+type othersLoad struct {
+	cpu  float64 // CPU-seconds
+	took time.Duration
+}
+
+// during runs read and adds what the nodes in others spent meanwhile.
+func (o *othersLoad) during(others []*Node, read func() bench.Result) bench.Result {
+	cpu := func() (s float64) {
+		for _, nd := range others {
+			s += cpuSeconds(nd.PID())
+		}
+		return s
+	}
+	cpu0, start := cpu(), time.Now()
+	res := read()
+	o.cpu += cpu() - cpu0
+	o.took += time.Since(start)
+	return res
+}
+
+// perSec is the other nodes' CPU-seconds a second.
+func (o *othersLoad) perSec() float64 {
+	if o.took <= 0 {
+		return 0
+	}
+	return o.cpu / o.took.Seconds()
 }
 
 // nodeRole is "leader" or "follower".
