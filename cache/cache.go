@@ -325,6 +325,16 @@ type Cache struct {
 	instKeys map[string]map[Key]struct{}
 	// dirty is set by invalidation and cleared by the refresher.
 	dirty bool
+	// noneToShed is set when shedLocked went through readWrite and left
+	// no client-named key in it, and cleared when one is added: a cache
+	// holding MaxEntries applications' documents and nothing it may shed
+	// went through the whole map, under mu, at every miss. With 50,000
+	// applications the refresh's rebuilds did that 50,000 times each
+	// (BENCHMARKS.md, "The million with `heureka serve`'s defaults, every
+	// node").
+	noneToShed bool
+	// shedVisited counts the entries shedLocked went through (the tests).
+	shedVisited int
 
 	ro sync.Map // Key -> *Value
 
@@ -463,6 +473,9 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 	}
 	e = &entry{ready: make(chan struct{})}
 	c.rw[key] = e
+	if sheddable(key.Entity) {
+		c.noneToShed = false
+	}
 	if key.Entity == EntityInstance {
 		app, _, _ := strings.Cut(key.Name, "/")
 		if c.instKeys[app] == nil {
@@ -531,10 +544,16 @@ func (c *Cache) countGzip(v *Value, n int) {
 
 // shedLocked drops readWrite entries for client-named keys (VIPs and
 // instances) when the cache is full, so hostile names cannot grow it
-// without bound. The registry-wide documents are never shed.
+// without bound. The registry's own documents (the full registry, the
+// delta, each application's) are never shed: their number is the
+// registry's.
 func (c *Cache) shedLocked() {
+	if c.noneToShed {
+		return
+	}
 	for k, e := range c.rw {
-		if k.Entity == EntityVIP || k.Entity == EntitySVIP || k.Entity == EntityInstance {
+		c.shedVisited++
+		if sheddable(k.Entity) {
 			c.dropLocked(k, e)
 			c.ro.Delete(k)
 			if len(c.rw) < c.cfg.MaxEntries*9/10 {
@@ -542,6 +561,15 @@ func (c *Cache) shedLocked() {
 			}
 		}
 	}
+	// The loop went through every entry (dropping the one it stands on
+	// skips none of the others) and dropped each client-named one.
+	c.noneToShed = true
+}
+
+// sheddable reports whether documents of entity e are named by clients
+// (VIPs and instances), and so may be shed when the cache is full.
+func sheddable(e Entity) bool {
+	return e == EntityVIP || e == EntitySVIP || e == EntityInstance
 }
 
 // dropLocked removes k's entry from readWrite and its bytes from the

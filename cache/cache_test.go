@@ -305,6 +305,38 @@ func TestCache_BoundedEntries(t *testing.T) {
 	}
 }
 
+// A cache holding more applications' documents than MaxEntries has
+// nothing it may shed: a miss must not go through readWrite again each
+// time to find that out, and a client-named key added later is still shed.
+func TestCache_FullOfApplicationsDoesNotScanAtEveryMiss(t *testing.T) {
+	const max = 100
+	c, _ := newTestCache(t, func(cfg *Config) { cfg.MaxEntries = max })
+	for i := range 2 * max {
+		mustGet(t, c, Key{Entity: EntityApp, Name: fmt.Sprint("APP-", i)})
+	}
+	if c.shedVisited > 2*max {
+		t.Fatalf("%d misses over a full cache of applications went through %d entries, want one pass (at most %d)",
+			max, c.shedVisited, 2*max)
+	}
+	for i := range 50 {
+		mustGet(t, c, Key{Entity: EntityVIP, Name: fmt.Sprint("vip-", i)})
+	}
+	vips := 0
+	for k := range c.rw {
+		if k.Entity == EntityVIP {
+			vips++
+		}
+	}
+	if vips > 1 {
+		t.Fatalf("%d VIP documents held in a cache full of applications, want at most the last one", vips)
+	}
+	for i := range 2 * max {
+		if c.rw[Key{Entity: EntityApp, Name: fmt.Sprint("APP-", i)}] == nil {
+			t.Fatalf("application APP-%d was shed", i)
+		}
+	}
+}
+
 func TestCache_InstanceDocumentsSkipReadOnly(t *testing.T) {
 	c, b := newTestCache(t, nil)
 	mustGet(t, c, kInstA)
