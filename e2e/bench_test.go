@@ -203,9 +203,12 @@ func cpuSeconds(pid int) float64 {
 	return (ut + st) / 100
 }
 
-func clusterCPU(c *Cluster) float64 {
+func clusterCPU(c *Cluster) float64 { return nodesCPU(c.Nodes) }
+
+// nodesCPU is the CPU-seconds the processes of nodes have used.
+func nodesCPU(nodes []*Node) float64 {
 	var sum float64
-	for _, nd := range c.Nodes {
+	for _, nd := range nodes {
 		sum += cpuSeconds(nd.PID())
 	}
 	return sum

@@ -595,15 +595,9 @@ type othersLoad struct {
 
 // during runs read and adds what the nodes in others spent meanwhile.
 func (o *othersLoad) during(others []*Node, read func() bench.Result) bench.Result {
-	cpu := func() (s float64) {
-		for _, nd := range others {
-			s += cpuSeconds(nd.PID())
-		}
-		return s
-	}
-	cpu0, start := cpu(), time.Now()
+	cpu0, start := nodesCPU(others), time.Now()
 	res := read()
-	o.cpu += cpu() - cpu0
+	o.cpu += nodesCPU(others) - cpu0
 	o.took += time.Since(start)
 	return res
 }
