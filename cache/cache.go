@@ -325,14 +325,15 @@ type Cache struct {
 	instKeys map[string]map[Key]struct{}
 	// dirty is set by invalidation and cleared by the refresher.
 	dirty bool
-	// noneToShed is set when shedLocked went through readWrite and left
-	// no client-named key in it, and cleared when one is added: a cache
-	// holding MaxEntries applications' documents and nothing it may shed
-	// went through the whole map, under mu, at every miss. With 50,000
-	// applications the refresh's rebuilds did that 50,000 times each
-	// (BENCHMARKS.md, "The million with `heureka serve`'s defaults, every
-	// node").
-	noneToShed bool
+	// shedKeys are the client-named keys (sheddable) readWrite holds,
+	// which shedLocked drops when readWrite is full. Kept apart because
+	// a cache full of applications' documents, which it may not shed,
+	// went through the whole map under mu at every miss looking for
+	// them: with 50,000 applications the refresh's rebuilds did that
+	// 50,000 times each (BENCHMARKS.md, "The million with `heureka
+	// serve`'s defaults, every node"). Invariant: a key is here exactly
+	// while readWrite holds it and it is sheddable.
+	shedKeys map[Key]struct{}
 	// shedVisited counts the entries shedLocked went through (the tests).
 	shedVisited int
 
@@ -375,7 +376,7 @@ func New(cfg Config, build Builder, log hclog.Logger) (*Cache, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{},
+	c := &Cache{cfg: cfg, build: build, log: log.Named("cache"), rw: map[Key]*entry{}, shedKeys: map[Key]struct{}{},
 		plain:    newPlainKeeper(cfg.PlainBudget, cfg.PlainKeep),
 		instKeys: map[string]map[Key]struct{}{}, watchers: map[topic]chan struct{}{}, regionSets: map[string]struct{}{},
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -474,7 +475,7 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 	e = &entry{ready: make(chan struct{})}
 	c.rw[key] = e
 	if sheddable(key.Entity) {
-		c.noneToShed = false
+		c.shedKeys[key] = struct{}{}
 	}
 	if key.Entity == EntityInstance {
 		app, _, _ := strings.Cut(key.Name, "/")
@@ -501,7 +502,7 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 	current := c.rw[key] == e
 	switch {
 	case err != nil && current:
-		delete(c.rw, key) // errors (404s) are not cached
+		c.forgetLocked(key) // errors (404s) are not cached
 	case err == nil && current:
 		// Counted only while held: an entry invalidated mid-build is
 		// already gone from readWrite and never enters the statistic.
@@ -548,22 +549,14 @@ func (c *Cache) countGzip(v *Value, n int) {
 // delta, each application's) are never shed: their number is the
 // registry's.
 func (c *Cache) shedLocked() {
-	if c.noneToShed {
-		return
-	}
-	for k, e := range c.rw {
+	for k := range c.shedKeys {
 		c.shedVisited++
-		if sheddable(k.Entity) {
-			c.dropLocked(k, e)
-			c.ro.Delete(k)
-			if len(c.rw) < c.cfg.MaxEntries*9/10 {
-				return
-			}
+		c.dropLocked(k, c.rw[k])
+		c.ro.Delete(k)
+		if len(c.rw) < c.cfg.MaxEntries*9/10 {
+			return
 		}
 	}
-	// The loop went through every entry (dropping the one it stands on
-	// skips none of the others) and dropped each client-named one.
-	c.noneToShed = true
 }
 
 // sheddable reports whether documents of entity e are named by clients
@@ -576,12 +569,18 @@ func sheddable(e Entity) bool {
 // statistic. c.mu must be held.
 func (c *Cache) dropLocked(k Key, e *entry) {
 	if c.rw[k] == e {
-		delete(c.rw, k)
+		c.forgetLocked(k)
 	}
 	if v := e.val; v != nil && v.held {
 		c.stats.bytes.Add(-int64(v.Len + v.gzCounted))
 		v.held, v.gzCounted = false, 0
 	}
+}
+
+// forgetLocked removes k from readWrite. c.mu must be held.
+func (c *Cache) forgetLocked(k Key) {
+	delete(c.rw, k)
+	delete(c.shedKeys, k)
 }
 
 // Invalidate drops the readWrite entries a registry change affects: the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -303,6 +304,7 @@ func TestCache_BoundedEntries(t *testing.T) {
 	if c.rw[kApps] == nil {
 		t.Fatal("registry-wide document was shed")
 	}
+	checkShedKeys(t, c)
 }
 
 // A cache holding more applications' documents than MaxEntries has
@@ -314,12 +316,17 @@ func TestCache_FullOfApplicationsDoesNotScanAtEveryMiss(t *testing.T) {
 	for i := range 2 * max {
 		mustGet(t, c, Key{Entity: EntityApp, Name: fmt.Sprint("APP-", i)})
 	}
-	if c.shedVisited > 2*max {
-		t.Fatalf("%d misses over a full cache of applications went through %d entries, want one pass (at most %d)",
-			max, c.shedVisited, 2*max)
+	if c.shedVisited != 0 {
+		t.Fatalf("%d misses over a full cache of applications went through %d entries looking for one to shed, want none",
+			max, c.shedVisited)
 	}
+	checkShedKeys(t, c)
 	for i := range 50 {
 		mustGet(t, c, Key{Entity: EntityVIP, Name: fmt.Sprint("vip-", i)})
+		checkShedKeys(t, c)
+	}
+	if c.shedVisited > 50 {
+		t.Fatalf("50 VIP misses over a full cache went through %d entries, want the one VIP each found", c.shedVisited)
 	}
 	vips := 0
 	for k := range c.rw {
@@ -333,6 +340,68 @@ func TestCache_FullOfApplicationsDoesNotScanAtEveryMiss(t *testing.T) {
 	for i := range 2 * max {
 		if c.rw[Key{Entity: EntityApp, Name: fmt.Sprint("APP-", i)}] == nil {
 			t.Fatalf("application APP-%d was shed", i)
+		}
+	}
+}
+
+// checkShedKeys checks the invariant of Cache.shedKeys: it holds exactly
+// the client-named keys readWrite holds.
+func checkShedKeys(t *testing.T, c *Cache) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k := range c.rw {
+		if sheddable(k.Entity) {
+			n++
+			if _, ok := c.shedKeys[k]; !ok {
+				t.Fatalf("readWrite holds %v, which shedKeys lacks", k)
+			}
+		}
+	}
+	if n != len(c.shedKeys) {
+		t.Fatalf("shedKeys holds %d keys, readWrite %d client-named ones", len(c.shedKeys), n)
+	}
+}
+
+// Random reads of every kind of key (some failing to build), invalidations
+// and refreshes over a small cache keep shedKeys exactly the client-named
+// keys readWrite holds, and those within the bound.
+func TestCache_ShedKeysFollowReadWrite(t *testing.T) {
+	const max = 20
+	c, b := newTestCache(t, func(cfg *Config) { cfg.MaxEntries = max })
+	rng := rand.New(rand.NewPCG(1, 2))
+	apps := []string{"A", "B", "C"}
+	for step := range 3000 {
+		app := apps[rng.IntN(len(apps))]
+		name := fmt.Sprint(rng.IntN(40))
+		b.mu.Lock()
+		b.fail[name] = rng.IntN(8) == 0
+		b.mu.Unlock()
+		switch rng.IntN(6) {
+		case 0:
+			_, _ = c.Get(Key{Entity: EntityVIP, Name: name})
+		case 1:
+			_, _ = c.Get(Key{Entity: EntityInstance, Name: InstanceName(app, name)})
+		case 2:
+			_, _ = c.Get(Key{Entity: EntityApp, Name: app + name})
+		case 3:
+			_, _ = c.Get(kApps)
+		case 4:
+			b.gen.Add(1)
+			c.Invalidate(fsm.Change{Apps: []string{app}, VIPs: []string{name}})
+		case 5:
+			c.Refresh()
+		}
+		checkShedKeys(t, c)
+		// Applications' documents are not shed, so readWrite may hold
+		// more than the bound; the client-named keys may not, and past
+		// the bound only the one just added stays.
+		c.mu.Lock()
+		n, shed := len(c.rw), len(c.shedKeys)
+		c.mu.Unlock()
+		if shed > max || (n > max && shed > 1) {
+			t.Fatalf("step %d: readWrite holds %d keys, %d of them client-named (bound %d)", step, n, shed, max)
 		}
 	}
 }
