@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,23 +52,38 @@ func BenchmarkRegistryHeldPerInstance(b *testing.B) {
 // BenchmarkRegistryCollect measures one full garbage collection with the
 // registry of n workload instances held: the marking work every collection
 // repeats, which is the part of a registration's CPU that grows with the
-// registry.
+// registry. It also reports what the heap holds for them: the bytes of
+// live objects and of the spans holding them (the difference is the
+// slack of their size classes, and any free slots), and the objects, per
+// instance. BENCH_COLLECT_INSTANCES runs one more size, 20 instances to
+// an application as in the scale runs; at a million it builds for about
+// half a minute and holds 2 GB:
+//
+//	BENCH_COLLECT_INSTANCES=1000000 go test ./fsm -run XXX -bench RegistryCollect -benchtime 5x
 func BenchmarkRegistryCollect(b *testing.B) {
-	for _, n := range []int{10000, 100000} {
-		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
+	type size struct{ instances, apps int }
+	sizes := []size{{10000, 500}, {100000, 500}}
+	if n, _ := strconv.Atoi(os.Getenv("BENCH_COLLECT_INSTANCES")); n > 0 {
+		sizes = append(sizes, size{n, max(1, n/20)})
+	}
+	for _, sz := range sizes {
+		b.Run(fmt.Sprintf("instances=%d", sz.instances), func(b *testing.B) {
 			w := bench.DefaultWorkload()
-			w.Instances = n
+			w.Instances, w.Apps = sz.instances, sz.apps
 			f := fsm.New(0, nil)
-			for i := range n {
+			for i := range sz.instances {
 				applyRegister(b, f, uint64(i+1), w.Spec(i))
 			}
-			runtime.GC()
+			held := liveHeap()
 			b.ResetTimer()
 			for range b.N {
 				runtime.GC()
 			}
 			b.StopTimer()
 			runtime.KeepAlive(f)
+			b.ReportMetric(float64(held.HeapAlloc)/(1<<20), "live-MiB")
+			b.ReportMetric(float64(held.HeapInuse)/(1<<20), "spans-MiB")
+			b.ReportMetric(float64(held.HeapObjects)/float64(sz.instances), "objects/instance")
 		})
 	}
 }
