@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heureka-registry/heureka/bench"
+	"github.com/heureka-registry/heureka/cache"
 	"github.com/heureka-registry/heureka/fsm"
 	"github.com/heureka-registry/heureka/internal/runtime/collect"
 	"github.com/heureka-registry/heureka/internal/runtime/tick"
@@ -42,6 +43,8 @@ import (
 // of 2 % of the instances (the first fiftieth of the applications
 // registered again before each node's delta turn, once the registrations
 // are older than the delta retention, which a run of 10,000 waits for),
+// and each node's turns, and its delta turn after the writes, start from
+// a quiet cluster (settle),
 // each node's RSS (the most it reached from the warm-up on, 5 s after the
 // reads, and once quiet) and Go heap, and then how long a killed follower
 // takes after its restart to serve the whole registry, and a new fourth
@@ -262,8 +265,9 @@ func BenchmarkFootprint(b *testing.B) {
 	// or two, do not decide a turn: with 2 s turns one application's
 	// document read at 0.73 of the limit on one node and 0.90-0.99 on
 	// the others.
-	targets := []readTarget{{"full registry", "/eureka/apps", 8, 8 * time.Second}, {"delta", "/eureka/apps/delta", 32, 4 * time.Second},
-		{"one app", "/eureka/apps/" + wl.AppName(42), 32, 4 * time.Second}}
+	targets := []readTarget{{name: "full registry", path: "/eureka/apps", conc: 8, half: 8 * time.Second},
+		{name: "delta", path: "/eureka/apps/delta", conc: 32, half: 4 * time.Second},
+		{name: "one app", path: "/eureka/apps/" + wl.AppName(42), conc: 32, half: 4 * time.Second}}
 	// The delta read is of a fixed set of changes, the same for every
 	// node: the registrations' own entries would age out during the
 	// turns, and heureka would answer a smaller delta than the bytes the
@@ -281,9 +285,28 @@ func BenchmarkFootprint(b *testing.B) {
 	deltaApps := max(1, wl.Apps/50)
 	stopProfile = profileCPU(b, c, pprofDir, "reads", n) // what the other nodes do meanwhile, too
 	for _, nd := range c.Nodes {
+		// What the nodes do after a busy spell (the idle return's
+		// collection, about 30 s after it at a million; a snapshot the
+		// writes made due; the refresh rebuilding what they changed)
+		// takes a CPU-second or more, and fell in whichever side of a
+		// later turn was reading: the other nodes at 0.4-0.6 CPU-s a
+		// second in one side of a one-application turn, which read at
+		// ×0.52 or ×1.07 for it. Each node's turns start from a quiet
+		// cluster.
+		settle(b, c, n, idleFull, 3*time.Minute)
 		for _, tg := range targets {
 			if tg.name == "delta" {
 				registerAgain(b, c, wl, deltaApps)
+				redeploy, _, err := bench.Fetch(client, nd.URL(tg.path), hdr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				// At most 2 minutes, so that the turn ends before the
+				// redeploy ages out of the delta (a 2 min 41 s wait left
+				// a node an empty delta to read).
+				time.Sleep(cache.DefaultConfig().UpdateInterval + 5*time.Second) // the refresh's rebuild
+				settle(b, c, n, idleFull, fsm.DefaultDeltaRetention-cache.DefaultConfig().UpdateInterval-65*time.Second)
+				tg.minBytes = len(redeploy) / 2
 			}
 			row, ratio := readAgainstLimit(b, client, nd, c.Followers(nd) /* every other node */, nodeRole(nd, leader), tg, hdr)
 			rows = append(rows, row)
@@ -551,6 +574,32 @@ func sampleRSS(pid int, peak *float64) (stop func()) {
 	return func() { close(done); <-finished }
 }
 
+// settle waits until the cluster of n instances has been quiet for
+// quietWait(n): no node with a snapshot due, and the nodes' CPU within
+// twice idle (their rate with nothing asked of them, not polled) plus a
+// tenth of a CPU-second a second, in every second of it (the polling
+// here adds a little; a collection of the million, a CPU-second or
+// more). A spike starts the wait again. It gives up after most, and says
+// so.
+func settle(b *testing.B, c *Cluster, n int, idle float64, most time.Duration) {
+	b.Helper()
+	need, limit := quietWait(n), idle*2+0.1
+	start := time.Now()
+	quietSince := start
+	for time.Since(quietSince) < need {
+		if time.Since(start) > most {
+			b.Logf("the cluster was not quiet for %s within %s: the turn starts anyway", need, most)
+			return
+		}
+		cpu0, t0 := clusterCPU(c), time.Now()
+		time.Sleep(time.Second)
+		if rate := (clusterCPU(c) - cpu0) / time.Since(t0).Seconds(); rate > limit || !snapshotsSettled(c, n) {
+			quietSince = time.Now()
+		}
+	}
+	b.Logf("the cluster quiet for %s after %s", need.Round(100*time.Millisecond), time.Since(start).Round(time.Second))
+}
+
 // registerAgain registers the instances of wl's first apps applications
 // again, as they are, through the nodes in turn: each enters the delta
 // anew.
@@ -582,6 +631,9 @@ type readTarget struct {
 	name, path string
 	conc       int           // concurrent readers
 	half       time.Duration // how long each side reads in one turn
+	// minBytes is the least the document may hold at the turn's start
+	// (the delta: half the redeploy it is meant to show).
+	minBytes int
 }
 
 // readAgainstLimit reads tg on nd, JSON with gzip accepted, against
@@ -601,6 +653,10 @@ func readAgainstLimit(b *testing.B, client *http.Client, nd *Node, others []*Nod
 	body, _, err := bench.Fetch(client, nd.URL(tg.path), hdr)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if len(body) < tg.minBytes {
+		b.Errorf("%s on %s holds %d bytes at the turn's start, want at least %d: not the document the turn means to read",
+			tg.path, nd.ID, len(body), tg.minBytes)
 	}
 	limit, err := bench.StartLimit(Binary(b), body, "application/json", "", b.TempDir())
 	if err != nil {
