@@ -556,7 +556,7 @@ func (c *Cache) shedLocked() {
 		} else {
 			// Not while the invariant holds (the tests check it); a
 			// broken one costs a stale key, not a panic under mu.
-			delete(c.shedKeys, k)
+			c.forgetLocked(k)
 		}
 		c.ro.Delete(k)
 		if len(c.rw) < c.cfg.MaxEntries*9/10 {

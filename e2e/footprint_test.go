@@ -110,11 +110,7 @@ func BenchmarkFootprint(b *testing.B) {
 		reg = bench.RunFunc(ctx, bench.LoadConfig{Concurrency: 64, Duration: time.Hour, MaxRequests: int64(len(todo))},
 			func(ctx context.Context, w, i int, seq int64) (int64, error) {
 				k := todo[seq]
-				code, body, _, err := TryDo(http.MethodPost, c.Nodes[k%3].URL("/eureka/apps/"+wl.App(k)),
-					bench.RegisterBody(wl.Spec(k)), "Content-Type", "application/json")
-				if err == nil && code != http.StatusNoContent {
-					err = fmt.Errorf("register %d: %d %s", k, code, body)
-				}
+				err := registerInstance(c, wl, k)
 				if err != nil {
 					mu.Lock()
 					failed = append(failed, k)
@@ -304,8 +300,9 @@ func BenchmarkFootprint(b *testing.B) {
 				// At most 2 minutes, so that the turn ends before the
 				// redeploy ages out of the delta (a 2 min 41 s wait left
 				// a node an empty delta to read).
-				time.Sleep(cache.DefaultConfig().UpdateInterval + 5*time.Second) // the refresh's rebuild
-				settle(b, c, n, idleFull, fsm.DefaultDeltaRetention-cache.DefaultConfig().UpdateInterval-65*time.Second)
+				refresh := cache.DefaultConfig().UpdateInterval
+				time.Sleep(refresh + 5*time.Second) // the refresh's rebuild
+				settle(b, c, n, idleFull, fsm.DefaultDeltaRetention-refresh-65*time.Second)
 				tg.minBytes = len(redeploy) / 2
 			}
 			row, ratio := readAgainstLimit(b, client, nd, c.Followers(nd) /* every other node */, nodeRole(nd, leader), tg, hdr)
@@ -591,9 +588,7 @@ func settle(b *testing.B, c *Cluster, n int, idle float64, most time.Duration) {
 			b.Logf("the cluster was not quiet for %s within %s: the turn starts anyway", need, most)
 			return
 		}
-		cpu0, t0 := clusterCPU(c), time.Now()
-		time.Sleep(time.Second)
-		if rate := (clusterCPU(c) - cpu0) / time.Since(t0).Seconds(); rate > limit || !snapshotsSettled(c, n) {
+		if idleRate(c, time.Second, false) > limit || !snapshotsSettled(c, n) {
 			quietSince = time.Now()
 		}
 	}
@@ -613,17 +608,22 @@ func registerAgain(b *testing.B, c *Cluster, wl bench.Workload, apps int) {
 	}
 	res := bench.RunFunc(context.Background(), bench.LoadConfig{Concurrency: 64, Duration: time.Hour, MaxRequests: int64(len(keys))},
 		func(ctx context.Context, w, i int, seq int64) (int64, error) {
-			k := keys[seq]
-			code, body, _, err := TryDo(http.MethodPost, c.Nodes[k%len(c.Nodes)].URL("/eureka/apps/"+wl.App(k)),
-				bench.RegisterBody(wl.Spec(k)), "Content-Type", "application/json")
-			if err == nil && code != http.StatusNoContent {
-				err = fmt.Errorf("register %d: %d %s", k, code, body)
-			}
-			return 0, err
+			return 0, registerInstance(c, wl, keys[seq])
 		})
 	if res.Errors > 0 {
 		b.Fatalf("registering %d instances again: %d failed (%s)", len(keys), res.Errors, res.FirstError)
 	}
+}
+
+// registerInstance registers instance k of wl as the Spring Cloud client
+// sends it, through the nodes in turn.
+func registerInstance(c *Cluster, wl bench.Workload, k int) error {
+	code, body, _, err := TryDo(http.MethodPost, c.Nodes[k%len(c.Nodes)].URL("/eureka/apps/"+wl.App(k)),
+		bench.RegisterBody(wl.Spec(k)), "Content-Type", "application/json")
+	if err == nil && code != http.StatusNoContent {
+		err = fmt.Errorf("register %d: %d %s", k, code, body)
+	}
+	return err
 }
 
 // readTarget is a document the Footprint benchmark reads on every node.
