@@ -178,9 +178,13 @@ func fixedName(s string) (c string, ok bool) {
 	return "", false
 }
 
-// seal returns a sealed copy of in (see above), as the registry holds it.
-func seal(in *Instance) *Instance {
+// seal returns a sealed copy of in (see above), as the registry holds it,
+// its metadata compressed when compress is set (mdcompress.go).
+func seal(in *Instance, compress bool) *Instance {
 	c := *in // the values to lay out; the copy keeps them alive meanwhile
+	if compress {
+		c.Metadata = compressMetadata(c.Metadata)
+	}
 	fs := c.sealedStrings()
 	// Each string's offset in the bytes after the instance, or -1 for a
 	// constant. The searched strings are laid out in a scratch buffer

@@ -93,7 +93,7 @@ func TestSeal_KeepsValues(t *testing.T) {
 			*f = word()
 		}
 		want := *in
-		s := seal(in)
+		s := seal(in, false)
 		if *s != want || *in != want {
 			t.Fatalf("sealed %+v, want %+v (input left %+v)", *s, want, *in)
 		}
@@ -163,7 +163,7 @@ func TestSeal_OutlivesWhatItWasMadeFrom(t *testing.T) {
 		for j, f := range in.sealedStrings() {
 			*f = strings.Clone(value(i, j))
 		}
-		held[i] = seal(in)
+		held[i] = seal(in, false)
 	}
 	for range 3 {
 		churnHeap(20000, 48)

@@ -21,8 +21,14 @@ import (
 // map with a string header per key and value, and encoding it into a log
 // entry or snapshot is a copy of the block. The zero value is the nil map
 // (the registrant sent none), distinct from an empty one.
+//
+// A large registry holds its records' blocks compressed (compressed,
+// below): every method reads a compressed block as the map it stands for,
+// and what it writes to the log is the canonical block, never the
+// compressed one.
 type Metadata struct {
-	// b is the encoding, "" for nil. It is never changed after construction.
+	// b is the encoding, "" for nil, or a compressed block. It is never
+	// changed after construction.
 	b string
 }
 
@@ -65,6 +71,9 @@ func (m Metadata) Len() int {
 	if m.b == "" {
 		return 0
 	}
+	if m.compressed() {
+		return compressedLen(m.b)
+	}
 	n, _ := mapHeader(m.b)
 	return n
 }
@@ -83,17 +92,19 @@ func (m Metadata) Get(key string) (string, bool) {
 }
 
 // All yields the entries in bytewise key order. Keys and values are
-// substrings of the block: iterating allocates nothing.
+// substrings of the block: iterating allocates nothing, but for the one
+// copy a compressed block is inflated into.
 func (m Metadata) All() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
 		if m.b == "" {
 			return
 		}
-		n, i := mapHeader(m.b)
+		b := m.canonical()
+		n, i := mapHeader(b)
 		for range n {
 			var k, v string
-			k, i = strAt(m.b, i)
-			v, i = strAt(m.b, i)
+			k, i = strAt(b, i)
+			v, i = strAt(b, i)
 			if !yield(k, v) {
 				return
 			}
@@ -178,7 +189,7 @@ func (m Metadata) CodecEncodeSelf(e *codec.Encoder) {
 		ge.WriteStr("\xc0")
 		return
 	}
-	ge.WriteStr(m.b)
+	ge.WriteStr(m.canonical())
 }
 
 // CodecDecodeSelf keeps the encoded map as the block when it is already

@@ -116,6 +116,9 @@ type Registry struct {
 	// retentionMs bounds the delta queue's age, in the milliseconds of the
 	// commands' timestamps.
 	retentionMs int64
+	// compressAbove is how many instances the registry holds before it
+	// seals records with their metadata compressed (mdcompress.go).
+	compressAbove int
 }
 
 // NewRegistry returns an empty registry whose delta queue keeps entries for
@@ -129,14 +132,15 @@ func NewRegistry(retention time.Duration) *Registry {
 
 func newRegistry(retentionMs int64) *Registry {
 	return &Registry{
-		apps:         map[string]*Application{},
-		keys:         newKeyIndex(),
-		delta:        map[deltaID]*DeltaEntry{},
-		members:      map[string]Member{},
-		regions:      map[string]*regionCopy{},
-		statusCounts: map[string]int{},
-		leaseShapes:  map[LeaseShape]int{},
-		retentionMs:  retentionMs,
+		apps:          map[string]*Application{},
+		keys:          newKeyIndex(),
+		delta:         map[deltaID]*DeltaEntry{},
+		members:       map[string]Member{},
+		regions:       map[string]*regionCopy{},
+		statusCounts:  map[string]int{},
+		leaseShapes:   map[LeaseShape]int{},
+		retentionMs:   retentionMs,
+		compressAbove: DefaultCompressAbove,
 	}
 }
 
@@ -416,7 +420,7 @@ type DeltaView struct {
 func (r *Registry) put(e *Entry) {
 	a, old := r.slot(e.App, e.ID)
 	if old == nil || old.Instance != e.Instance {
-		e.Instance = seal(e.Instance)
+		e.Instance = seal(e.Instance, r.count >= r.compressAbove)
 		if id := e.Instance.ID(); id == e.ID {
 			e.ID = id
 		} else {

@@ -18,7 +18,8 @@ import (
 // A record is its length (uvarint) and then the fields in a fixed order:
 // strings as a uvarint length and their bytes, signed integers as
 // varints, unsigned ones as uvarints, booleans as one byte, metadata as
-// its canonical msgpack block (a string; empty for nil). The order is the
+// its canonical msgpack block (a string; empty for nil), or from format 4
+// on the compressed block the registry holds (mdcompress.go). The order is the
 // order of the fields in Entry, Instance and DataCenterInfo;
 // TestSnapshotRecord_CoversEveryField fails when a field is added to one
 // of them and not here.
@@ -91,24 +92,35 @@ func walkRecord(c recordCoder, e *Entry) {
 	c.u64(&e.ModifyIndex)
 }
 
-// appendRecord appends e's record, its length first, to dst; scratch is a
-// buffer to lay the record out in, returned grown for the next call.
-func appendRecord(dst, scratch []byte, e *Entry) (out, scratchOut []byte) {
-	w := &recordWriter{b: scratch[:0]}
+// appendRecord appends e's record in the given format (3 or 4), its
+// length first, to dst; scratch is a buffer to lay the record out in,
+// returned grown for the next call.
+func appendRecord(dst, scratch []byte, e *Entry, format byte) (out, scratchOut []byte) {
+	w := &recordWriter{b: scratch[:0], canonical: format < SnapshotFormat}
 	walkRecord(w, e)
 	dst = binary.AppendUvarint(dst, uint64(len(w.b)))
 	return append(dst, w.b...), w.b
 }
 
 // recordWriter is the writing direction of the layout.
-type recordWriter struct{ b []byte }
+type recordWriter struct {
+	b []byte
+	// canonical writes metadata blocks inflated (format 3).
+	canonical bool
+}
 
 func (w *recordWriter) str(p *string) {
 	w.b = binary.AppendUvarint(w.b, uint64(len(*p)))
 	w.b = append(w.b, *p...)
 }
 
-func (w *recordWriter) metadata(p *Metadata) { w.str(&p.b) }
+func (w *recordWriter) metadata(p *Metadata) {
+	b := p.b
+	if w.canonical {
+		b = p.canonical()
+	}
+	w.str(&b)
+}
 
 func (w *recordWriter) flag(p *bool) {
 	v := byte(0)
@@ -129,10 +141,11 @@ func (w *recordWriter) instance(p **Instance) bool {
 	return has
 }
 
-// readRecord reads the next record from br and decodes it. The entry's
-// strings are views of one string made for the record, until the
+// readRecord reads the next record from br and decodes it; compressed
+// says whether its metadata may be a compressed block (format 4). The
+// entry's strings are views of one string made for the record, until the
 // registry's put seals the record and gives the entry strings of its own.
-func readRecord(br *bufio.Reader) (*Entry, error) {
+func readRecord(br *bufio.Reader, compressed bool) (*Entry, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
 		return nil, fmt.Errorf("record length: %w", noEOF(err))
@@ -145,7 +158,7 @@ func readRecord(br *bufio.Reader) (*Entry, error) {
 		return nil, fmt.Errorf("record of %d bytes: %w", n, noEOF(err))
 	}
 	// buf is this record's own and never written again.
-	return decodeRecord(unsafe.String(unsafe.SliceData(buf), len(buf)))
+	return decodeRecord(unsafe.String(unsafe.SliceData(buf), len(buf)), compressed)
 }
 
 // noEOF turns an end of stream inside a snapshot into an unexpected one:
@@ -163,6 +176,8 @@ type recordReader struct {
 	s   string
 	off int
 	err error
+	// compressed allows compressed metadata blocks.
+	compressed bool
 }
 
 func (r *recordReader) fail(what string) {
@@ -246,7 +261,14 @@ func (r *recordReader) flag(p *bool) {
 func (r *recordReader) metadata(p *Metadata) {
 	var s string
 	r.str(&s)
-	if s != "" && !canonicalMap(unsafe.Slice(unsafe.StringData(s), len(s))) {
+	switch {
+	case s == "":
+	case r.compressed && s[0] == mpCompressed:
+		if err := checkCompressed(s); err != nil {
+			r.fail("metadata: " + err.Error())
+			return
+		}
+	case !canonicalMap(unsafe.Slice(unsafe.StringData(s), len(s))):
 		r.fail("metadata that is not a canonical map")
 		return
 	}
@@ -262,9 +284,10 @@ func (r *recordReader) instance(p **Instance) bool {
 	return has
 }
 
-// decodeRecord decodes a record without its length.
-func decodeRecord(s string) (*Entry, error) {
-	r := &recordReader{s: s}
+// decodeRecord decodes a record without its length; compressed is as for
+// readRecord.
+func decodeRecord(s string, compressed bool) (*Entry, error) {
+	r := &recordReader{s: s, compressed: compressed}
 	e := &Entry{}
 	walkRecord(r, e)
 	if r.err == nil && r.off != len(s) {

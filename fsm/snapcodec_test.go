@@ -47,8 +47,8 @@ func TestSnapshotRecord_CoversEveryField(t *testing.T) {
 	e := &Entry{}
 	n := 0
 	fillFields(t, reflect.ValueOf(e).Elem(), &n)
-	rec, _ := appendRecord(nil, nil, e)
-	got, err := readRecord(bufio.NewReader(bytes.NewReader(rec)))
+	rec, _ := appendRecord(nil, nil, e, SnapshotFormat)
+	got, err := readRecord(bufio.NewReader(bytes.NewReader(rec)), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,8 +57,8 @@ func TestSnapshotRecord_CoversEveryField(t *testing.T) {
 	}
 	// Without an instance too (checkEntry refuses it later, with a reason).
 	bare := &Entry{App: "A", ID: "i"}
-	rec, _ = appendRecord(nil, nil, bare)
-	if got, err := readRecord(bufio.NewReader(bytes.NewReader(rec))); err != nil || !reflect.DeepEqual(got, bare) {
+	rec, _ = appendRecord(nil, nil, bare, SnapshotFormat)
+	if got, err := readRecord(bufio.NewReader(bytes.NewReader(rec)), true); err != nil || !reflect.DeepEqual(got, bare) {
 		t.Fatalf("entry without instance: %+v, %v", got, err)
 	}
 }
@@ -70,25 +70,25 @@ func TestSnapshotRecord_DamageIsAnError(t *testing.T) {
 	e := &Entry{}
 	n := 0
 	fillFields(t, reflect.ValueOf(e).Elem(), &n)
-	rec, body := appendRecord(nil, nil, e)
+	rec, body := appendRecord(nil, nil, e, SnapshotFormat)
 	for cut := range len(body) {
-		if got, err := decodeRecord(string(body[:cut])); err == nil {
+		if got, err := decodeRecord(string(body[:cut]), true); err == nil {
 			t.Fatalf("a record cut to %d of %d bytes decoded: %+v", cut, len(body), got)
 		}
 	}
-	if _, err := decodeRecord(string(body) + "x"); err == nil {
+	if _, err := decodeRecord(string(body)+"x", true); err == nil {
 		t.Fatal("a record with a byte after its last field decoded")
 	}
-	if _, err := readRecord(bufio.NewReader(bytes.NewReader(rec[:len(rec)-1]))); err == nil {
+	if _, err := readRecord(bufio.NewReader(bytes.NewReader(rec[:len(rec)-1])), true); err == nil {
 		t.Fatal("a record shorter than its length read")
 	}
-	if _, err := readRecord(bufio.NewReader(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xff, 0x7f}))); err == nil {
+	if _, err := readRecord(bufio.NewReader(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xff, 0x7f})), true); err == nil {
 		t.Fatal("a record of 34 GB was not refused")
 	}
 	bad := *e.Instance
 	bad.Metadata = Metadata{b: "\x81\xa1b\xa1v\xa1a"} // a map of one entry followed by a stray string
-	_, body = appendRecord(nil, nil, &Entry{App: e.App, ID: e.ID, Instance: &bad})
-	if _, err := decodeRecord(string(body)); err == nil || !strings.Contains(err.Error(), "metadata") {
+	_, body = appendRecord(nil, nil, &Entry{App: e.App, ID: e.ID, Instance: &bad}, SnapshotFormat)
+	if _, err := decodeRecord(string(body), true); err == nil || !strings.Contains(err.Error(), "metadata") {
 		t.Fatalf("non-canonical metadata: %v", err)
 	}
 }
@@ -106,9 +106,9 @@ func TestSnapshotRecord_SettledEntryHoldsNoView(t *testing.T) {
 	sparse := &Entry{App: "APP", ID: "i-1", ActionType: ActionAdded,
 		Instance: &Instance{InstanceID: "i-1", App: "APP", HostName: "h", Status: StatusUp, OverriddenStatus: StatusUnknown}}
 	for name, e := range map[string]*Entry{"every field set": full, "most fields empty": sparse} {
-		_, body := appendRecord(nil, nil, e)
+		_, body := appendRecord(nil, nil, e, SnapshotFormat)
 		rec := string(body)
-		got, err := decodeRecord(rec)
+		got, err := decodeRecord(rec, true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,199 @@
+package fsm
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// Held compressed, a record's metadata costs a large registry about half
+// its bytes. At a million instances with a kilobyte of metadata each
+// (BENCHMARKS.md, "The million with heureka serve's defaults"), the blocks
+// were 0.9 GB of a node's 2.3 GB live heap, and deflate at its fastest
+// level holds them in about 0.4 GB. The price is CPU: 10-16 µs to
+// compress a kilobyte block and 6-9 µs to inflate it, paid at a
+// registration's apply on every node and at every encoding of the record
+// into a document. A registry holding fewer than DefaultCompressAbove
+// instances pays none of it: its blocks are at most a few tens of MB,
+// and there a registration burst's rate is worth more than they are.
+//
+// A compressed block is mpCompressed (a byte msgpack never uses, so no
+// canonical block starts with it), the CRC-32C of all that follows it,
+// the canonical block's length and its number of entries as uvarints (Len
+// needs no inflate), and the block as a raw deflate stream. Only
+// compressMetadata makes one, from a canonical block. A snapshot's reader
+// checks the CRC before the registry holds one (checkCompressed): a block
+// damaged on disk or on the wire is refused there, and a held block
+// inflates to the canonical block it was made of. Inflating every block
+// to check it instead took a restore of a million instances from 3 s to
+// 17 s. The CRC is against damage, not against someone who can already
+// write a node's snapshots: a block made to pass it that does not inflate
+// panics where it is read.
+
+// DefaultCompressAbove is how many instances a registry holds before it
+// seals records with their metadata compressed. Which records are held
+// compressed is representation, not content: the log carries canonical
+// blocks, and a node that restored a snapshot (which carries blocks as
+// they were held) may hold other records compressed than its peers do.
+const DefaultCompressAbove = 20_000
+
+const (
+	mpCompressed = 0xc1
+	crcEnd       = 1 + crc32.Size // where the CRC's bytes end
+	// compressMin is the smallest block worth compressing: deflate's
+	// own framing and a Huffman table cost a few dozen bytes, and most
+	// fleets' metadata (a zone, a port, a version) is smaller than this.
+	compressMin = 256
+)
+
+var (
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	deflaters  = sync.Pool{New: func() any {
+		w, err := flate.NewWriter(io.Discard, flate.BestSpeed)
+		if err != nil {
+			panic(err) // only for a level out of range
+		}
+		return w
+	}}
+	inflaters = sync.Pool{New: func() any { return flate.NewReader(strings.NewReader("")) }}
+)
+
+// compressed reports whether the block is held compressed.
+func (m Metadata) compressed() bool { return m.b != "" && m.b[0] == mpCompressed }
+
+// compressMetadata returns m with its block compressed, or m itself when
+// it is nil, already compressed, too small, or would not shrink by an
+// eighth.
+func compressMetadata(m Metadata) Metadata {
+	if len(m.b) < compressMin || m.compressed() {
+		return m
+	}
+	count, _ := mapHeader(m.b)
+	var buf bytes.Buffer
+	buf.Grow(len(m.b) / 2)
+	buf.Write([]byte{mpCompressed, 0, 0, 0, 0}) // the CRC, once the rest is written
+	var n [binary.MaxVarintLen64]byte
+	buf.Write(n[:binary.PutUvarint(n[:], uint64(len(m.b)))])
+	buf.Write(n[:binary.PutUvarint(n[:], uint64(count))])
+	w := deflaters.Get().(*flate.Writer)
+	w.Reset(&buf)
+	// Writes to a bytes.Buffer do not fail.
+	_, _ = io.WriteString(w, m.b)
+	_ = w.Close()
+	w.Reset(io.Discard) // do not keep buf alive in the pool
+	deflaters.Put(w)
+	if buf.Len() > len(m.b)-len(m.b)/8 {
+		return m
+	}
+	out := bytes.Clone(buf.Bytes())
+	binary.LittleEndian.PutUint32(out[1:], crc32.Checksum(out[crcEnd:], castagnoli))
+	return Metadata{b: unsafe.String(unsafe.SliceData(out), len(out))}
+}
+
+// compressedBlock is a compressed block's header and stream.
+type compressedBlock struct {
+	size, count uint64 // the canonical block's length and entries
+	crc         uint32
+	stream      string
+}
+
+// parseCompressed reads a compressed block's header.
+func parseCompressed(b string) (compressedBlock, error) {
+	var c compressedBlock
+	if len(b) < crcEnd {
+		return c, fmt.Errorf("compressed block cut short")
+	}
+	c.crc = binary.LittleEndian.Uint32(bytesOf(b[1:crcEnd]))
+	i := crcEnd
+	for _, p := range []*uint64{&c.size, &c.count} {
+		v, k := binary.Uvarint(bytesOf(b[i:min(len(b), i+binary.MaxVarintLen64)]))
+		if k <= 0 || v > maxRecord {
+			return c, fmt.Errorf("bad header in a compressed block")
+		}
+		*p, i = v, i+k
+	}
+	c.stream = b[i:]
+	return c, nil
+}
+
+// bytesOf views s as bytes, for the functions that only read a []byte.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// canonical returns the canonical block: b itself, or a compressed block
+// inflated into a string of its own.
+func (m Metadata) canonical() string {
+	if !m.compressed() {
+		return m.b
+	}
+	s, err := inflateBlock(m.b)
+	if err != nil {
+		// Every held compressed block was made by compressMetadata
+		// or passed its CRC (checkCompressed): one that fails was made
+		// to pass it, or is memory gone bad.
+		panic(fmt.Errorf("metadata: held compressed block: %w", err))
+	}
+	return s
+}
+
+// inflateBlock inflates a compressed block (mpCompressed first) into the
+// canonical block it holds, and checks that the stream ends exactly there.
+func inflateBlock(b string) (string, error) {
+	c, err := parseCompressed(b)
+	if err != nil {
+		return "", err
+	}
+	out := make([]byte, c.size)
+	// A strings.Reader is an io.ByteReader: flate reads from it no
+	// further than the stream's end, so bytes after it are seen.
+	src := strings.NewReader(c.stream)
+	r := inflaters.Get().(io.ReadCloser)
+	defer func() {
+		_ = r.(flate.Resetter).Reset(strings.NewReader(""), nil) // do not keep b alive in the pool
+		inflaters.Put(r)
+	}()
+	if err := r.(flate.Resetter).Reset(src, nil); err != nil {
+		return "", fmt.Errorf("inflate: %w", err)
+	}
+	if _, err := io.ReadFull(r, out); err != nil {
+		return "", fmt.Errorf("inflate %d bytes: %w", c.size, err)
+	}
+	var one [1]byte
+	if k, err := r.Read(one[:]); k != 0 || err != io.EOF {
+		return "", fmt.Errorf("compressed block holds more than its %d bytes", c.size)
+	}
+	if src.Len() != 0 {
+		return "", fmt.Errorf("bytes after a compressed block's stream")
+	}
+	return unsafe.String(unsafe.SliceData(out), len(out)), nil
+}
+
+// checkCompressed reports why a compressed block read from a snapshot
+// cannot be held, or nil: its header must be whole and say a block of at
+// least compressMin bytes and one entry, and its stream must pass its CRC.
+func checkCompressed(b string) error {
+	c, err := parseCompressed(b)
+	switch {
+	case err != nil:
+		return err
+	case c.size < compressMin || c.count == 0 || c.stream == "":
+		return fmt.Errorf("compressed block that says %d bytes in %d entries", c.size, c.count)
+	case crc32.Checksum(bytesOf(b[crcEnd:]), castagnoli) != c.crc:
+		return fmt.Errorf("compressed block fails its CRC")
+	}
+	return nil
+}
+
+// compressedLen is a compressed block's number of entries.
+func compressedLen(b string) int {
+	c, err := parseCompressed(b)
+	if err != nil {
+		panic(fmt.Errorf("metadata: held compressed block: %w", err)) // see canonical
+	}
+	return int(c.count)
+}
