@@ -14,14 +14,15 @@ import (
 
 // Held compressed, a record's metadata costs a large registry about half
 // its bytes. At a million instances with a kilobyte of metadata each
-// (BENCHMARKS.md, "The million with heureka serve's defaults"), the blocks
-// were 0.9 GB of a node's 2.3 GB live heap, and deflate at its fastest
-// level holds them in about 0.4 GB. The price is CPU: 10-16 µs to
-// compress a kilobyte block and 6-9 µs to inflate it, paid at a
-// registration's apply on every node and at every encoding of the record
-// into a document. A registry holding fewer than DefaultCompressAbove
-// instances pays none of it: its blocks are at most a few tens of MB,
-// and there a registration burst's rate is worth more than they are.
+// (BENCHMARKS.md, "The million with `heureka serve`'s defaults, every
+// node"), the blocks were 0.9 GB of a node's 2.3 GB live heap, and
+// deflate at its fastest level holds them in about 0.4 GB. The price is
+// CPU: 10-20 µs to compress a kilobyte block and 6-13 µs to inflate it
+// (BenchmarkMetadataCompression), paid at a registration's apply on every
+// node and at every encoding of the record into a document. A registry
+// holding fewer than DefaultCompressAbove instances pays none of it: its
+// blocks are at most a few tens of MB, and there a registration burst's
+// rate is worth more than they are.
 //
 // A compressed block is mpCompressed (a byte msgpack never uses, so no
 // canonical block starts with it), the CRC-32C of all that follows it,
