@@ -22,8 +22,8 @@ import (
 // entry or snapshot is a copy of the block. The zero value is the nil map
 // (the registrant sent none), distinct from an empty one.
 //
-// A large registry holds its records' blocks compressed (compressed,
-// below): every method reads a compressed block as the map it stands for,
+// A large registry holds its records' blocks compressed (mdcompress.go):
+// every method reads a compressed block as the map it stands for,
 // and what it writes to the log is the canonical block, never the
 // compressed one.
 type Metadata struct {

@@ -18,9 +18,9 @@ import (
 // A record is its length (uvarint) and then the fields in a fixed order:
 // strings as a uvarint length and their bytes, signed integers as
 // varints, unsigned ones as uvarints, booleans as one byte, metadata as
-// its canonical msgpack block (a string; empty for nil), or from format 4
-// on the compressed block the registry holds (mdcompress.go). The order is the
-// order of the fields in Entry, Instance and DataCenterInfo;
+// its canonical msgpack block (a string; empty for nil) or, from format 4
+// on, as the compressed block the registry holds (mdcompress.go). The
+// order is the order of the fields in Entry, Instance and DataCenterInfo;
 // TestSnapshotRecord_CoversEveryField fails when a field is added to one
 // of them and not here.
 
