@@ -408,3 +408,70 @@ func TestLeaseStatus_WithoutAScanAgreesWithTheScan(t *testing.T) {
 		t.Fatalf("status %+v, scan %+v (%d expired)", got, scanned, len(expired))
 	}
 }
+
+// TestLeaseKeeper_SelfPreservationCostsNoScans: leases expired behind
+// self-preservation stay, and the keeper looks at the registry again once
+// every preservedPassEvery (the expired count), not at every retry (a
+// look at the lease numbers is not a scan): a retry a second for each of
+// them was two scans of the registry a second on the leader while clients
+// were cut off. Once the renewals are back above the threshold, the one
+// lease still silent is evicted within seconds, with a 1 h eviction
+// interval.
+func TestLeaseKeeper_SelfPreservationCostsNoScans(t *testing.T) {
+	lease := DefaultLeaseConfig()
+	lease.EvictionInterval = time.Hour // only deadlines and their retries
+	n := singleNode(t, lease)
+	registerN(t, n, "SILENT", "s", 10, 1)
+	status := func() LeaseStatus {
+		st, err := n.LeaseStatus(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	deadline := time.Now().Add(preservedPassEvery + 10*time.Second)
+	for st := status(); st.Expired != 10 || !st.SelfPreservationActive; st = status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no pass found the 10 silent leases expired behind self-preservation: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	looks := n.leases.looks.Load()
+	time.Sleep(3 * time.Second)
+	if d := n.leases.looks.Load() - looks; d > 1 {
+		t.Fatalf("the keeper looked at the leases %d times in 3 s of self-preservation, want at most one pass", d)
+	}
+	if st := status(); st.Instances != 10 || st.EvictedTotal != 0 {
+		t.Fatalf("during self-preservation: %d listed, %d evicted; want 10 and 0", st.Instances, st.EvictedTotal)
+	}
+
+	// Nine renew again, far above the threshold (⌊10 × 60 × 0.85⌋ = 510
+	// a minute); s0 stays silent and goes.
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			for i := 1; i < 10; i++ {
+				_ = n.Renew(context.Background(), "SILENT", fmt.Sprintf("s%d", i), 0)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	deadline = time.Now().Add(10 * time.Second)
+	for has(n, "SILENT", "s0") {
+		if time.Now().After(deadline) {
+			t.Fatalf("s0 not evicted 10 s after the renewals came back: %+v", status())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 1; i < 10; i++ {
+		if !has(n, "SILENT", fmt.Sprintf("s%d", i)) {
+			t.Fatalf("s%d, renewing again, was evicted", i)
+		}
+	}
+}

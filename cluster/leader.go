@@ -41,6 +41,10 @@ type leaseKeeper struct {
 	dirty     map[fsm.KeyBody]struct{}
 	dirtyApps map[string]bool
 	allDirty  bool
+
+	// looks counts the keeper's looks at the registry's leases (passes
+	// and deadline checks), each a scan of what it looks at.
+	looks atomic.Int64
 }
 
 // minPassGap spaces eviction passes triggered by deadlines: expiries close
@@ -55,6 +59,10 @@ const scheduleEvery = 100 * time.Millisecond
 // retryEvictAfter is when a lease that expired but was not evicted
 // (self-preservation, the cap, a failed apply) is looked at again.
 const retryEvictAfter = time.Second
+
+// preservedPassEvery is how often a full pass runs while self-preservation
+// holds: how fresh the expired count in the lease status is then.
+const preservedPassEvery = 10 * time.Second
 
 func newLeaseKeeper(n *Node) *leaseKeeper {
 	k := &leaseKeeper{n: n, rate: newRateCounter(n.cfg.Lease.RenewalRateWindow),
@@ -98,6 +106,7 @@ func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
 	k.mu.Lock()
 	since := k.leaderSince
 	k.mu.Unlock()
+	k.looks.Add(1)
 	pending := k.n.renew.pendingTimes()
 	nowMs := now.UnixMilli()
 	var expired []fsm.KeyBody
@@ -182,10 +191,21 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	wasActive := false
-	var lastPass time.Time
+	// preserving says self-preservation held at the last look. While it
+	// does, deadlines that come due are left in the heap, the lease
+	// numbers are looked at again (no scan) every retryEvictAfter, and a
+	// full pass runs every preservedPassEvery (for the expired count) and
+	// every eviction interval. Before, every expired lease was retried a
+	// second later, each retry a scan of the registry and a list of every
+	// expired lease: with a million leases expired behind
+	// self-preservation (clients cut off from the registry), two scans and
+	// tens of MB of garbage a second on the leader, for nothing.
+	preserving := false
+	var lastPass, lastLook time.Time
 	pass := func(now time.Time) {
 		lastPass = now
 		st, expired := k.evaluate(now)
+		preserving, lastLook = st.SelfPreservationActive, now
 		if st.SelfPreservationActive != wasActive {
 			wasActive = st.SelfPreservationActive
 			k.n.log.Warn("self-preservation changed", "active", wasActive,
@@ -207,6 +227,9 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 			due := time.UnixMilli(at + 1)
 			wait = max(time.Until(due), time.Until(lastPass.Add(minPassGap)), 0)
 		}
+		if preserving { // an instant, not a wait: the loop comes round every scheduleEvery
+			wait = max(time.Until(lastLook.Add(retryEvictAfter)), 0)
+		}
 		timer.Reset(wait)
 		select {
 		case <-stop:
@@ -216,6 +239,15 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 		case now := <-scan.C:
 			pass(now)
 		case now := <-timer.C:
+			if preserving {
+				lastLook = now
+				if preserving = k.status(now).SelfPreservationActive; preserving {
+					if now.Sub(lastPass) >= preservedPassEvery {
+						pass(now) // the expired count, kept fresh
+					}
+					continue
+				}
+			}
 			if k.dueExpired(dl, now) {
 				pass(now)
 			}
@@ -275,6 +307,7 @@ func (k *leaseKeeper) dueExpired(dl *deadlines, now time.Time) bool {
 	if len(apps) == 0 {
 		return false
 	}
+	k.looks.Add(1)
 	k.mu.Lock()
 	since := k.leaderSince
 	k.mu.Unlock()
