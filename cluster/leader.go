@@ -61,7 +61,14 @@ const scheduleEvery = 100 * time.Millisecond
 const retryEvictAfter = time.Second
 
 // preservedPassEvery is how often a full pass runs while self-preservation
-// holds: how fresh the expired count in the lease status is then.
+// holds: how fresh the expired count in the lease status is then. Until
+// then, deadlines that come due are left in the heap and the lease
+// numbers are looked at again (no scan) every retryEvictAfter; the
+// eviction interval's pass runs too. Before, every expired lease was
+// retried a second later, each retry a scan of the registry and a list of
+// every expired lease: with a million leases expired behind
+// self-preservation (clients cut off from the registry), two scans and
+// tens of MB of garbage a second on the leader, for nothing.
 const preservedPassEvery = 10 * time.Second
 
 func newLeaseKeeper(n *Node) *leaseKeeper {
@@ -191,15 +198,7 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	wasActive := false
-	// preserving says self-preservation held at the last look. While it
-	// does, deadlines that come due are left in the heap, the lease
-	// numbers are looked at again (no scan) every retryEvictAfter, and a
-	// full pass runs every preservedPassEvery (for the expired count) and
-	// every eviction interval. Before, every expired lease was retried a
-	// second later, each retry a scan of the registry and a list of every
-	// expired lease: with a million leases expired behind
-	// self-preservation (clients cut off from the registry), two scans and
-	// tens of MB of garbage a second on the leader, for nothing.
+	// preserving: self-preservation held at the last look (preservedPassEvery).
 	preserving := false
 	var lastPass, lastLook time.Time
 	pass := func(now time.Time) {
