@@ -62,8 +62,19 @@ var (
 		}
 		return w
 	}}
-	inflaters = sync.Pool{New: func() any { return flate.NewReader(strings.NewReader("")) }}
+	inflaters = sync.Pool{New: func() any {
+		inf := &inflater{}
+		inf.r = flate.NewReader(&inf.src)
+		return inf
+	}}
 )
+
+// inflater is a flate reader and the string reader it reads, kept
+// together in a pool so that an inflate allocates its output only.
+type inflater struct {
+	src strings.Reader
+	r   io.ReadCloser
+}
 
 // compressed reports whether the block is held compressed.
 func (m Metadata) compressed() bool { return m.b != "" && m.b[0] == mpCompressed }
@@ -76,14 +87,11 @@ func compressMetadata(m Metadata) Metadata {
 		return m
 	}
 	count, _ := mapHeader(m.b)
-	var buf bytes.Buffer
-	buf.Grow(len(m.b) / 2)
-	buf.Write([]byte{mpCompressed, 0, 0, 0, 0}) // the CRC, once the rest is written
-	var n [binary.MaxVarintLen64]byte
-	buf.Write(n[:binary.PutUvarint(n[:], uint64(len(m.b)))])
-	buf.Write(n[:binary.PutUvarint(n[:], uint64(count))])
+	head := make([]byte, crcEnd, len(m.b)/2) // the CRC, once the rest is written
+	head[0] = mpCompressed
+	buf := bytes.NewBuffer(binary.AppendUvarint(binary.AppendUvarint(head, uint64(len(m.b))), uint64(count)))
 	w := deflaters.Get().(*flate.Writer)
-	w.Reset(&buf)
+	w.Reset(buf)
 	// Writes to a bytes.Buffer do not fail.
 	_, _ = io.WriteString(w, m.b)
 	_ = w.Close()
@@ -92,7 +100,9 @@ func compressMetadata(m Metadata) Metadata {
 	if buf.Len() > len(m.b)-len(m.b)/8 {
 		return m
 	}
-	out := bytes.Clone(buf.Bytes())
+	// Not copied to its exact size: seal lays the block out in the
+	// record, and this buffer is garbage after that.
+	out := buf.Bytes()
 	binary.LittleEndian.PutUint32(out[1:], crc32.Checksum(out[crcEnd:], castagnoli))
 	return Metadata{b: unsafe.String(unsafe.SliceData(out), len(out))}
 }
@@ -150,25 +160,25 @@ func inflateBlock(b string) (string, error) {
 		return "", err
 	}
 	out := make([]byte, c.size)
+	inf := inflaters.Get().(*inflater)
+	defer func() {
+		inf.src.Reset("") // do not keep b alive in the pool
+		inflaters.Put(inf)
+	}()
 	// A strings.Reader is an io.ByteReader: flate reads from it no
 	// further than the stream's end, so bytes after it are seen.
-	src := strings.NewReader(c.stream)
-	r := inflaters.Get().(io.ReadCloser)
-	defer func() {
-		_ = r.(flate.Resetter).Reset(strings.NewReader(""), nil) // do not keep b alive in the pool
-		inflaters.Put(r)
-	}()
-	if err := r.(flate.Resetter).Reset(src, nil); err != nil {
+	inf.src.Reset(c.stream)
+	if err := inf.r.(flate.Resetter).Reset(&inf.src, nil); err != nil {
 		return "", fmt.Errorf("inflate: %w", err)
 	}
-	if _, err := io.ReadFull(r, out); err != nil {
+	if _, err := io.ReadFull(inf.r, out); err != nil {
 		return "", fmt.Errorf("inflate %d bytes: %w", c.size, err)
 	}
 	var one [1]byte
-	if k, err := r.Read(one[:]); k != 0 || err != io.EOF {
+	if k, err := inf.r.Read(one[:]); k != 0 || err != io.EOF {
 		return "", fmt.Errorf("compressed block holds more than its %d bytes", c.size)
 	}
-	if src.Len() != 0 {
+	if inf.src.Len() != 0 {
 		return "", fmt.Errorf("bytes after a compressed block's stream")
 	}
 	return unsafe.String(unsafe.SliceData(out), len(out)), nil

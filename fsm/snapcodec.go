@@ -188,7 +188,7 @@ func (r *recordReader) fail(what string) {
 
 // rest is the record's bytes not read yet, viewed, not copied.
 func (r *recordReader) rest() []byte {
-	return unsafe.Slice(unsafe.StringData(r.s[r.off:]), len(r.s)-r.off)
+	return bytesOf(r.s[r.off:])
 }
 
 func (r *recordReader) u64(p *uint64) {
@@ -268,7 +268,7 @@ func (r *recordReader) metadata(p *Metadata) {
 			r.fail("metadata: " + err.Error())
 			return
 		}
-	case !canonicalMap(unsafe.Slice(unsafe.StringData(s), len(s))):
+	case !canonicalMap(bytesOf(s)):
 		r.fail("metadata that is not a canonical map")
 		return
 	}
