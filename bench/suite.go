@@ -56,6 +56,10 @@ type Suite struct {
 	// Binary is the heureka executable used for local clusters and limit
 	// servers; empty means neither can run.
 	Binary string
+	// NodeBinary, when set, is the executable of the local clusters'
+	// nodes instead of Binary: an older build, to compare two binaries
+	// with one driver.
+	NodeBinary string
 	// TempDir holds local clusters' data ("" = os.TempDir()).
 	TempDir string
 	// Progress receives one line per step while the suite runs (nil = quiet).
@@ -331,7 +335,7 @@ func (s *Suite) heurekaColumn(ctx context.Context, h, lim *System) (*column, err
 			return nil, errors.New(h.NotRun)
 		}
 		s.logf("heureka", "starting a local %d-node cluster", s.LocalHeureka)
-		l, err := StartHeureka(ctx, s.Binary, s.LocalHeureka, s.TempDir, s.LocalHeurekaArgs)
+		l, err := StartHeureka(ctx, cmp.Or(s.NodeBinary, s.Binary), s.LocalHeureka, s.TempDir, s.LocalHeurekaArgs)
 		if err != nil {
 			h.NotRun = "local cluster did not start"
 			return nil, err

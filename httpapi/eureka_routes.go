@@ -656,7 +656,7 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	gz := acceptsGzip(c.GetHeader("Accept-Encoding"))
 	docHeaders(c.Writer.Header(), v, f, gz)
 	c.Status(http.StatusOK)
-	if gz && writeVectored(c.Writer, v) {
+	if gz && writeVectored(c.Writer, connOf(c.Request), v) {
 		return
 	}
 	writeDoc(c.Writer, v, gz)

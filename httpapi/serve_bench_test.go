@@ -54,10 +54,7 @@ func benchLoopback(b *testing.B, s *Server, gz bool) {
 // benchLoopbackPaths reads each path from h over loopback, in parallel,
 // gzipped or not.
 func benchLoopbackPaths(b *testing.B, h http.Handler, gz bool, paths ...string) {
-	ts := httptest.NewUnstartedServer(h)
-	ts.Listener = Listener(ts.Listener) // as cmd/heureka serves
-	ts.Start()
-	defer ts.Close()
+	ts := serveAsHeureka(b, h, nil)
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}}
 	for _, path := range paths {
 		b.Run(path, func(b *testing.B) {

@@ -142,13 +142,25 @@ func startTestServer(t *testing.T, cfg Config, c Cluster, log hclog.Logger) (*ht
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As cmd/heureka serves: gzip documents go out with writev.
-	ts := httptest.NewUnstartedServer(s.Handler())
-	ts.Listener = Listener(ts.Listener)
-	ts.Start()
-	t.Cleanup(ts.Close)
+	ts := serveAsHeureka(t, s.Handler(), nil)
 	t.Cleanup(s.Close)
 	return ts, s
+}
+
+// serveAsHeureka serves h on a test server as cmd/heureka serves (gzip
+// documents go out with writev, header and body in one), adjusted by
+// adjust if given before it starts; the server is closed with the test.
+func serveAsHeureka(tb testing.TB, h http.Handler, adjust func(*http.Server)) *httptest.Server {
+	tb.Helper()
+	ts := httptest.NewUnstartedServer(h)
+	ts.Listener = Listener(ts.Listener)
+	ts.Config.ConnContext = ConnContext
+	if adjust != nil {
+		adjust(ts.Config)
+	}
+	ts.Start()
+	tb.Cleanup(ts.Close)
+	return ts
 }
 
 func do(t *testing.T, method, url, contentType, body string, hdr ...string) (int, string, http.Header) {

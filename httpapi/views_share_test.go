@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -130,10 +129,7 @@ func TestServe_LargeGzipWrittenVectored(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	ts := httptest.NewUnstartedServer(s.Handler())
-	ts.Listener = Listener(ts.Listener)
-	ts.Start()
-	t.Cleanup(ts.Close)
+	ts := serveAsHeureka(t, s.Handler(), nil)
 	before := vectoredWrites.Load()
 	_, plain, _ := getPlain(t, ts.URL+"/eureka/apps", "application/json")
 	code, z, hdr := do(t, "GET", ts.URL+"/eureka/apps", "", "", "Accept", "application/json", "Accept-Encoding", "gzip")
@@ -233,9 +229,7 @@ func TestServe_PlainKeptAndStreamedAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := httptest.NewUnstartedServer(s.Handler())
-		ts.Listener = Listener(ts.Listener)
-		ts.Start()
+		ts := serveAsHeureka(t, s.Handler(), nil)
 		for _, accept := range []string{"application/json", "application/xml"} {
 			for range 2 { // the first read makes the copy, the second takes it
 				code, plain, hdr := getPlain(t, ts.URL+"/eureka/apps", accept)
@@ -270,6 +264,13 @@ func getPlain(t *testing.T, url, accept string) (int, string, http.Header) {
 	req.Header.Set("Accept", accept)
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	defer client.CloseIdleConnections()
+	resp, b := readAll(t, client, req)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// readAll sends req with client and reads the whole answer.
+func readAll(t *testing.T, client *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +280,7 @@ func getPlain(t *testing.T, url, accept string) (int, string, http.Header) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, string(b), resp.Header
+	return resp, b
 }
 
 // After the views build the full registry, what stays on the heap is the

@@ -120,6 +120,7 @@ func declareBenchFlags(fs *flag.FlagSet, c *benchConfig) *benchFlagValues {
 	d := bench.DefaultWorkload()
 	v := &benchFlagValues{}
 	v.local = fs.Int("local", 0, "start a local heureka cluster of this many nodes (from this executable) and bench it")
+	fs.StringVar(&s.NodeBinary, "local-bin", "", "heureka executable of the --local nodes (default: this one), e.g. an older build to compare with")
 	v.targets = fs.String("targets", "", "comma-separated base URLs of an existing Eureka-compatible cluster (http://host:port,...)")
 	v.localArgs = fs.String("local-args", "", "extra flags for the --local nodes' heureka serve, space-separated (e.g. --pprof)")
 	v.cacheRefresh = fs.Duration("target-cache-refresh", 30*time.Second, "with --targets: their response cache refresh interval (W4 and W6 wait it out; 0 for heureka, whose default push makes changes visible at once)")

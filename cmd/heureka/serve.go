@@ -458,6 +458,9 @@ func createHTTPServer(c *serveConfig, api *httpapi.Server, ln net.Listener) (*ht
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		// With Listener's connections: a document goes out in one
+		// writev, header and all.
+		ConnContext: httpapi.ConnContext,
 	}
 	ln = httpapi.Listener(ln) // gzip documents go out with writev
 	if c.tls != nil {
