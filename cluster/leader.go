@@ -222,12 +222,12 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 	}
 	for {
 		wait := time.Hour
-		if at, ok := dl.next(); ok {
+		switch at, ok := dl.next(); {
+		case preserving: // an instant, not a wait: the loop comes round every scheduleEvery
+			wait = max(time.Until(lastLook.Add(retryEvictAfter)), 0)
+		case ok:
 			due := time.UnixMilli(at + 1)
 			wait = max(time.Until(due), time.Until(lastPass.Add(minPassGap)), 0)
-		}
-		if preserving { // an instant, not a wait: the loop comes round every scheduleEvery
-			wait = max(time.Until(lastLook.Add(retryEvictAfter)), 0)
 		}
 		timer.Reset(wait)
 		select {
@@ -238,16 +238,15 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 		case now := <-scan.C:
 			pass(now)
 		case now := <-timer.C:
-			if preserving {
+			if preserving { // the lease numbers only, no scan
 				lastLook = now
-				if preserving = k.status(now).SelfPreservationActive; preserving {
-					if now.Sub(lastPass) >= preservedPassEvery {
-						pass(now) // the expired count, kept fresh
-					}
-					continue
-				}
+				preserving = k.status(now).SelfPreservationActive
 			}
-			if k.dueExpired(dl, now) {
+			switch {
+			case preserving && now.Sub(lastPass) >= preservedPassEvery:
+				pass(now) // the expired count, kept fresh
+			case preserving: // due deadlines wait in the heap
+			case k.dueExpired(dl, now):
 				pass(now)
 			}
 		}

@@ -656,7 +656,7 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 	gz := acceptsGzip(c.GetHeader("Accept-Encoding"))
 	docHeaders(c.Writer.Header(), v, f, gz)
 	c.Status(http.StatusOK)
-	if gz && writeVectored(c.Writer, connOf(c.Request), v) {
+	if gz && writeVectored(c.Writer, c.Request, v) {
 		return
 	}
 	writeDoc(c.Writer, v, gz)
@@ -769,13 +769,14 @@ func writeDoc(w io.Writer, v *cache.Value, gz bool) {
 	// larger one first.
 	pool := &segmentWriters
 	if v.Len >= largeDoc || gz && v.GzipLen() > segmentBuffer {
-		// A gzip answer between segmentBuffer and vectorMin (an
-		// application of 100 instances: 43 KiB) goes out in one write
-		// from the larger buffer. Split at 32 KiB it took an extra
-		// system call, and 32 clients reading one at 50,000 instances got
-		// 0.84-0.88 of the limit server's rate instead of 0.91-0.94
-		// (BENCHMARKS.md, "A half of the live heap as room, and memory
-		// returned when quiet").
+		// A gzip answer between segmentBuffer and vectorMin that
+		// writeVectored does not take (over TLS; an application of 100
+		// instances: 43 KiB) goes out in one write from the larger
+		// buffer. Split at 32 KiB it took an extra system call, and 32
+		// clients reading one at 50,000 instances got 0.84-0.88 of the
+		// limit server's rate instead of 0.91-0.94 (BENCHMARKS.md, "A
+		// half of the live heap as room, and memory returned when
+		// quiet").
 		pool = &largeWriters
 	}
 	bw := pool.Get().(*bufio.Writer)

@@ -345,12 +345,15 @@ const heldMin = 3 << 10
 // writer under gin's supports it (net/http's own; the caller has set the
 // Content-Length), and reports whether it did: a document of heldMin or
 // more on a connection that holds the header back for the body's writev
-// (conn), else one of vectorMin or more.
-func writeVectored(w gin.ResponseWriter, conn *vecConn, v *cache.Value) bool {
-	switch n := v.GzipLen(); {
-	case n < heldMin:
+// (the connection r came on, through ConnContext), else one of vectorMin
+// or more.
+func writeVectored(w gin.ResponseWriter, r *http.Request, v *cache.Value) bool {
+	n := v.GzipLen()
+	if n < heldMin {
 		return false // one write through net/http's buffer already
-	case conn == nil && n < vectorMin:
+	}
+	conn := connOf(r)
+	if conn == nil && n < vectorMin {
 		return false
 	}
 	if _, rewritten := w.(*v1Writer); rewritten {
