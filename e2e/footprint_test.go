@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,7 +56,9 @@ import (
 // for snapshots, the renewals and the reads (profileCPU), and the logs of the
 // restarted and the joining node. BENCH_STOP=register ends the run after
 // the registrations, BENCH_STOP=renew after the renewals (their CPU at a
-// size whose full run takes long). BENCH_PLAIN_READS=1 keeps plain reads of
+// size whose full run takes long), BENCH_STOP=warm after the first build
+// of every document (its peak RSS, logged with when and during what it
+// came). BENCH_PLAIN_READS=1 keeps plain reads of
 // the full registry coming on every node while the memory is measured.
 func BenchmarkFootprint(b *testing.B) {
 	wl := bench.DefaultWorkload()
@@ -220,10 +223,14 @@ func BenchmarkFootprint(b *testing.B) {
 	}
 	// Each node's RSS is sampled from here until the memory is measured:
 	// what it holds while it builds and serves, not only once quiet.
-	peaks := make([]float64, len(c.Nodes))
-	var stopRSS []func()
+	// With the highest, when it came, during what (phase) and where the
+	// Go runtime's memory was near it: a peak in the warm-up was
+	// 500-1,100 MiB above what the node held once quiet.
+	var phase atomic.Value
+	phase.Store("the warm-up of n1")
+	peaks := make([]*peakRSS, len(c.Nodes))
 	for i, nd := range c.Nodes {
-		stopRSS = append(stopRSS, sampleRSS(nd.PID(), &peaks[i]))
+		peaks[i] = watchPeak(nd, &phase)
 	}
 	warm := time.Now()
 	sizes := map[variant]int{}
@@ -231,6 +238,7 @@ func BenchmarkFootprint(b *testing.B) {
 	// registry took longer than the bench client's 30 s.
 	warmClient := &http.Client{Timeout: 10 * time.Minute}
 	for _, nd := range c.Nodes {
+		phase.Store("the warm-up of " + nd.ID)
 		for _, vr := range variants {
 			h := http.Header{"Accept": {vr.accept}}
 			if vr.enc != "" {
@@ -248,6 +256,16 @@ func BenchmarkFootprint(b *testing.B) {
 		}
 	}
 	b.Logf("warmed %d documents × %d variants on 3 nodes in %s", len(paths), len(variants), time.Since(warm).Round(time.Millisecond))
+	for i, nd := range c.Nodes {
+		b.Logf("after the warm-up, %s; its peak so far: %s", logFootprint(nd), peaks[i])
+	}
+	if os.Getenv("BENCH_STOP") == "warm" {
+		for _, p := range peaks {
+			p.stop()
+		}
+		return
+	}
+	phase.Store("the waits and turns")
 
 	// Cached reads against the limit on every node, as Eureka clients
 	// read: JSON, gzip accepted; heureka and the limit take turns in
@@ -305,6 +323,7 @@ func BenchmarkFootprint(b *testing.B) {
 				settle(b, c, n, idleFull, fsm.DefaultDeltaRetention-refresh-65*time.Second)
 				tg.minBytes = len(redeploy) / 2
 			}
+			phase.Store(fmt.Sprintf("%s's %s turn", nd.ID, tg.name))
 			row, ratio := readAgainstLimit(b, client, nd, c.Followers(nd) /* every other node */, nodeRole(nd, leader), tg, hdr)
 			rows = append(rows, row)
 			if r, ok := lowest[tg.name]; !ok || ratio < r {
@@ -330,6 +349,7 @@ func BenchmarkFootprint(b *testing.B) {
 			}(nd.URL("/eureka/apps"))
 		}
 	}
+	phase.Store("the wait once the turns are done")
 	time.Sleep(5 * time.Second) // let the runtime collect the warm-up's garbage
 	after5s := make([]float64, len(c.Nodes))
 	for i, nd := range c.Nodes {
@@ -339,8 +359,9 @@ func BenchmarkFootprint(b *testing.B) {
 	// in proportion to its live heap (about 30 s at a million): the RSS a
 	// quiet node settles at is read after that.
 	time.Sleep(quietWait(n))
-	for _, stop := range stopRSS {
-		stop()
+	for i, p := range peaks {
+		p.stop()
+		b.Logf("%s's RSS at most: %s", c.Nodes[i].ID, p)
 	}
 	var mem []string
 	for i, nd := range c.Nodes {
@@ -349,10 +370,10 @@ func BenchmarkFootprint(b *testing.B) {
 		role := nodeRole(nd, leader)
 		anon, file := procStatusMiB(nd.PID(), "RssAnon:"), procStatusMiB(nd.PID(), "RssFile:")
 		mem = append(mem, fmt.Sprintf("| %s (%s) | %.0f MiB | %.0f MiB | %.0f MiB | %.0f / %.0f MiB | %.0f MiB | %.0f MiB |",
-			nd.ID, role, peaks[i], after5s[i], rss, anon, file,
+			nd.ID, role, peaks[i].mib, after5s[i], rss, anon, file,
 			float64(st.Memory.HeapInuseBytes)/(1<<20), float64(st.Memory.HeapAllocBytes)/(1<<20)))
 		b.ReportMetric(rss, nd.ID+"-rss-MiB")
-		b.ReportMetric(peaks[i], nd.ID+"-rss-peak-MiB")
+		b.ReportMetric(peaks[i].mib, nd.ID+"-rss-peak-MiB")
 		b.Logf("memory measured, %s", logFootprint(nd))
 		if pprofDir != "" {
 			body, _, err := bench.Fetch(client, nd.URL("/debug/pprof/heap"), nil)
@@ -569,6 +590,67 @@ func sampleRSS(pid int, peak *float64) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// peakRSS is the highest RSS sampled from one node, in MiB: when it
+// came, the benchmark's phase then, and the Go runtime's memory as read
+// from the node's /metrics near it.
+type peakRSS struct {
+	mu      sync.Mutex
+	mib     float64
+	at      time.Time
+	phase   string
+	runtime string
+	stop    func()
+}
+
+// watchPeak samples nd's RSS every 50 ms until stop is called, keeping
+// the highest and what phase held then. The node's runtime memory is read
+// again when the RSS has grown by 32 MiB since it was last read, at most
+// twice a second: near the peak, without a scrape in every sample.
+func watchPeak(nd *Node, phase *atomic.Value) *peakRSS {
+	p := &peakRSS{}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		read, readAt := 0.0, time.Time{}
+		for !tick.Stopped(done) {
+			rss := rssMB(nd.PID())
+			now := time.Now()
+			p.mu.Lock()
+			if rss > p.mib {
+				p.mib, p.at, p.phase = rss, now, phase.Load().(string)
+			}
+			p.mu.Unlock()
+			if rss >= read+32 && now.Sub(readAt) >= 500*time.Millisecond {
+				rt := runtimeMemory(nd)
+				read, readAt = rss, now
+				p.mu.Lock()
+				if rss >= p.mib {
+					p.runtime = fmt.Sprintf("%s (RSS %.0f MiB at %s)", rt, rss, now.UTC().Format("15:04:05"))
+				}
+				p.mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	p.stop = func() {
+		select {
+		case <-done:
+		default:
+			close(done)
+		}
+		<-finished
+	}
+	return p
+}
+
+// String says the peak, when and during what it came, and the runtime's
+// memory read nearest before it.
+func (p *peakRSS) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprintf("%.0f MiB at %s during %s; Go runtime then: %s", p.mib, p.at.UTC().Format("15:04:05.0"), p.phase, p.runtime)
 }
 
 // settle waits until the cluster of n instances has been quiet for

@@ -250,7 +250,7 @@ func metadata(dst []byte, f Format, m fsm.Metadata) []byte {
 		return append(dst, `{"@class":"`+classEmptyMap+`"}`...)
 	}
 	dst = open(dst, f, "metadata")
-	for k, v := range m.All() {
+	for k, v := range m.Scan() {
 		if f.Base() == JSON {
 			dst = str(dst, f, k, v)
 		} else if xmlNameOK(k) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
-	"unsafe"
 )
 
 // Registrations and renewal batches are most of what a busy log holds, and
@@ -52,7 +51,7 @@ func decodeRegisterBody(b []byte) (*RegisterBody, bool) {
 func decodeRenewBatchBody(b []byte, view bool) (*RenewBatchBody, bool) {
 	var all string
 	if view {
-		all = unsafe.String(unsafe.SliceData(b), len(b))
+		all = stringOf(b)
 	} else {
 		all = string(b)
 	}

@@ -197,7 +197,7 @@ func seal(in *Instance, compress bool) *Instance {
 			*f, at[i] = k, -1
 			continue
 		}
-		if j := strings.Index(unsafe.String(unsafe.SliceData(head), len(head)), *f); j >= 0 {
+		if j := strings.Index(stringOf(head), *f); j >= 0 {
 			at[i] = j
 			continue
 		}

@@ -104,7 +104,7 @@ func compressMetadata(m Metadata) Metadata {
 	// record, and this buffer is garbage after that.
 	out := buf.Bytes()
 	binary.LittleEndian.PutUint32(out[1:], crc32.Checksum(out[crcEnd:], castagnoli))
-	return Metadata{b: unsafe.String(unsafe.SliceData(out), len(out))}
+	return Metadata{b: stringOf(out)}
 }
 
 // compressedBlock is a compressed block's header and stream.
@@ -133,6 +133,9 @@ func parseCompressed(b string) (compressedBlock, error) {
 	return c, nil
 }
 
+// stringOf views b as a string; b must not change afterwards.
+func stringOf(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // bytesOf views s as bytes, for the functions that only read a []byte.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
@@ -142,24 +145,40 @@ func (m Metadata) canonical() string {
 	if !m.compressed() {
 		return m.b
 	}
-	s, err := inflateBlock(m.b)
+	return stringOf(mustInflate(nil, m.b))
+}
+
+// mustInflate is inflateInto for a held block.
+func mustInflate(dst []byte, b string) []byte {
+	out, err := inflateInto(dst, b)
 	if err != nil {
 		// Every held compressed block was made by compressMetadata
 		// or passed its CRC (checkCompressed): one that fails was made
 		// to pass it, or is memory gone bad.
 		panic(fmt.Errorf("metadata: held compressed block: %w", err))
 	}
-	return s
+	return out
 }
 
 // inflateBlock inflates a compressed block (mpCompressed first) into the
 // canonical block it holds, and checks that the stream ends exactly there.
 func inflateBlock(b string) (string, error) {
+	out, err := inflateInto(nil, b)
+	return stringOf(out), err
+}
+
+// inflateInto is inflateBlock into dst's array when it has room (dst's
+// length does not matter), else into a new one.
+func inflateInto(dst []byte, b string) ([]byte, error) {
 	c, err := parseCompressed(b)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	out := make([]byte, c.size)
+	out := dst[:0]
+	if uint64(cap(out)) < c.size {
+		out = make([]byte, c.size)
+	}
+	out = out[:c.size]
 	inf := inflaters.Get().(*inflater)
 	defer func() {
 		inf.src.Reset("") // do not keep b alive in the pool
@@ -169,19 +188,19 @@ func inflateBlock(b string) (string, error) {
 	// further than the stream's end, so bytes after it are seen.
 	inf.src.Reset(c.stream)
 	if err := inf.r.(flate.Resetter).Reset(&inf.src, nil); err != nil {
-		return "", fmt.Errorf("inflate: %w", err)
+		return nil, fmt.Errorf("inflate: %w", err)
 	}
 	if _, err := io.ReadFull(inf.r, out); err != nil {
-		return "", fmt.Errorf("inflate %d bytes: %w", c.size, err)
+		return nil, fmt.Errorf("inflate %d bytes: %w", c.size, err)
 	}
 	var one [1]byte
 	if k, err := inf.r.Read(one[:]); k != 0 || err != io.EOF {
-		return "", fmt.Errorf("compressed block holds more than its %d bytes", c.size)
+		return nil, fmt.Errorf("compressed block holds more than its %d bytes", c.size)
 	}
 	if inf.src.Len() != 0 {
-		return "", fmt.Errorf("bytes after a compressed block's stream")
+		return nil, fmt.Errorf("bytes after a compressed block's stream")
 	}
-	return unsafe.String(unsafe.SliceData(out), len(out)), nil
+	return out, nil
 }
 
 // checkCompressed reports why a compressed block read from a snapshot

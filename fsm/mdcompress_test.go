@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -30,6 +32,55 @@ func bulkyMetadata(rng *rand.Rand, n, maxValue int) map[string]string {
 		m[fmt.Sprintf("key.%d", i)] = v.String()
 	}
 	return m
+}
+
+// scanned is what m.Scan yields until the loop breaks after stop entries
+// (never, for -1), copied out as the loop goes.
+func scanned(m Metadata, stop int) string {
+	var b strings.Builder
+	n := 0
+	for k, v := range m.Scan() {
+		if n == stop {
+			break
+		}
+		n++
+		fmt.Fprintf(&b, "%q:%q ", k, v)
+	}
+	return b.String()
+}
+
+// Scan inflates into a pooled buffer: iterating a compressed block
+// allocates no copy of it, where All makes one each time (what remains is
+// flate's Huffman tables, about 300 bytes for a 2.7 KB block).
+func TestMetadata_ScanOfACompressedBlockMakesNoCopy(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector drops pooled buffers and flate readers at random")
+	}
+	c := compressMetadata(MetadataOf(bulkyMetadata(rand.New(rand.NewPCG(1, 2)), 20, 200)))
+	size := len(c.canonical())
+	if !c.compressed() || size < 2000 {
+		t.Fatalf("the test's block: compressed %v, %d bytes", c.compressed(), size)
+	}
+	total := 0
+	perIteration := func(seq func() iter.Seq2[string, string]) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 100 {
+			for k, v := range seq() {
+				total += len(k) + len(v)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / 100
+	}
+	// A collection empties the pool: a copy now and then is far under
+	// half.
+	if all := perIteration(c.All); all < uint64(size) {
+		t.Fatalf("All allocated %d bytes an iteration, less than the %d-byte block it copies", all, size)
+	}
+	if scan := perIteration(c.Scan); scan >= uint64(size/2) {
+		t.Fatalf("Scan allocated %d bytes an iteration for a block of %d", scan, size)
+	}
 }
 
 // A compressed block reads as the map it was made of, through every
@@ -61,6 +112,12 @@ func TestMetadata_CompressedReadsAsTheSameMap(t *testing.T) {
 			if got, ok := c.Get(k); !ok || got != v {
 				t.Fatalf("case %d: Get(%q) = %q, %v; want %q", i, k, got, ok, v)
 			}
+		}
+		if got, want := scanned(c, -1), scanned(m, -1); got != want {
+			t.Fatalf("case %d: Scan yields %s, All %s", i, got, want)
+		}
+		if k := rng.IntN(m.Len() + 1); scanned(c, k) != scanned(m, k) {
+			t.Fatalf("case %d: Scan stopped after %d yields %s, want %s", i, k, scanned(c, k), scanned(m, k))
 		}
 		if _, ok := c.Get("absent"); ok {
 			t.Fatalf("case %d: Get of an absent key found it", i)

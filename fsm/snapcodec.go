@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Format 3 writes each registry entry as a record of its own binary
@@ -158,7 +157,7 @@ func readRecord(br *bufio.Reader, compressed bool) (*Entry, error) {
 		return nil, fmt.Errorf("record of %d bytes: %w", n, noEOF(err))
 	}
 	// buf is this record's own and never written again.
-	return decodeRecord(unsafe.String(unsafe.SliceData(buf), len(buf)), compressed)
+	return decodeRecord(stringOf(buf), compressed)
 }
 
 // noEOF turns an end of stream inside a snapshot into an unexpected one:

@@ -52,8 +52,17 @@ func applyCmd(tb testing.TB, f *fsm.FSM, idx *uint64, t fsm.CmdType, body any) {
 
 // BenchmarkBuildAllApps measures a full build of GET /eureka/apps (JSON) for
 // 10,000 instances in 500 applications, every fragment encoded from scratch.
-func BenchmarkBuildAllApps(b *testing.B) {
-	f, _ := benchRegistry(b, 10000, 500)
+func BenchmarkBuildAllApps(b *testing.B) { benchmarkBuildAllApps(b, 10000, 500) }
+
+// BenchmarkBuildAllAppsMetadataCompressed is the same build for 25,000
+// instances in 1,250 applications: past fsm.DefaultCompressAbove, where
+// every instance's metadata is held deflated and inflated to be encoded.
+func BenchmarkBuildAllAppsMetadataCompressed(b *testing.B) {
+	benchmarkBuildAllApps(b, fsm.DefaultCompressAbove+5000, 1250)
+}
+
+func benchmarkBuildAllApps(b *testing.B, n, apps int) {
+	f, _ := benchRegistry(b, n, apps)
 	v := newViews(f.Read, DefaultConfig())
 	b.ReportAllocs()
 	b.ResetTimer()
