@@ -265,7 +265,7 @@ func BenchmarkFootprint(b *testing.B) {
 		}
 		return
 	}
-	phase.Store("the waits and turns")
+	phase.Store("the wait for the registrations to leave the delta")
 
 	// Cached reads against the limit on every node, as Eureka clients
 	// read: JSON, gzip accepted; heureka and the limit take turns in
@@ -307,9 +307,11 @@ func BenchmarkFootprint(b *testing.B) {
 		// second in one side of a one-application turn, which read at
 		// ×0.52 or ×1.07 for it. Each node's turns start from a quiet
 		// cluster.
+		phase.Store(fmt.Sprintf("the wait before %s's turns", nd.ID))
 		settle(b, c, n, idleFull, 3*time.Minute)
 		for _, tg := range targets {
 			if tg.name == "delta" {
+				phase.Store(fmt.Sprintf("the redeploy before %s's delta turn", nd.ID))
 				registerAgain(b, c, wl, deltaApps)
 				redeploy, _, err := bench.Fetch(client, nd.URL(tg.path), hdr)
 				if err != nil {
