@@ -51,37 +51,39 @@ type Piece struct {
 // Len returns the length of the plain segment.
 func (p *Piece) Len() int { return p.n }
 
-var flaters = sync.Pool{New: func() any {
+// deflater is a flate writer and the buffer it compresses a piece into
+// before the piece is copied out at its exact size, kept together in a
+// pool: a buffer of its own for each piece was most of what a document's
+// build allocated (12 KB of 16 for each application of 20 instances).
+type deflater struct {
+	w   *flate.Writer
+	buf bytes.Buffer
+}
+
+var deflaters = sync.Pool{New: func() any {
 	w, _ := flate.NewWriter(nil, flate.BestSpeed) // BestSpeed is a valid level: no error
-	return w
+	return &deflater{w: w}
 }}
 
-// pieceBufs holds the buffers pieces are compressed into before they are
-// copied out at their exact size. A buffer of its own for each piece was
-// most of what a document's build allocated: 12 KB of 16 for each
-// application of 20 instances.
-var pieceBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// pieceBufMax is the largest buffer put back in pieceBufs: a full
-// registry's delta may be one segment of many MB, which is not worth
-// keeping for the next one.
-const pieceBufMax = 1 << 20
+// deflaterBufMax is the largest buffer a deflater goes back to the pool
+// with: the piece of an application of thousands of instances is MBs,
+// not worth keeping for the next piece.
+const deflaterBufMax = 1 << 20
 
 // NewPiece compresses seg into a piece; seg is not retained.
 func NewPiece(seg []byte) *Piece {
-	buf := pieceBufs.Get().(*bytes.Buffer)
-	buf.Reset()
-	fw := flaters.Get().(*flate.Writer)
-	fw.Reset(buf)
-	_, _ = fw.Write(seg) // writes to a bytes.Buffer do not fail
-	_ = fw.Flush()
-	fw.Reset(nil)
-	flaters.Put(fw)
+	d := deflaters.Get().(*deflater)
+	d.buf.Reset()
+	d.w.Reset(&d.buf)
+	_, _ = d.w.Write(seg) // writes to a bytes.Buffer do not fail
+	_ = d.w.Flush()
+	d.w.Reset(nil)
 	// Exact size: the piece lives as long as the documents holding it.
-	p := &Piece{z: bytes.Clone(buf.Bytes()), crc: crc32.ChecksumIEEE(seg), shift: crcShift(len(seg)), n: len(seg)}
-	if buf.Cap() <= pieceBufMax {
-		pieceBufs.Put(buf)
+	p := &Piece{z: bytes.Clone(d.buf.Bytes()), crc: crc32.ChecksumIEEE(seg), shift: crcShift(len(seg)), n: len(seg)}
+	if d.buf.Cap() > deflaterBufMax {
+		d.buf = bytes.Buffer{}
 	}
+	deflaters.Put(d)
 	return p
 }
 

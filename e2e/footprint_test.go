@@ -583,11 +583,17 @@ func procStatusMiB(pid int, field string) float64 {
 // sampleRSS keeps the highest RSS of process pid in *peak, sampled every
 // 50 ms until the returned stop is called.
 func sampleRSS(pid int, peak *float64) (stop func()) {
+	return everyRSS(pid, func(rss float64, _ time.Time) { *peak = max(*peak, rss) })
+}
+
+// everyRSS calls fn with the RSS of process pid and the time it was read,
+// every 50 ms until the returned stop is called.
+func everyRSS(pid int, fn func(rss float64, at time.Time)) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
 		for !tick.Stopped(done) {
-			*peak = max(*peak, rssMB(pid))
+			fn(rssMB(pid), time.Now())
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
@@ -606,44 +612,30 @@ type peakRSS struct {
 	stop    func()
 }
 
-// watchPeak samples nd's RSS every 50 ms until stop is called, keeping
-// the highest and what phase held then. The node's runtime memory is read
-// again when the RSS has grown by 32 MiB since it was last read, at most
-// twice a second: near the peak, without a scrape in every sample.
+// watchPeak samples nd's RSS until stop is called, keeping the highest
+// and what phase held then. The node's runtime memory is read again when
+// the RSS has grown by 32 MiB since it was last read, at most twice a
+// second: near the peak, without a scrape in every sample.
 func watchPeak(nd *Node, phase *atomic.Value) *peakRSS {
 	p := &peakRSS{}
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		read, readAt := 0.0, time.Time{}
-		for !tick.Stopped(done) {
-			rss := rssMB(nd.PID())
-			now := time.Now()
-			p.mu.Lock()
-			if rss > p.mib {
-				p.mib, p.at, p.phase = rss, now, phase.Load().(string)
-			}
-			p.mu.Unlock()
-			if rss >= read+32 && now.Sub(readAt) >= 500*time.Millisecond {
-				rt := runtimeMemory(nd)
-				read, readAt = rss, now
-				p.mu.Lock()
-				if rss >= p.mib {
-					p.runtime = fmt.Sprintf("%s (RSS %.0f MiB at %s)", rt, rss, now.UTC().Format("15:04:05"))
-				}
-				p.mu.Unlock()
-			}
-			time.Sleep(50 * time.Millisecond)
+	read, readAt := 0.0, time.Time{}
+	p.stop = everyRSS(nd.PID(), func(rss float64, now time.Time) {
+		p.mu.Lock()
+		if rss > p.mib {
+			p.mib, p.at, p.phase = rss, now, phase.Load().(string)
 		}
-	}()
-	p.stop = func() {
-		select {
-		case <-done:
-		default:
-			close(done)
+		p.mu.Unlock()
+		if rss < read+32 || now.Sub(readAt) < 500*time.Millisecond {
+			return
 		}
-		<-finished
-	}
+		rt := runtimeMemory(nd)
+		read, readAt = rss, now
+		p.mu.Lock()
+		if rss >= p.mib {
+			p.runtime = fmt.Sprintf("%s (RSS %.0f MiB at %s)", rt, rss, now.UTC().Format("15:04:05"))
+		}
+		p.mu.Unlock()
+	})
 	return p
 }
 

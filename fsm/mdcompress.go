@@ -70,10 +70,13 @@ var (
 )
 
 // inflater is a flate reader and the string reader it reads, kept
-// together in a pool so that an inflate allocates its output only.
+// together in a pool so that an inflate allocates its output only, and
+// for Metadata.Scan not even that: out is the block it inflated last,
+// whose array the next Scan reuses.
 type inflater struct {
 	src strings.Reader
 	r   io.ReadCloser
+	out []byte
 }
 
 // compressed reports whether the block is held compressed.
@@ -145,12 +148,14 @@ func (m Metadata) canonical() string {
 	if !m.compressed() {
 		return m.b
 	}
-	return stringOf(mustInflate(nil, m.b))
+	inf := inflaters.Get().(*inflater)
+	defer inflaters.Put(inf)
+	return stringOf(inf.mustInflate(nil, m.b))
 }
 
-// mustInflate is inflateInto for a held block.
-func mustInflate(dst []byte, b string) []byte {
-	out, err := inflateInto(dst, b)
+// mustInflate is inflate for a held block.
+func (inf *inflater) mustInflate(dst []byte, b string) []byte {
+	out, err := inf.inflate(dst, b)
 	if err != nil {
 		// Every held compressed block was made by compressMetadata
 		// or passed its CRC (checkCompressed): one that fails was made
@@ -163,13 +168,15 @@ func mustInflate(dst []byte, b string) []byte {
 // inflateBlock inflates a compressed block (mpCompressed first) into the
 // canonical block it holds, and checks that the stream ends exactly there.
 func inflateBlock(b string) (string, error) {
-	out, err := inflateInto(nil, b)
+	inf := inflaters.Get().(*inflater)
+	defer inflaters.Put(inf)
+	out, err := inf.inflate(nil, b)
 	return stringOf(out), err
 }
 
-// inflateInto is inflateBlock into dst's array when it has room (dst's
-// length does not matter), else into a new one.
-func inflateInto(dst []byte, b string) ([]byte, error) {
+// inflate is inflateBlock into dst's array when it has room (dst's length
+// does not matter), else into a new one.
+func (inf *inflater) inflate(dst []byte, b string) ([]byte, error) {
 	c, err := parseCompressed(b)
 	if err != nil {
 		return nil, err
@@ -179,11 +186,7 @@ func inflateInto(dst []byte, b string) ([]byte, error) {
 		out = make([]byte, c.size)
 	}
 	out = out[:c.size]
-	inf := inflaters.Get().(*inflater)
-	defer func() {
-		inf.src.Reset("") // do not keep b alive in the pool
-		inflaters.Put(inf)
-	}()
+	defer inf.src.Reset("") // do not keep b alive in the pool
 	// A strings.Reader is an io.ByteReader: flate reads from it no
 	// further than the stream's end, so bytes after it are seen.
 	inf.src.Reset(c.stream)

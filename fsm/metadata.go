@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -100,7 +99,7 @@ func (m Metadata) All() iter.Seq2[string, string] {
 }
 
 // Scan yields the entries as All does, but inflates a compressed block
-// into a pooled buffer rather than a copy of its own: its keys and values
+// into a pooled inflater's buffer rather than a copy of its own: its keys and values
 // are valid only until the loop ends. It is for encoders, which copy what
 // they read (a document's build inflates every instance's metadata, and
 // allocated 20 KB for each application of 20 instances doing it);
@@ -111,15 +110,21 @@ func (m Metadata) Scan() iter.Seq2[string, string] {
 			entriesOf(m.b, yield)
 			return
 		}
-		buf := scanBufs.Get().(*[]byte)
-		defer scanBufs.Put(buf)
-		*buf = mustInflate(*buf, m.b)
-		entriesOf(stringOf(*buf), yield)
+		inf := inflaters.Get().(*inflater)
+		defer func() {
+			if cap(inf.out) > scanKeepMax {
+				inf.out = nil
+			}
+			inflaters.Put(inf)
+		}()
+		inf.out = inf.mustInflate(inf.out, m.b)
+		entriesOf(stringOf(inf.out), yield)
 	}
 }
 
-// scanBufs holds the buffers Scan inflates into.
-var scanBufs = sync.Pool{New: func() any { return new([]byte) }}
+// scanKeepMax is the largest block whose buffer an inflater keeps for the
+// next Scan: the API allows metadata of MBs, which most fleets never send.
+const scanKeepMax = 64 << 10
 
 // entriesOf yields the entries of canonical block b ("" for none).
 func entriesOf(b string, yield func(string, string) bool) {
