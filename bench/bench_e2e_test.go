@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,7 +241,9 @@ func TestBenchCommand_ScaleTiny(t *testing.T) {
 			t.Fatal(err)
 		}
 		// --renew-soak applies to every size when given.
-		if m := rep.System(bench.ColumnHeureka).Rows[bench.RowRenewSoak]; m.PerSec <= 0 || !strings.Contains(m.Note, "0 evicted; the leader held "+strconv.Itoa(n)+" instances at every poll") {
+		// The scale table's fleet declares bench.ScaleRenewalSecs.
+		if m := rep.System(bench.ColumnHeureka).Rows[bench.RowRenewSoak]; m.PerSec <= 0 || !strings.Contains(m.Note, "0 evicted; the leader held "+strconv.Itoa(n)+" instances at every poll") ||
+			!strings.Contains(m.Note, fmt.Sprintf("renewal interval %d s)", bench.ScaleRenewalSecs)) {
 			t.Errorf("%d instances: sustained renewals %+v", n, m)
 		}
 		if rep.Params.Instances != n || rep.Params.Apps != n/bench.ScaleInstancesPerApp {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -399,6 +400,13 @@ func (w leaseWatch) String(wl Workload) string {
 	default:
 		parts = append(parts, fmt.Sprintf("renewals UNDER the self-preservation threshold at %d of %d polls after the first minute (lowest %s/min against %s)",
 			w.under, w.judged, group(w.lowest), group(w.threshold)))
+	}
+	if w.judged > 0 && w.lowest > 0 {
+		// The threshold is inversely proportional to the interval the
+		// fleet declares: the lowest minute stays above it for a fleet
+		// declaring this many seconds or more.
+		carried := float64(wl.RenewalSecs) * float64(w.threshold) / float64(w.lowest)
+		parts = append(parts, fmt.Sprintf("the lowest minute would keep a fleet renewing every %.0f s or more above it", math.Ceil(carried)))
 	}
 	if w.active > 0 {
 		parts = append(parts, fmt.Sprintf("self-preservation active at %d polls", w.active))

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,36 @@ func TestTable_EurekaServerColumn(t *testing.T) {
 	}
 	if !strings.Contains(tab, "383/s") || !strings.Contains(tab, "- eureka-server: 3 local peers") {
 		t.Fatalf("eureka-server cells or settings missing:\n%s", tab)
+	}
+}
+
+// The W2S note judges the renewals by the threshold of the interval the
+// fleet declares, and says which declared intervals the lowest minute would
+// have kept above it: the same renewals carry a fleet declaring 60 s, not
+// one declaring 30 s, and both notes name the same shortest interval.
+func TestLeaseWatch_NoteSaysWhichFleetTheRenewalsCarry(t *testing.T) {
+	watch := func(threshold int64) leaseWatch {
+		return leaseWatch{polls: 60, judged: 48, lowest: 1162908, threshold: threshold,
+			leaders: map[string]bool{"n1": true}, fewest: 1000000, most: 1000000}
+	}
+	for _, tc := range []struct {
+		interval  int
+		threshold int64
+		judged    string
+	}{
+		{60, 850000, "renewals above the self-preservation threshold at all 48 polls after the first minute (lowest 1,162,908/min against 850,000)"},
+		{30, 1700000, "renewals UNDER the self-preservation threshold at 48 of 48 polls after the first minute (lowest 1,162,908/min against 1,700,000)"},
+	} {
+		w := watch(tc.threshold)
+		if tc.interval == 30 {
+			w.under = 48
+		}
+		note := w.String(Workload{LeaseSecs: 3600, RenewalSecs: tc.interval})
+		for _, want := range []string{tc.judged, "the lowest minute would keep a fleet renewing every 44 s or more above it",
+			"0 evicted", fmt.Sprintf("(lease 3600 s, renewal interval %d s)", tc.interval)} {
+			if !strings.Contains(note, want) {
+				t.Errorf("interval %d s: note lacks %q:\n%s", tc.interval, want, note)
+			}
+		}
 	}
 }

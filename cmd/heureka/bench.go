@@ -139,6 +139,7 @@ func declareBenchFlags(fs *flag.FlagSet, c *benchConfig) *benchFlagValues {
 	fs.IntVar(&s.Workload.Instances, "instances", d.Instances, "W1: instances to register")
 	fs.IntVar(&s.Workload.Apps, "apps", 0, fmt.Sprintf("W1: applications the instances are spread over (default %d, at most --instances)", d.Apps))
 	fs.IntVar(&s.Workload.MetadataBytes, "metadata-bytes", d.MetadataBytes, "W1: metadata per instance, in bytes")
+	fs.IntVar(&s.Workload.RenewalSecs, "renewal-interval", d.RenewalSecs, fmt.Sprintf("W1: the instances' leaseInfo.renewalIntervalInSecs, which sets the self-preservation threshold W2S is judged by (--scale: %d)", bench.ScaleRenewalSecs))
 	fs.IntVar(&s.Writers, "writers", 64, "W1: concurrent writers")
 	fs.IntVar(&s.Renewers, "renewers", 64, "W2: concurrent renewing clients")
 	fs.IntVar(&s.FullReaders, "full-readers", 8, "W3: concurrent full-registry readers")
@@ -412,10 +413,14 @@ func (c *benchConfig) mode() string {
 
 // scaleSize sets the workload of one size of the scale table: the
 // instances in applications of bench.ScaleInstancesPerApp, and time to
-// register them all (the default bound is for 10,000), and at the largest
-// size the sustained renewals (W2S), unless the flags said otherwise.
+// register them all (the default bound is for 10,000), the fleet's
+// renewal interval, and at the largest size the sustained renewals (W2S),
+// unless the flags said otherwise.
 func (c *benchConfig) scaleSize(n int) {
 	s := c.suite
+	if !c.set["renewal-interval"] {
+		s.Workload.RenewalSecs = bench.ScaleRenewalSecs
+	}
 	if !c.set["apps"] {
 		s.Workload.Apps = max(1, n/bench.ScaleInstancesPerApp)
 	}
