@@ -99,11 +99,11 @@ func (m Metadata) All() iter.Seq2[string, string] {
 }
 
 // Scan yields the entries as All does, but inflates a compressed block
-// into a pooled inflater's buffer rather than a copy of its own: its keys and values
-// are valid only until the loop ends. It is for encoders, which copy what
-// they read (a document's build inflates every instance's metadata, and
-// allocated 20 KB for each application of 20 instances doing it);
-// whoever keeps a key or a value uses All.
+// into a pooled inflater's buffer rather than a copy of its own: its keys
+// and values are valid only until the loop ends. It is for encoders, which
+// copy what they read (a document's build inflates every instance's
+// metadata, and allocated 20 KB for each application of 20 instances
+// doing it); whoever keeps a key or a value uses All.
 func (m Metadata) Scan() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
 		if !m.compressed() {

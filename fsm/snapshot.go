@@ -145,8 +145,8 @@ func (st *State) sortEntries() {
 // and was a quarter of a snapshot's CPU
 // (docs/benchmarks/2026-12-05-a-fleet-the-machine-carries.md, "The
 // snapshot's sort"). Any order of es gives the same result: runs of one
-// application that are not together end up next to each other and are
-// sorted by id as one.
+// application that are not together end up next to each other once the
+// runs are sorted, and are sorted by id as one.
 func sortByAppAndID(es []*Entry) {
 	type run struct {
 		app       string
@@ -160,21 +160,18 @@ func sortByAppAndID(es []*Entry) {
 		}
 		runs = append(runs, run{e.App, i, i + 1})
 	}
-	slices.SortStableFunc(runs, func(a, b run) int { return strings.Compare(a.app, b.app) })
+	slices.SortFunc(runs, func(a, b run) int { return strings.Compare(a.app, b.app) })
+	byID := func(a, b *Entry) int { return strings.Compare(a.ID, b.ID) }
 	placed := make([]*Entry, 0, len(es))
-	for _, r := range runs {
-		placed = append(placed, es[r.start:r.to]...)
+	for i := 0; i < len(runs); {
+		// The runs of one application, now adjacent, are its entries.
+		from := len(placed)
+		for app := runs[i].app; i < len(runs) && runs[i].app == app; i++ {
+			placed = append(placed, es[runs[i].start:runs[i].to]...)
+		}
+		slices.SortFunc(placed[from:], byID)
 	}
 	copy(es, placed)
-	byID := func(a, b *Entry) int { return strings.Compare(a.ID, b.ID) }
-	for at := 0; at < len(es); {
-		end := at + 1
-		for end < len(es) && es[end].App == es[at].App {
-			end++
-		}
-		slices.SortFunc(es[at:end], byID)
-		at = end
-	}
 }
 
 // Encode writes the state in snapshot format, its entries in application
