@@ -370,6 +370,12 @@ type Entry struct {
 	ActionType    string `codec:"act"`
 	// ModifyIndex is the Raft index of the last change to the record (renewals excluded).
 	ModifyIndex uint64 `codec:"mi"`
+
+	// pos is the entry's position in its application's entries
+	// (Application). Unlike the rest of a held entry it may change in
+	// place, when another entry of the application is removed, and only
+	// under the registry's write lock; nothing reads it without that lock.
+	pos int
 }
 
 // DurationMs is the lease duration in milliseconds.

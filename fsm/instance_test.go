@@ -233,15 +233,15 @@ func TestRenew_KeepsNoViewOfTheBatch(t *testing.T) {
 		}
 	}
 	a := f.reg.apps["A"]
-	if len(a.Instances) != 19 {
-		t.Fatalf("held %d instances, want 19", len(a.Instances))
+	if len(a.entries) != 19 {
+		t.Fatalf("held %d instances, want 19", len(a.entries))
 	}
-	for k, e := range a.Instances {
+	for _, e := range a.entries {
 		if e.LastRenewalTs != 2000 {
-			t.Fatalf("%s: last renewal %d, want 2000", k, e.LastRenewalTs)
+			t.Fatalf("%s: last renewal %d, want 2000", e.ID, e.LastRenewalTs)
 		}
-		if unsafe.StringData(k) != unsafe.StringData(e.Instance.InstanceID) {
-			t.Fatalf("%s: the map key is not the held record's instance id (a view into a command?)", k)
+		if unsafe.StringData(e.ID) != unsafe.StringData(e.Instance.InstanceID) {
+			t.Fatalf("%s: the entry's id is not the held record's instance id (a view into a command?)", e.ID)
 		}
 	}
 	for k, d := range f.reg.delta {
@@ -283,7 +283,7 @@ func TestSeal_EveryHeldRecordAfterEveryCommand(t *testing.T) {
 			}
 		}
 		applyAll(b, cmds)
-		if !reflect.DeepEqual(a.Export(), b.Export()) {
+		if !sameState(a.Export(), b.Export()) {
 			t.Fatalf("seed %d: the state differs from a second registry's after collections", seed)
 		}
 		restored := New(time.Minute, nil)

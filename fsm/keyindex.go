@@ -3,13 +3,16 @@ package fsm
 import "hash/maphash"
 
 // keyIndex finds a held entry by its key with one lookup, in a map keyed by
-// a 64-bit hash of the key, beside the applications' maps that the
-// registry lists and iterates by. Every heartbeat is looked up by its key
-// on every node, and a million instances renew 33,000 times a second;
-// through the applications' maps a lookup went through the application's
-// map, its directory, table and group, and the key's bytes, each a cache
-// miss at that size, and cost nearly twice as much (BENCHMARKS.md, "A
-// million instances on one machine").
+// a 64-bit hash of the key, beside the applications' entries that the
+// registry lists and iterates by (Application). Every heartbeat is looked
+// up by its key on every node, and a million instances renew 33,000 times
+// a second; through maps per application a lookup went through the
+// application's map, its directory, table and group, and the key's bytes,
+// each a cache miss at that size, and cost nearly twice as much
+// (BENCHMARKS.md, "A million instances on one machine"). The applications
+// hold no map by id at all: this index is how an entry is found by its
+// key, and a scan of its application's entries only for a key whose hash
+// collided.
 //
 // The index is part of no state: it is rebuilt as entries are put, and
 // the seed of its hash is the node's own. What it answers does not depend
@@ -24,7 +27,7 @@ type keyIndex struct {
 }
 
 // collided stands under a hash that two held keys have shared: lookups of
-// either go to the applications' maps. It stays when one of the two goes,
+// either scan their application's entries. It stays when one of the two goes,
 // which costs only speed, and no two keys of a million share a 64-bit
 // hash but once in about 37 million registries.
 var collided = &Entry{}
@@ -42,7 +45,7 @@ func newKeyIndex() keyIndex {
 }
 
 // get returns the entry held under (app, id), or nil; ok is false when the
-// index cannot tell and the applications' maps must.
+// index cannot tell and the application's entries must be scanned.
 func (x *keyIndex) get(app, id string) (e *Entry, ok bool) {
 	e = x.m[keyHash(x.seed, app, id)]
 	switch {

@@ -5,16 +5,29 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"testing"
 
 	"github.com/hashicorp/raft"
 )
 
-// checkKeyIndex checks keyIndex's invariant on r and that Get answers as
-// the applications' maps do for every key randomCommands uses.
+// checkKeyIndex checks keyIndex's invariant on r, that every entry's pos
+// is its index in its application's entries, and that Get answers as a
+// scan of the applications' entries does for every key randomCommands
+// uses.
 func checkKeyIndex(t *testing.T, r *Registry, step int) {
 	t.Helper()
+	for name, a := range r.apps {
+		if len(a.entries) == 0 {
+			t.Fatalf("step %d: application %s is held with no entries", step, name)
+		}
+		for i, e := range a.entries {
+			if e.pos != i || e.App != name {
+				t.Fatalf("step %d: %s/%s is at %s[%d] with pos %d", step, e.App, e.ID, name, i, e.pos)
+			}
+		}
+	}
 	held := 0
 	r.Range(func(e *Entry) {
 		held++
@@ -27,7 +40,7 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 			continue
 		}
 		held--
-		if _, in := r.slot(e.App, e.ID); in != e || keyHash(r.keys.seed, e.App, e.ID) != h {
+		if a := r.apps[e.App]; a == nil || a.find(e.ID) != e || keyHash(r.keys.seed, e.App, e.ID) != h {
 			t.Fatalf("step %d: the index holds %s/%s, which is not held under it", step, e.App, e.ID)
 		}
 	}
@@ -37,19 +50,23 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 	for _, app := range []string{"ORDERS", "PAYMENTS", "USERS", "NONE"} {
 		for i := range 14 {
 			id := fmt.Sprintf("i-%d", i)
-			if _, want := r.slot(app, id); r.Get(app, id) != want {
-				t.Fatalf("step %d: Get(%s, %s) differs from the applications' maps", step, app, id)
+			var want *Entry
+			if a := r.apps[app]; a != nil {
+				want = a.find(id)
+			}
+			if r.Get(app, id) != want {
+				t.Fatalf("step %d: Get(%s, %s) differs from the applications' entries", step, app, id)
 			}
 		}
 	}
 }
 
-// TestKeyIndex_AnswersAsTheApplicationsMaps applies random commands of
+// TestKeyIndex_AnswersAsTheApplicationsEntries applies random commands of
 // every kind and checks the index after each, with the real hash and with
 // one under which keys of equal length collide, so that lookups of
-// collided keys go to the applications' maps; both end in the state of a
-// registry applying the same commands.
-func TestKeyIndex_AnswersAsTheApplicationsMaps(t *testing.T) {
+// collided keys scan the applications' entries; both end in the state of
+// a registry applying the same commands.
+func TestKeyIndex_AnswersAsTheApplicationsEntries(t *testing.T) {
 	real := keyHash
 	defer func() { keyHash = real }()
 	hashes := map[string]func(maphash.Seed, string, string) uint64{
@@ -167,4 +184,61 @@ func TestFSM_SnapshotPersistsWhileRenewalsApply(t *testing.T) {
 			t.Fatalf("lease after the renewals %d, want %d", got, last)
 		}
 	})
+}
+
+// TestApplication_PositionsThroughGrowthAndRemovals grows one application to
+// 2,000 instances, then removes them in random order, re-registering some
+// and changing others on the way, and checks after every step that every
+// entry's pos is its place, that each key held is found and each removed one
+// is not, and that a shrunken application does not keep its largest room.
+func TestApplication_PositionsThroughGrowthAndRemovals(t *testing.T) {
+	r := newReg()
+	rnd := rand.New(rand.NewPCG(7, 7))
+	const n = 2000
+	idx := uint64(0)
+	held := map[string]bool{}
+	register := func(id string) {
+		idx++
+		reg(r, idx, int64(idx), testInstance("BIG", id, StatusUp, 1))
+		held[id] = true
+	}
+	for i := range n {
+		register(fmt.Sprintf("i-%d", i))
+	}
+	order := rnd.Perm(n)
+	for step, i := range order {
+		id := fmt.Sprintf("i-%d", i)
+		idx++
+		if err := r.cancel(idx, int64(idx), "BIG", id, &Change{}); err != nil {
+			t.Fatalf("step %d: cancel %s: %v", step, id, err)
+		}
+		delete(held, id)
+		switch rnd.IntN(10) {
+		case 0: // a redeploy brings an instance back
+			register(fmt.Sprintf("i-%d", order[rnd.IntN(step+1)]))
+		case 1: // a change replaces an entry in its place
+			for k := range held {
+				idx++
+				if err := r.setOverride(idx, int64(idx), &OverrideBody{App: "BIG", ID: k, Status: StatusOutOfService}, &Change{}); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		checkKeyIndex(t, r, step)
+		if step%97 == 0 || len(held) < 5 {
+			for k := range n {
+				id := fmt.Sprintf("i-%d", k)
+				if got := r.Get("BIG", id); (got != nil) != held[id] {
+					t.Fatalf("step %d: Get(BIG, %s) = %v, held %v", step, id, got, held[id])
+				}
+			}
+		}
+		if a := r.apps["BIG"]; a != nil && cap(a.entries) > 64 && len(a.entries) < cap(a.entries)/4 {
+			t.Fatalf("step %d: %d entries keep room for %d", step, len(a.entries), cap(a.entries))
+		}
+	}
+	if r.Count() != len(held) {
+		t.Fatalf("count %d, held %d", r.Count(), len(held))
+	}
 }

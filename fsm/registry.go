@@ -21,11 +21,29 @@ const DefaultDeltaRetention = 3 * time.Minute
 
 // Application is one application's instances.
 type Application struct {
-	Name      string
-	Instances map[string]*Entry
+	Name string
+	// entries are the application's instances in no particular order; an
+	// entry's pos is its index here (store, remove). A slice, not a map
+	// by id: lookups by key go through the key index (keyindex.go), and at
+	// a million instances the collector's marking of 50,000 small maps,
+	// whose keys point into the sealed records, was most of every
+	// collection's work, three to four times what the slices cost
+	// (BENCHMARKS.md, "A million instances on one machine").
+	entries []*Entry
 	// Version is the Raft index of the last content change to the
 	// application (renewals excluded), so encoded fragments can be reused.
 	Version uint64
+}
+
+// find returns the entry of a with id, or nil: a scan, for the keys the
+// key index cannot tell apart.
+func (a *Application) find(id string) *Entry {
+	for _, e := range a.entries {
+		if e.ID == id {
+			return e
+		}
+	}
+	return nil
 }
 
 // DeltaEntry is one instance in the recently-changed queue. The queue holds
@@ -209,10 +227,7 @@ func (r *Registry) AppEntries(app string) []*Entry {
 	if a == nil {
 		return nil
 	}
-	out := make([]*Entry, 0, len(a.Instances))
-	for _, e := range a.Instances {
-		out = append(out, e)
-	}
+	out := slices.Clone(a.entries)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
@@ -273,7 +288,7 @@ func (r *Registry) LeaseShapes() []LeaseShapeCount {
 // FindByID returns the first entry (in application name order) with the given id.
 func (r *Registry) FindByID(id string) *Entry {
 	for _, name := range r.AppNames() {
-		if e := r.apps[name].Instances[id]; e != nil {
+		if e := r.Get(name, id); e != nil {
 			return e
 		}
 	}
@@ -284,7 +299,7 @@ func (r *Registry) FindByID(id string) *Entry {
 // do not need Each's order, which costs a sort of every application.
 func (r *Registry) Range(fn func(*Entry)) {
 	for _, a := range r.apps {
-		for _, e := range a.Instances {
+		for _, e := range a.entries {
 			fn(e)
 		}
 	}
@@ -294,7 +309,7 @@ func (r *Registry) Range(fn func(*Entry)) {
 // order and without allocating.
 func (r *Registry) RangeApp(app string, fn func(*Entry)) {
 	if a := r.apps[app]; a != nil {
-		for _, e := range a.Instances {
+		for _, e := range a.entries {
 			fn(e)
 		}
 	}
@@ -447,14 +462,17 @@ func (r *Registry) slot(app, id string) (*Application, *Entry) {
 	if a == nil {
 		return nil, nil
 	}
-	return a, a.Instances[id]
+	if e, ok := r.keys.get(app, id); ok {
+		return a, e
+	}
+	return a, a.find(id)
 }
 
 // store puts e in place of old in a (as slot found them), creating the
 // application when a is nil, and keeps the counts.
 func (r *Registry) store(a *Application, old, e *Entry) {
 	if a == nil {
-		a = &Application{Name: e.App, Instances: map[string]*Entry{}}
+		a = &Application{Name: e.App}
 		r.apps[e.App] = a
 		r.names.Store(nil)
 	}
@@ -466,7 +484,13 @@ func (r *Registry) store(a *Application, old, e *Entry) {
 	}
 	r.statusCounts[e.Instance.Status]++
 	r.leaseShapes[shapeOf(e)]++
-	a.Instances[e.ID] = e
+	if old != nil {
+		e.pos = old.pos
+		a.entries[e.pos] = e
+	} else {
+		e.pos = len(a.entries)
+		a.entries = append(a.entries, e)
+	}
 	r.keys.set(e)
 }
 
@@ -481,24 +505,37 @@ func (r *Registry) dropShape(s LeaseShape) {
 }
 
 func (r *Registry) remove(app, id string) *Entry {
-	a := r.apps[app]
-	if a == nil {
-		return nil
-	}
-	e := a.Instances[id]
+	a, e := r.slot(app, id)
 	if e == nil {
 		return nil
 	}
-	delete(a.Instances, id)
+	a.drop(e)
 	r.keys.drop(e)
 	r.count--
 	r.statusCounts[e.Instance.Status]--
 	r.dropShape(shapeOf(e))
-	if len(a.Instances) == 0 {
+	if len(a.entries) == 0 {
 		delete(r.apps, app)
 		r.names.Store(nil)
 	}
 	return e
+}
+
+// drop takes e out of a's entries, moving the last entry into its place.
+// An application that shrank to a quarter of its slice's room gets a
+// smaller one, so that a fleet scaled down does not keep the room of its
+// largest size.
+func (a *Application) drop(e *Entry) {
+	last := len(a.entries) - 1
+	if m := a.entries[last]; m != e {
+		m.pos = e.pos
+		a.entries[e.pos] = m
+	}
+	a.entries[last] = nil
+	a.entries = a.entries[:last]
+	if cap(a.entries) > 64 && len(a.entries) < cap(a.entries)/4 {
+		a.entries = slices.Clone(a.entries)
+	}
 }
 
 // recordDelta appends to the delta queue; every content change calls it, so
