@@ -13,19 +13,24 @@ import (
 )
 
 // checkKeyIndex checks keyIndex's invariant on r, that every entry's pos
-// is its index in its application's entries, and that Get answers as a
-// scan of the applications' entries does for every key randomCommands
-// uses.
+// is its index in its application's entries and no id is there twice,
+// and that Get answers as a scan of the applications' entries does for
+// every key randomCommands uses.
 func checkKeyIndex(t *testing.T, r *Registry, step int) {
 	t.Helper()
 	for name, a := range r.apps {
 		if len(a.entries) == 0 {
 			t.Fatalf("step %d: application %s is held with no entries", step, name)
 		}
+		ids := map[string]bool{}
 		for i, e := range a.entries {
 			if e.pos != i || e.App != name {
 				t.Fatalf("step %d: %s/%s is at %s[%d] with pos %d", step, e.App, e.ID, name, i, e.pos)
 			}
+			if ids[e.ID] {
+				t.Fatalf("step %d: %s/%s is held twice", step, name, e.ID)
+			}
+			ids[e.ID] = true
 		}
 	}
 	held := 0
@@ -62,10 +67,11 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 }
 
 // TestKeyIndex_AnswersAsTheApplicationsEntries applies random commands of
-// every kind and checks the index after each, with the real hash and with
-// one under which keys of equal length collide, so that lookups of
-// collided keys scan the applications' entries; both end in the state of
-// a registry applying the same commands.
+// every kind and checks the index after each (remote regions' copies
+// too), in a clone and after a restore, with the real hash and with one
+// under which keys of equal length collide, so that lookups of collided
+// keys scan the applications' entries; both end in the state of a
+// registry applying the same commands.
 func TestKeyIndex_AnswersAsTheApplicationsEntries(t *testing.T) {
 	real := keyHash
 	defer func() { keyHash = real }()
@@ -79,10 +85,22 @@ func TestKeyIndex_AnswersAsTheApplicationsEntries(t *testing.T) {
 		for _, name := range []string{"real", "colliding"} {
 			keyHash = hashes[name]
 			f := New(0, nil)
+			checkAll := func(r *Registry, step int) {
+				checkKeyIndex(t, r, step)
+				for _, rc := range r.regions {
+					checkKeyIndex(t, rc.reg, step)
+				}
+			}
 			for i, c := range cmds {
 				f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: c})
-				f.Read(func(r *Registry) { checkKeyIndex(t, r, i) })
+				f.Read(func(r *Registry) { checkAll(r, i) })
 			}
+			f.Read(func(r *Registry) { checkAll(r.Clone(), len(cmds)) })
+			restored := New(0, nil)
+			if err := restored.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+				t.Fatal(err)
+			}
+			restored.Read(func(r *Registry) { checkAll(r, len(cmds)) })
 			collisions := 0
 			for _, e := range f.reg.keys.m {
 				if e == collided {
