@@ -174,6 +174,44 @@ func (r *heurekaRun) register(ctx context.Context) error {
 	})
 }
 
+// Settling before the renewal rows: the nodes count as quiet once they
+// used less than quietCPU of CPU a second together over a second, and
+// the bench waits for that at most settleMax.
+const (
+	quietCPU  = 0.2
+	settleMax = 90 * time.Second
+)
+
+// settle waits until the local nodes are quiet before row's turns, so
+// that what W1 left running (a node's snapshot of the registry it just
+// took in, a collection) does not share the machine with the limit's
+// turn that comes first. At a million instances a snapshot takes a core
+// for seconds, and the limit's first W2S turn ran at 12,753 renewals a
+// second against 22,913 in its second (BENCHMARKS.md, "A million
+// instances on one machine"). Nodes the bench did not start are not
+// waited for.
+func (r *heurekaRun) settle(ctx context.Context, row string) {
+	if len(r.t.PIDs) == 0 {
+		return
+	}
+	start := time.Now()
+	for ctx.Err() == nil && time.Since(start) < settleMax {
+		before := cpuSeconds(r.t.PIDs)
+		sleepCtx(ctx, time.Second)
+		after := cpuSeconds(r.t.PIDs)
+		if before < 0 || after < 0 {
+			return
+		}
+		if after-before < quietCPU {
+			if waited := time.Since(start); waited > 2*time.Second {
+				r.s.logf("heureka", "%s: waited %s for the nodes to be quiet", row, fmtDur(waited.Round(time.Second)))
+			}
+			return
+		}
+	}
+	r.s.logf("heureka", "%s: the nodes were not quiet after %s; going on", row, fmtDur(settleMax))
+}
+
 // DefaultIdleSettle is how long the idle measurement (Suite.Idle) waits
 // after W1 unless told: the registrations' snapshots and collections are
 // over by then at 10,000 instances.
@@ -223,6 +261,7 @@ func (r *heurekaRun) countOnB(ctx context.Context) (int, error) {
 // W2: renewals as fast as Renewers clients, each bound to one node, can go,
 // taking turns with the limit answering the same PUTs.
 func (r *heurekaRun) renew(ctx context.Context) {
+	r.settle(ctx, RowRenew)
 	run, cpu := r.renewRun(RowRenew)
 	limit, limitCPU, stop := r.renewLimit(RowRenew)
 	defer stop()
@@ -296,6 +335,7 @@ func (r *heurekaRun) renewSoak(ctx context.Context) {
 	if s.RenewSoak <= 0 {
 		return
 	}
+	r.settle(ctx, RowRenewSoak)
 	run, cpu := r.renewRun(RowRenewSoak)
 	limit, limitCPU, stop := r.renewLimit(RowRenewSoak)
 	defer stop()

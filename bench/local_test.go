@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -36,5 +38,45 @@ func TestProcReaders_OwnProcess(t *testing.T) {
 	}
 	if newCPUMeter(nil).perOp(10) != 0 {
 		t.Fatal("a meter without processes must report 0")
+	}
+}
+
+// TestSettle_WaitsUntilTheNodesAreQuiet: settle returns within about a
+// second for an idle process, and for processes spinning on the cores
+// only once they stopped (after 3 s here).
+func TestSettle_WaitsUntilTheNodesAreQuiet(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	start := func(script string) *exec.Cmd {
+		t.Helper()
+		c := exec.Command("sh", "-c", script)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		return c
+	}
+	settleFor := func(pids ...int) time.Duration {
+		r := &heurekaRun{s: &Suite{}, t: &HeurekaTarget{PIDs: pids}}
+		began := time.Now()
+		r.settle(context.Background(), RowRenewSoak)
+		return time.Since(began)
+	}
+	idle := start("exec sleep 60")
+	if took := settleFor(idle.Process.Pid); took > 4*time.Second {
+		t.Fatalf("an idle process took %s to settle", took)
+	}
+	// Three spinners, as three nodes, so that even on a loaded machine
+	// they get more than quietCPU between them.
+	var pids []int
+	for range 3 {
+		busy := start("while :; do :; done")
+		pids = append(pids, busy.Process.Pid)
+		time.AfterFunc(3*time.Second, func() { _ = busy.Process.Kill() })
+	}
+	// A killed child stays a zombie until reaped, and a zombie uses no CPU.
+	if took := settleFor(pids...); took < 3*time.Second || took > 20*time.Second {
+		t.Fatalf("processes spinning for 3 s settled after %s", took)
 	}
 }
