@@ -341,14 +341,15 @@ func HasVIP(list, vip string) bool {
 // Entry is an instance together with its server-side lease state. Like
 // Instance it is copy-on-write: the registry replaces entries, never edits
 // them, so a reader holding an *Entry sees a consistent record, with one
-// exception. A heartbeat only moves LastRenewalTs forward, and the
-// registry holding the entry writes it in place (atomically, under the
-// FSM's write lock): a million instances renewing every 30 s are most of
-// what every node applies, and a copy of the entry for each heartbeat was
-// most of what applying one cost (BENCHMARKS.md, "A million instances on
-// one machine"). Read it with RenewedAt wherever the FSM's lock is not
-// held. An entry is renewed in place only by the one registry holding it:
-// Clone copies the entries it takes.
+// exception besides where its application keeps it (pos). A heartbeat
+// only moves LastRenewalTs forward, and the registry holding the entry
+// writes it in place (atomically, under the FSM's write lock): a million
+// instances renewing every 30 s are most of what every node applies, and
+// a copy of the entry for each heartbeat was most of what applying one
+// cost (BENCHMARKS.md, "A million instances on one machine"). Read it
+// with RenewedAt wherever the FSM's lock is not held. An entry is renewed
+// in place only by the one registry holding it: Clone copies the entries
+// it takes.
 type Entry struct {
 	// Key is the registry key (upper-cased app name, instance id).
 	App string `codec:"app"`
