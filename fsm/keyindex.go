@@ -27,9 +27,9 @@ type keyIndex struct {
 }
 
 // collided stands under a hash that two held keys have shared: lookups of
-// either scan their application's entries. It stays when one of the two goes,
-// which costs only speed, and no two keys of a million share a 64-bit
-// hash but once in about 37 million registries.
+// either scan their application's entries. It stays when one of the two
+// goes, which costs only speed, and no two keys of a million share a
+// 64-bit hash but once in about 37 million registries.
 var collided = &Entry{}
 
 // keyHash is the hash of an instance's key; a variable so that the tests
