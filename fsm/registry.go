@@ -26,9 +26,9 @@ type Application struct {
 	// entry's pos is its index here (store, remove). A slice, not a map
 	// by id: lookups by key go through the key index (keyindex.go), and at
 	// a million instances the collector's marking of 50,000 small maps,
-	// whose keys point into the sealed records, was most of every
-	// collection's work, three to four times what the slices cost
-	// (BENCHMARKS.md, "A million instances on one machine").
+	// whose keys point into the sealed records, was more than a quarter
+	// of every collection's CPU (BENCHMARKS.md, "A million instances on
+	// one machine").
 	entries []*Entry
 	// Version is the Raft index of the last content change to the
 	// application (renewals excluded), so encoded fragments can be reused.
