@@ -197,6 +197,13 @@ type renewBatcher struct {
 	n       *Node
 	mu      sync.Mutex
 	pending map[renewKey]fsm.Renewal
+	// writing is the batch take handed out, until its write returned (and
+	// the leader's registry holds it) or it was put back: in between its
+	// renewals are neither pending nor applied, and the lease keeper, which
+	// counts pending renewals, would take a lease renewed in it for one
+	// that expired. That is the window in which instances renewing again
+	// after self-preservation were evicted.
+	writing []fsm.Renewal
 }
 
 // renewKey is an instance's key in the maps of renewals waiting to be
@@ -228,9 +235,12 @@ func (b *renewBatcher) add(rn fsm.Renewal) (pending bool, err error) {
 func (b *renewBatcher) pendingTimes() map[renewKey]int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[renewKey]int64, len(b.pending))
+	out := make(map[renewKey]int64, len(b.pending)+len(b.writing))
+	for _, rn := range b.writing {
+		out[renewKey{rn.App, rn.ID}] = rn.Ts
+	}
 	for k, rn := range b.pending {
-		out[k] = rn.Ts
+		out[k] = max(out[k], rn.Ts)
 	}
 	return out
 }
@@ -246,7 +256,16 @@ func (b *renewBatcher) take() []fsm.Renewal {
 		out = append(out, rn)
 	}
 	clear(b.pending)
+	b.writing = out
 	return out
+}
+
+// written ends what take began: the batch is in the registry, put back,
+// or dropped.
+func (b *renewBatcher) written() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.writing = nil
 }
 
 // requeue puts back the renewals of a batch that was not written, except
@@ -319,6 +338,7 @@ func (b *renewBatcher) run(stop <-chan struct{}) {
 		select {
 		case <-stop:
 			b.take()
+			b.written()
 			return
 		case <-t.C:
 			if batch := b.take(); batch != nil {
@@ -333,6 +353,7 @@ func (b *renewBatcher) run(stop <-chan struct{}) {
 				case err != nil:
 					b.n.log.Warn("writing renewal batch failed", "renewals", len(failed), "of", len(batch), "error", err)
 				}
+				b.written()
 			}
 		}
 	}

@@ -154,3 +154,33 @@ func TestMem_RenewalBatchWrittenInBoundedEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestRenewBatcher_ABatchBeingWrittenStillCounts: between take and the end
+// of its write a batch's renewals are neither pending nor applied, and the
+// lease keeper must still count them (pendingTimes), or it takes a lease
+// renewed in the batch for one that expired: instances renewing again
+// after self-preservation were evicted in that window.
+func TestRenewBatcher_ABatchBeingWrittenStillCounts(t *testing.T) {
+	b := newRenewBatcher(nil)
+	k := renewKey{"A", "1"}
+	b.pending[k] = fsm.Renewal{App: "A", ID: "1", Ts: 100}
+	if batch := b.take(); len(batch) != 1 {
+		t.Fatalf("took %v", batch)
+	}
+	if got := b.pendingTimes()[k]; got != 100 {
+		t.Fatalf("while its batch is written, the renewal counts as %d, want 100", got)
+	}
+	b.pending[k] = fsm.Renewal{App: "A", ID: "1", Ts: 200} // a newer one meanwhile
+	if got := b.pendingTimes()[k]; got != 200 {
+		t.Fatalf("the newer renewal counts as %d, want 200", got)
+	}
+	b.written()
+	if got := b.pendingTimes()[k]; got != 200 {
+		t.Fatalf("after the write, the pending renewal counts as %d, want 200", got)
+	}
+	b.take()
+	b.written()
+	if got := b.pendingTimes(); len(got) != 0 {
+		t.Fatalf("after every batch was written: %v", got)
+	}
+}
