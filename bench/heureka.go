@@ -196,13 +196,12 @@ func (r *heurekaRun) settle(ctx context.Context, row string) {
 	}
 	start := time.Now()
 	for ctx.Err() == nil && time.Since(start) < settleMax {
-		before := cpuSeconds(r.t.PIDs)
-		sleepCtx(ctx, time.Second)
-		after := cpuSeconds(r.t.PIDs)
-		if before < 0 || after < 0 {
+		cpu := newCPUMeter(r.t.PIDs)
+		cpu.measure(func() { sleepCtx(ctx, time.Second) })
+		if !cpu.ok {
 			return
 		}
-		if after-before < quietCPU {
+		if cpu.seconds < quietCPU {
 			if waited := time.Since(start); waited > 2*time.Second {
 				r.s.logf("heureka", "%s: waited %s for the nodes to be quiet", row, fmtDur(waited.Round(time.Second)))
 			}

@@ -245,8 +245,10 @@ func (r *Registry) Get(app, id string) *Entry {
 	if e, ok := r.keys.get(app, id); ok {
 		return e
 	}
-	_, e := r.slot(app, id)
-	return e
+	if a := r.apps[app]; a != nil {
+		return a.find(id) // the index could not tell: no need to ask it again
+	}
+	return nil
 }
 
 // LeaseShape is what an instance's lease asks of the leader: its renewal
