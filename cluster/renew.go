@@ -89,7 +89,7 @@ func (n *Node) renewWithoutQuorum(req renewRequest) error {
 // the answer the client gets.
 func (n *Node) judgeRenewal(req renewRequest) (renew, held bool, err error) {
 	var e *fsm.Entry
-	n.fsm.Read(func(r *fsm.Registry) { e = r.Get(req.App, req.ID) })
+	n.fsm.Read(func(r *fsm.Registry) { e = r.Lease(req.App, req.ID) })
 	switch {
 	case e == nil:
 		return false, false, fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)

@@ -99,14 +99,17 @@ func applyAll(f *FSM, entries [][]byte) []any {
 }
 
 // sameState reports whether a and b hold the same state. An entry's pos
-// is where the registry holding it keeps it, not part of the state: two
-// registries that applied the same commands in another order, or one
-// restored from the other's snapshot, may keep an entry elsewhere.
+// is where the registry holding it keeps it, and its keyCheck a hash under
+// that registry's seed, neither part of the state: two registries that
+// applied the same commands in another order, or one restored from the
+// other's snapshot, may keep an entry elsewhere, and each seeds its own
+// hashes.
 func sameState(a, b *State) bool {
 	return reflect.DeepEqual(withoutPositions(a), withoutPositions(b))
 }
 
-// withoutPositions is a copy of st whose entries are copies with pos 0.
+// withoutPositions is a copy of st whose entries are copies with pos and
+// keyCheck 0.
 func withoutPositions(st *State) *State {
 	if st == nil {
 		return nil
@@ -116,7 +119,7 @@ func withoutPositions(st *State) *State {
 			return nil
 		}
 		c := *e
-		c.pos = 0
+		c.pos, c.keyCheck = 0, 0
 		return &c
 	}
 	unplaceAll := func(es []*Entry) []*Entry {

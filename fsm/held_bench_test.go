@@ -168,9 +168,15 @@ func heldMetadata(m map[string]string) fsm.Metadata { return fsm.MetadataOf(m) }
 // does for every heartbeat: entries of 700 renewals (about the 48 KiB a
 // leader writes an entry of), each instance once a round, in random order
 // (a fleet's instances renew each on its own timer), so that lookups find
-// the registry cold. ns/renewal is the figure.
+// the registry cold. ns/renewal is the figure. BENCH_RENEW_INSTANCES
+// sets another size, such as the million:
+//
+//	BENCH_RENEW_INSTANCES=1000000 go test ./fsm -run XXX -bench ApplyRenewals -benchtime 20000x
 func BenchmarkApplyRenewals(b *testing.B) {
-	const n, perEntry = 210000, 700
+	n, perEntry := 210000, 700
+	if v, _ := strconv.Atoi(os.Getenv("BENCH_RENEW_INSTANCES")); v > 0 {
+		n = v / perEntry * perEntry
+	}
 	w := bench.DefaultWorkload()
 	w.Instances, w.Apps = n, n/20
 	f := fsm.New(0, nil)

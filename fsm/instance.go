@@ -376,7 +376,12 @@ type Entry struct {
 	// (Application). Unlike the rest of a held entry it may change in
 	// place, when another entry of the application is removed, and only
 	// under the registry's write lock; nothing reads it without that lock.
-	pos int
+	pos int32
+	// keyCheck is 32 bits of hash of the key, which the registry's key
+	// index sets when it takes the entry (keyindex.go) and a heartbeat's
+	// lookup compares instead of the key's bytes (keyIndex.lease): in
+	// the cache line of LastRenewalTs, which the heartbeat writes anyway.
+	keyCheck uint32
 }
 
 // DurationMs is the lease duration in milliseconds.

@@ -19,11 +19,15 @@ import "hash/maphash"
 // on the seed, so applying the same commands still yields the same state.
 //
 // Invariant (checkKeyIndex in the tests): for every held entry, the index
-// holds that entry or collided under the hash of its key; every entry the
-// index holds is held under its key.
+// holds that entry or collided under the hash of its key, and the entry
+// carries its key's check (keyCheck); every entry the index holds is held
+// under its key.
 type keyIndex struct {
 	seed maphash.Seed
-	m    map[uint64]*Entry
+	// checkSeed seeds the 32 bits of hash each entry carries (keyCheck),
+	// independent of the index's own 64.
+	checkSeed maphash.Seed
+	m         map[uint64]*Entry
 }
 
 // collided stands under a hash that two held keys have shared: lookups of
@@ -32,36 +36,79 @@ type keyIndex struct {
 // 64-bit hash but once in about 37 million registries.
 var collided = &Entry{}
 
-// keyHash is the hash of an instance's key; a variable so that the tests
-// can make every key collide.
-var keyHash = func(seed maphash.Seed, app, id string) uint64 {
+// keyHash is the hash of an instance's key, given the hash of its
+// application's name; a variable so that the tests can make keys collide.
+var keyHash = func(seed maphash.Seed, appHash uint64, id string) uint64 {
 	// Multiplied by an odd constant, a bijection, so that swapping the two
 	// strings does not give the same hash.
-	return maphash.String(seed, id) ^ maphash.String(seed, app)*0x9e3779b97f4a7c15
+	return maphash.String(seed, id) ^ appHash*0x9e3779b97f4a7c15
+}
+
+// hash returns the hash of the key (app, id) in x, and the hash of app it
+// was made from.
+func (x *keyIndex) hash(app, id string) (h, appHash uint64) {
+	appHash = maphash.String(x.seed, app)
+	return keyHash(x.seed, appHash, id), appHash
+}
+
+// keyCheck is 32 bits of a hash of the key under a seed of its own, which
+// a held entry carries (Entry.keyCheck) so that a heartbeat can be matched
+// to its entry without reading the key's bytes (lease). The id is hashed
+// anew; the application's name enters through the hash of it that the
+// index's key already took, so that a check costs one hash more, not two.
+var keyCheck = func(seed maphash.Seed, appHash uint64, id string) uint32 {
+	return uint32(maphash.String(seed, id) ^ appHash>>32)
 }
 
 func newKeyIndex() keyIndex {
-	return keyIndex{seed: maphash.MakeSeed(), m: map[uint64]*Entry{}}
+	return keyIndex{seed: maphash.MakeSeed(), checkSeed: maphash.MakeSeed(), m: map[uint64]*Entry{}}
 }
 
 // get returns the entry held under (app, id), or nil; ok is false when the
 // index cannot tell and the application's entries must be scanned.
-func (x *keyIndex) get(app, id string) (e *Entry, ok bool) {
-	e = x.m[keyHash(x.seed, app, id)]
+func (x *keyIndex) get(app, id string) (e *Entry, ok bool) { return x.probe(app, id, false) }
+
+// lease returns the entry held under (app, id) as get does, for a
+// heartbeat: it trusts a match of the key's 64-bit hash and of its 32-bit
+// check, and reads neither the entry's key nor its record. At a million
+// instances the bytes of the held id were a cache miss of their own in
+// every lookup, which every node makes for every heartbeat: about 40 % of
+// what a lookup cost during the million's renewals (BENCHMARKS.md, "A
+// million instances on one machine").
+//
+// The price is a chance, not a certainty. A key that is held is always
+// found: no other held key shares its hash (set compares keys in full and
+// marks the hash collided). A key that is not held (an instance evicted or
+// cancelled before its heartbeat) is taken for a held one only when both
+// of its hashes, 96 bits in all, equal those of one of the keys held:
+// about once in 2^76 such lookups in a registry of a million. What would
+// happen then is that the heartbeat renews the other instance's lease on
+// this node. Nothing but heartbeats takes this path: registrations,
+// cancels and every other change find their entries by get.
+func (x *keyIndex) lease(app, id string) (e *Entry, ok bool) { return x.probe(app, id, true) }
+
+// probe is get, or lease when byHashes is set.
+func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
+	h, ha := x.hash(app, id)
+	e = x.m[h]
 	switch {
 	case e == nil:
 		return nil, true
 	case e == collided:
 		return nil, false
-	case e.ID == id && e.App == app:
+	case byHashes && e.keyCheck == keyCheck(x.checkSeed, ha, id):
+		return e, true
+	case !byHashes && e.ID == id && e.App == app:
 		return e, true
 	}
 	return nil, true // another key has this hash alone: (app, id) is not held
 }
 
-// set records e as the entry held under its key.
+// set records e as the entry held under its key, and gives e its key's
+// check.
 func (x *keyIndex) set(e *Entry) {
-	h := keyHash(x.seed, e.App, e.ID)
+	h, ha := x.hash(e.App, e.ID)
+	e.keyCheck = keyCheck(x.checkSeed, ha, e.ID)
 	switch cur := x.m[h]; {
 	case cur == collided:
 	case cur != nil && (cur.ID != e.ID || cur.App != e.App):
@@ -73,7 +120,7 @@ func (x *keyIndex) set(e *Entry) {
 
 // drop forgets e, which is no longer held.
 func (x *keyIndex) drop(e *Entry) {
-	h := keyHash(x.seed, e.App, e.ID)
+	h, _ := x.hash(e.App, e.ID)
 	if x.m[h] == e {
 		delete(x.m, h)
 	}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
@@ -14,8 +15,9 @@ import (
 
 // checkKeyIndex checks keyIndex's invariant on r, that every entry's pos
 // is its index in its application's entries and no id is there twice,
-// and that Get answers as a scan of the applications' entries does for
-// every key randomCommands uses.
+// that every entry carries its key's check, and that Get and Lease answer
+// as a scan of the applications' entries does for every key
+// randomCommands uses.
 func checkKeyIndex(t *testing.T, r *Registry, step int) {
 	t.Helper()
 	for name, a := range r.apps {
@@ -24,7 +26,7 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 		}
 		ids := map[string]bool{}
 		for i, e := range a.entries {
-			if e.pos != i || e.App != name {
+			if int(e.pos) != i || e.App != name {
 				t.Fatalf("step %d: %s/%s is at %s[%d] with pos %d", step, e.App, e.ID, name, i, e.pos)
 			}
 			if ids[e.ID] {
@@ -36,8 +38,12 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 	held := 0
 	r.Range(func(e *Entry) {
 		held++
-		if got := r.keys.m[keyHash(r.keys.seed, e.App, e.ID)]; got != e && got != collided {
+		h, ha := r.keys.hash(e.App, e.ID)
+		if got := r.keys.m[h]; got != e && got != collided {
 			t.Fatalf("step %d: the index holds %p for %s/%s, held %p", step, got, e.App, e.ID, e)
+		}
+		if e.keyCheck != keyCheck(r.keys.checkSeed, ha, e.ID) {
+			t.Fatalf("step %d: %s/%s carries the check %#x, not its key's", step, e.App, e.ID, e.keyCheck)
 		}
 	})
 	for h, e := range r.keys.m {
@@ -45,7 +51,7 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 			continue
 		}
 		held--
-		if a := r.apps[e.App]; a == nil || a.find(e.ID) != e || keyHash(r.keys.seed, e.App, e.ID) != h {
+		if hk, _ := r.keys.hash(e.App, e.ID); r.apps[e.App] == nil || r.apps[e.App].find(e.ID) != e || hk != h {
 			t.Fatalf("step %d: the index holds %s/%s, which is not held under it", step, e.App, e.ID)
 		}
 	}
@@ -59,8 +65,8 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 			if a := r.apps[app]; a != nil {
 				want = a.find(id)
 			}
-			if r.Get(app, id) != want {
-				t.Fatalf("step %d: Get(%s, %s) differs from the applications' entries", step, app, id)
+			if r.Get(app, id) != want || r.Lease(app, id) != want {
+				t.Fatalf("step %d: Get or Lease(%s, %s) differs from the applications' entries", step, app, id)
 			}
 		}
 	}
@@ -69,15 +75,15 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 // TestKeyIndex_AnswersAsTheApplicationsEntries applies random commands of
 // every kind and checks the index after each (remote regions' copies
 // too), in a clone and after a restore, with the real hash and with one
-// under which keys of equal length collide, so that lookups of collided
+// under which ids of equal length collide, so that lookups of collided
 // keys scan the applications' entries; both end in the state of a
 // registry applying the same commands.
 func TestKeyIndex_AnswersAsTheApplicationsEntries(t *testing.T) {
 	real := keyHash
 	defer func() { keyHash = real }()
-	hashes := map[string]func(maphash.Seed, string, string) uint64{
+	hashes := map[string]func(maphash.Seed, uint64, string) uint64{
 		"real":      real,
-		"colliding": func(_ maphash.Seed, app, id string) uint64 { return uint64(len(app) + len(id)) },
+		"colliding": func(_ maphash.Seed, _ uint64, id string) uint64 { return uint64(len(id)) },
 	}
 	for seed := uint64(1); seed <= 10; seed++ {
 		cmds := randomCommands(t, seed, 400)
@@ -258,5 +264,50 @@ func TestApplication_PositionsThroughGrowthAndRemovals(t *testing.T) {
 	}
 	if r.Count() != len(held) {
 		t.Fatalf("count %d, held %d", r.Count(), len(held))
+	}
+}
+
+// TestKeyIndex_OnlyHeartbeatsTrustTheHashes makes every key share one
+// hash, and then one check as well, with a single instance held: a
+// heartbeat's lookup (Lease) of another key takes the held entry only when
+// both match, as keyIndex.lease says it may, while Get, a registration
+// and a cancel of that other key find their entries by the whole key and
+// leave the held one as it is.
+func TestKeyIndex_OnlyHeartbeatsTrustTheHashes(t *testing.T) {
+	realHash, realCheck := keyHash, keyCheck
+	defer func() { keyHash, keyCheck = realHash, realCheck }()
+	keyHash = func(maphash.Seed, uint64, string) uint64 { return 7 }
+	for _, sameCheck := range []bool{false, true} {
+		keyCheck = realCheck
+		if sameCheck {
+			keyCheck = func(maphash.Seed, uint64, string) uint32 { return 9 }
+		}
+		r := newReg()
+		reg(r, 1, 1000, testInstance("ORDERS", "i-1", StatusUp, 1))
+		held := r.Get("ORDERS", "i-1")
+		if got := r.Lease("ORDERS", "i-1"); got != held {
+			t.Fatalf("sameCheck=%v: Lease of the held key = %p, want %p", sameCheck, got, held)
+		}
+		if got := r.Lease("ORDERS", "i-2"); (got == held) != sameCheck || (got != nil && got != held) {
+			t.Fatalf("sameCheck=%v: Lease of a key not held = %p (held %p)", sameCheck, got, held)
+		}
+		if r.Get("ORDERS", "i-2") != nil {
+			t.Fatalf("sameCheck=%v: Get found a key that is not held", sameCheck)
+		}
+		if err := r.cancel(2, 2000, "ORDERS", "i-2", &Change{}); !errors.Is(err, ErrInstanceNotFound) {
+			t.Fatalf("sameCheck=%v: cancel of a key not held: %v", sameCheck, err)
+		}
+		reg(r, 3, 3000, testInstance("ORDERS", "i-2", StatusUp, 1))
+		if r.Count() != 2 || r.Get("ORDERS", "i-1") != held || r.Get("ORDERS", "i-2") == nil {
+			t.Fatalf("sameCheck=%v: registering another key changed the held one", sameCheck)
+		}
+		// Both held now: their shared hash is collided, and heartbeats
+		// scan for their entries.
+		for _, id := range []string{"i-1", "i-2", "i-3"} {
+			if r.Lease("ORDERS", id) != r.Get("ORDERS", id) {
+				t.Fatalf("sameCheck=%v: Lease(%s) differs from Get once the hash collided", sameCheck, id)
+			}
+		}
+		checkKeyIndex(t, r, 0)
 	}
 }
