@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/heureka-registry/heureka/internal/runtime/memlimit"
 	"github.com/heureka-registry/heureka/internal/runtime/tick"
 	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
@@ -188,27 +189,51 @@ const (
 // turn that comes first. At a million instances a snapshot takes a core
 // for seconds, and the limit's first W2S turn ran at 12,753 renewals a
 // second against 22,913 in its second (BENCHMARKS.md, "A million
-// instances on one machine"). Nodes the bench did not start are not
-// waited for.
+// instances on one machine"). Then it waits out the collection a node
+// makes once it has been quiet for a while (memlimit.IdleReturnAfter, at
+// most a few tens of seconds), taking the largest node's RSS for its live
+// heap, which RSS exceeds, and for quiet again: that collection took a
+// second or more of each million-instance node's CPU in the middle of
+// the limit's W2S turns, before and after, and counted against the limit
+// (docs/benchmarks/2026-12-05-heartbeats-found-by-hash.md, "The limit's
+// turns and the nodes' idle return"). Nodes the bench did not start are
+// not waited for.
 func (r *heurekaRun) settle(ctx context.Context, row string) {
 	if len(r.t.PIDs) == 0 {
 		return
 	}
 	start := time.Now()
+	if !r.waitQuiet(ctx, start) {
+		r.s.logf("heureka", "%s: the nodes were not quiet after %s; going on", row, fmtDur(settleMax))
+		return
+	}
+	var rss int64
+	for _, pid := range r.t.PIDs {
+		rss = max(rss, RSS(pid))
+	}
+	sleepCtx(ctx, min(memlimit.IdleReturnAfter(uint64(max(rss, 0))), settleMax-time.Since(start)))
+	if !r.waitQuiet(ctx, start) {
+		r.s.logf("heureka", "%s: the nodes were not quiet after %s; going on", row, fmtDur(settleMax))
+		return
+	}
+	r.s.logf("heureka", "%s: waited %s for the nodes to be quiet and past their idle return", row, fmtDur(time.Since(start).Round(time.Second)))
+}
+
+// waitQuiet samples the local nodes' CPU a second at a time until they
+// used less than quietCPU in one, and reports whether they did before
+// settleMax from start.
+func (r *heurekaRun) waitQuiet(ctx context.Context, start time.Time) bool {
 	for ctx.Err() == nil && time.Since(start) < settleMax {
 		cpu := newCPUMeter(r.t.PIDs)
 		cpu.measure(func() { sleepCtx(ctx, time.Second) })
 		if !cpu.ok {
-			return
+			return true
 		}
 		if cpu.seconds < quietCPU {
-			if waited := time.Since(start); waited > 2*time.Second {
-				r.s.logf("heureka", "%s: waited %s for the nodes to be quiet", row, fmtDur(waited.Round(time.Second)))
-			}
-			return
+			return true
 		}
 	}
-	r.s.logf("heureka", "%s: the nodes were not quiet after %s; going on", row, fmtDur(settleMax))
+	return false
 }
 
 // DefaultIdleSettle is how long the idle measurement (Suite.Idle) waits
@@ -350,6 +375,9 @@ func (r *heurekaRun) renewSoak(ctx context.Context) {
 	watch := r.watchLeases(ctx)
 	m := measured(run(ctx, LoadConfig{Concurrency: s.Renewers, Duration: s.RenewSoak, Drain: drain}), cpu)
 	m.Note = watch()
+	if limit != nil {
+		r.settle(ctx, RowRenewSoak)
+	}
 	limitPart()
 	if len(lres) > 0 {
 		r.lim.Set(RowRenewSoak, measured(Merge(lres, llat), limitCPU))

@@ -7,7 +7,9 @@
 //
 // It talks to the systems it measures over HTTP (and etcd's client, with
 // the etcdclient build tag) and starts local clusters with
-// internal/testkit/launch. It imports internal/runtime/tick,
+// internal/testkit/launch. It imports internal/runtime/memlimit (for how
+// long a quiet node waits before it returns memory, which the bench waits
+// out before the limit's turns), internal/runtime/tick,
 // internal/testkit/instance, internal/testkit/launch and opapi only; it
 // must not import the server's packages, so it measures what clients see.
 package bench

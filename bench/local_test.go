@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/heureka-registry/heureka/internal/runtime/memlimit"
 )
 
 func TestProcReaders_OwnProcess(t *testing.T) {
@@ -41,9 +43,10 @@ func TestProcReaders_OwnProcess(t *testing.T) {
 	}
 }
 
-// TestSettle_WaitsUntilTheNodesAreQuiet: settle returns within about a
-// second for an idle process, and for processes spinning on the cores
-// only once they stopped (after 3 s here).
+// TestSettle_WaitsUntilTheNodesAreQuiet: settle returns for an idle
+// process after a quiet second, the idle return of its heap and another
+// quiet second, and for processes spinning on the cores only once they
+// stopped (after 3 s here) and the idle return passed.
 func TestSettle_WaitsUntilTheNodesAreQuiet(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
@@ -63,9 +66,12 @@ func TestSettle_WaitsUntilTheNodesAreQuiet(t *testing.T) {
 		r.settle(context.Background(), RowRenewSoak)
 		return time.Since(began)
 	}
+	// An idle process settles after a quiet second, the idle return of
+	// its heap (2 s for any heap this small) and another quiet second.
 	idle := start("exec sleep 60")
-	if took := settleFor(idle.Process.Pid); took > 4*time.Second {
-		t.Fatalf("an idle process took %s to settle", took)
+	returnAfter := memlimit.IdleReturnAfter(uint64(RSS(idle.Process.Pid)))
+	if took := settleFor(idle.Process.Pid); took < returnAfter || took > returnAfter+4*time.Second {
+		t.Fatalf("an idle process took %s to settle, its idle return %s", took, returnAfter)
 	}
 	// Three spinners, as three nodes, so that even on a loaded machine
 	// they get more than quietCPU between them.
@@ -76,7 +82,7 @@ func TestSettle_WaitsUntilTheNodesAreQuiet(t *testing.T) {
 		time.AfterFunc(3*time.Second, func() { _ = busy.Process.Kill() })
 	}
 	// A killed child stays a zombie until reaped, and a zombie uses no CPU.
-	if took := settleFor(pids...); took < 3*time.Second || took > 20*time.Second {
+	if took := settleFor(pids...); took < 3*time.Second+returnAfter || took > 25*time.Second {
 		t.Fatalf("processes spinning for 3 s settled after %s", took)
 	}
 }

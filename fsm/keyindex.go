@@ -72,9 +72,10 @@ func (x *keyIndex) get(app, id string) (e *Entry, ok bool) { return x.probe(app,
 // heartbeat: it trusts a match of the key's 64-bit hash and of its 32-bit
 // check, and reads neither the entry's key nor its record. At a million
 // instances the bytes of the held id were a cache miss of their own in
-// every lookup, which every node makes for every heartbeat: about 40 % of
-// what a lookup cost during the million's renewals (BENCHMARKS.md, "A
-// million instances on one machine").
+// every lookup, which every node makes for every heartbeat: more than a
+// third of what a lookup cost during the million's renewals
+// (docs/benchmarks/2026-12-05-heartbeats-found-by-hash.md, "Where a
+// node's CPU went during the million's renewals").
 //
 // The price is a chance, not a certainty. A key that is held is always
 // found: no other held key shares its hash (set compares keys in full and

@@ -391,7 +391,7 @@ func createLogger(c *serveConfig) hclog.Logger {
 // returned function is called.
 func startMemoryLimit(c *serveConfig, log hclog.Logger) (stop func()) {
 	ctx, stop := context.WithCancel(context.Background())
-	memlimit.Apply(ctx, c.memory, 100*time.Millisecond, log)
+	memlimit.Apply(ctx, c.memory, memlimit.Interval, log)
 	return stop
 }
 

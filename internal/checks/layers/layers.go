@@ -26,7 +26,7 @@ var Allowed = map[string][]string{
 	"peering":           {"fsm", "eureka", "internal/runtime/collect"},
 	"region":            {"fsm", "eureka", "internal/runtime/collect"},
 	"lab":               {"faultproxy", "internal/testkit/instance", "internal/testkit/launch", "opapi"},
-	"bench":             {"internal/testkit/instance", "internal/testkit/launch", "internal/runtime/tick", "opapi"},
+	"bench":             {"internal/runtime/memlimit", "internal/testkit/instance", "internal/testkit/launch", "internal/runtime/tick", "opapi"},
 	"e2e":               {"internal/testkit/instance", "internal/testkit/launch", "internal/runtime/tick", "opapi"},
 	"e2e/compose":       {"e2e", "opapi"},
 	"cmd/heureka":       {"*"},

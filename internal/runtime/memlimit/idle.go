@@ -162,6 +162,18 @@ func quietFor(live uint64) int {
 	return max(quietTicks, int(live/quietPerTick))
 }
 
+// Interval is the interval serve follows the limit and judges quiet at.
+const Interval = 100 * time.Millisecond
+
+// IdleReturnAfter is how long a node with live bytes of live heap, judged
+// every Interval, stays quiet before it collects and returns its free
+// memory. The bench waits it out before the limit's turns: the return
+// of a million-instance node costs a second or more of CPU, which fell
+// in the middle of the limit's turns and counted against the limit.
+func IdleReturnAfter(live uint64) time.Duration {
+	return time.Duration(quietFor(live)) * Interval
+}
+
 // tickQuiet decides for a quiet interval: after quietFor(live) of them,
 // it collects when the garbage and free pages held are worth it or the
 // last collection came while the node was busy.
