@@ -15,8 +15,10 @@ import "hash/maphash"
 // collided.
 //
 // The index is part of no state: it is rebuilt as entries are put, and
-// the seed of its hash is the node's own. What it answers does not depend
-// on the seed, so applying the same commands still yields the same state.
+// the seeds of its hashes are the node's own. What get answers does not
+// depend on the seeds, so applying the same commands still yields the
+// same state; what lease answers could, by the chance lease describes,
+// and then only in one lease on one node.
 //
 // Invariant (checkKeyIndex in the tests): for every held entry, the index
 // holds that entry or collided under the hash of its key, and the entry
