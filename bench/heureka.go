@@ -203,16 +203,16 @@ func (r *heurekaRun) settle(ctx context.Context, row string) {
 		return
 	}
 	start := time.Now()
-	if !r.waitQuiet(ctx, start) {
-		r.s.logf("heureka", "%s: the nodes were not quiet after %s; going on", row, fmtDur(settleMax))
-		return
+	quiet := r.waitQuiet(ctx, start)
+	if quiet {
+		var rss int64
+		for _, pid := range r.t.PIDs {
+			rss = max(rss, RSS(pid))
+		}
+		sleepCtx(ctx, min(memlimit.IdleReturnAfter(uint64(max(rss, 0))), settleMax-time.Since(start)))
+		quiet = r.waitQuiet(ctx, start)
 	}
-	var rss int64
-	for _, pid := range r.t.PIDs {
-		rss = max(rss, RSS(pid))
-	}
-	sleepCtx(ctx, min(memlimit.IdleReturnAfter(uint64(max(rss, 0))), settleMax-time.Since(start)))
-	if !r.waitQuiet(ctx, start) {
+	if !quiet {
 		r.s.logf("heureka", "%s: the nodes were not quiet after %s; going on", row, fmtDur(settleMax))
 		return
 	}
@@ -226,11 +226,8 @@ func (r *heurekaRun) waitQuiet(ctx context.Context, start time.Time) bool {
 	for ctx.Err() == nil && time.Since(start) < settleMax {
 		cpu := newCPUMeter(r.t.PIDs)
 		cpu.measure(func() { sleepCtx(ctx, time.Second) })
-		if !cpu.ok {
-			return true
-		}
-		if cpu.seconds < quietCPU {
-			return true
+		if !cpu.ok || cpu.seconds < quietCPU {
+			return true // a node gone (not measurable) is not waited for
 		}
 	}
 	return false

@@ -379,7 +379,7 @@ type Entry struct {
 	pos int32
 	// keyCheck is 32 bits of hash of the key, which the registry's key
 	// index sets when it takes the entry (keyindex.go) and a heartbeat's
-	// lookup compares instead of the key's bytes (keyIndex.lease): in
+	// lookup compares instead of the key's bytes (keyIndex.probe): in
 	// the cache line of LastRenewalTs, which the heartbeat writes anyway.
 	keyCheck uint32
 }

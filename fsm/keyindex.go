@@ -17,8 +17,8 @@ import "hash/maphash"
 // The index is part of no state: it is rebuilt as entries are put, and
 // the seeds of its hashes are the node's own. What get answers does not
 // depend on the seeds, so applying the same commands still yields the
-// same state; what lease answers could, by the chance lease describes,
-// and then only in one lease on one node.
+// same state; what a heartbeat's lookup answers could, by the chance
+// probe describes, and then only in one lease on one node.
 //
 // Invariant (checkKeyIndex in the tests): for every held entry, the index
 // holds that entry or collided under the hash of its key, and the entry
@@ -55,7 +55,7 @@ func (x *keyIndex) hash(app, id string) (h, appHash uint64) {
 
 // keyCheck is 32 bits of a hash of the key under a seed of its own, which
 // a held entry carries (Entry.keyCheck) so that a heartbeat can be matched
-// to its entry without reading the key's bytes (lease). The id is hashed
+// to its entry without reading the key's bytes (probe). The id is hashed
 // anew; the application's name enters through the hash of it that the
 // index's key already took, so that a check costs one hash more, not two.
 var keyCheck = func(seed maphash.Seed, appHash uint64, id string) uint32 {
@@ -70,12 +70,12 @@ func newKeyIndex() keyIndex {
 // index cannot tell and the application's entries must be scanned.
 func (x *keyIndex) get(app, id string) (e *Entry, ok bool) { return x.probe(app, id, false) }
 
-// lease returns the entry held under (app, id) as get does, for a
-// heartbeat: it trusts a match of the key's 64-bit hash and of its 32-bit
-// check, and reads neither the entry's key nor its record. At a million
-// instances the bytes of the held id were a cache miss of their own in
-// every lookup, which every node makes for every heartbeat: more than a
-// third of what a lookup cost during the million's renewals
+// probe is get, or with byHashes set the lookup of a heartbeat
+// (Registry.Lease): it then trusts a match of the key's 64-bit hash and of
+// its 32-bit check, and reads neither the entry's key nor its record. At
+// a million instances the bytes of the held id were a cache miss of their
+// own in every lookup, which every node makes for every heartbeat: more
+// than a third of what a lookup cost during the million's renewals
 // (docs/benchmarks/2026-12-05-heartbeats-found-by-hash.md, "Where a
 // node's CPU went during the million's renewals").
 //
@@ -86,11 +86,8 @@ func (x *keyIndex) get(app, id string) (e *Entry, ok bool) { return x.probe(app,
 // of its hashes, 96 bits in all, equal those of one of the keys held:
 // about once in 2^76 such lookups in a registry of a million. What would
 // happen then is that the heartbeat renews the other instance's lease on
-// this node. Nothing but heartbeats takes this path: registrations,
+// this node. Nothing but heartbeats looks up by hashes: registrations,
 // cancels and every other change find their entries by get.
-func (x *keyIndex) lease(app, id string) (e *Entry, ok bool) { return x.probe(app, id, true) }
-
-// probe is get, or lease when byHashes is set.
 func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
 	h, ha := x.hash(app, id)
 	e = x.m[h]

@@ -270,7 +270,7 @@ func TestApplication_PositionsThroughGrowthAndRemovals(t *testing.T) {
 // TestKeyIndex_OnlyHeartbeatsTrustTheHashes makes every key share one
 // hash, and then one check as well, with a single instance held: a
 // heartbeat's lookup (Lease) of another key takes the held entry only when
-// both match, as keyIndex.lease says it may, while Get, a registration
+// both match, as keyIndex.probe says it may, while Get, a registration
 // and a cancel of that other key find their entries by the whole key and
 // leave the held one as it is.
 func TestKeyIndex_OnlyHeartbeatsTrustTheHashes(t *testing.T) {

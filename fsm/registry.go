@@ -241,28 +241,23 @@ func (r *Registry) AppVersion(app string) uint64 {
 }
 
 // Get returns one entry, or nil.
-func (r *Registry) Get(app, id string) *Entry {
-	if e, ok := r.keys.get(app, id); ok {
+func (r *Registry) Get(app, id string) *Entry { return r.lookup(app, id, false) }
+
+// Lease returns the entry whose lease a heartbeat of (app, id) renews,
+// or nil, as Get would, but found by the hashes of its key alone
+// (keyIndex.probe): a key that is not held is taken for a held one about
+// once in 2^76 lookups at a million instances. For heartbeats only, the
+// most frequent lookup of all, where such a match would renew another
+// instance's lease; anything that changes an entry finds it by Get.
+func (r *Registry) Lease(app, id string) *Entry { return r.lookup(app, id, true) }
+
+// lookup is Get, or Lease when byHashes is set.
+func (r *Registry) lookup(app, id string, byHashes bool) *Entry {
+	if e, ok := r.keys.probe(app, id, byHashes); ok {
 		return e
 	}
 	if a := r.apps[app]; a != nil {
 		return a.find(id) // the index could not tell: no need to ask it again
-	}
-	return nil
-}
-
-// Lease returns the entry whose lease a heartbeat of (app, id) renews,
-// or nil, as Get would, but found by the hashes of its key alone
-// (keyIndex.lease): a key that is not held is taken for a held one about
-// once in 2^76 lookups at a million instances. For heartbeats only, the
-// most frequent lookup of all, where such a match would renew another
-// instance's lease; anything that changes an entry finds it by Get.
-func (r *Registry) Lease(app, id string) *Entry {
-	if e, ok := r.keys.lease(app, id); ok {
-		return e
-	}
-	if a := r.apps[app]; a != nil {
-		return a.find(id)
 	}
 	return nil
 }
