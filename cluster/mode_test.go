@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"errors"
+	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,5 +197,96 @@ func TestRestartWithoutLeader_CPBeforeTheSnapshotIgnored(t *testing.T) {
 	}
 	if _, err := mn.Apply(t.Context(), registerEntry(t, "A", "1")); err != nil {
 		t.Errorf("write without quorum in AP: %v", err)
+	}
+}
+
+// slowOpen is a snapshot store whose Open takes delay first: a restore as
+// slow as a large registry's (seconds at a million instances).
+type slowOpen struct {
+	raft.SnapshotStore
+	delay time.Duration
+}
+
+func (s slowOpen) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	time.Sleep(s.delay)
+	return s.SnapshotStore.Open(id)
+}
+
+// A node whose snapshot takes longer to restore than a missing leader is
+// ridden out (quorumWait) still gives the election that long once Raft
+// runs: right after its start it is without a leader, not without quorum,
+// so its reads wait for the catch-up instead of building the durable view
+// (a copy of the whole registry with the log replayed onto it). Left alone
+// for quorumWait after that, it counts its quorum as lost as before.
+func TestRestart_SlowRestoreIsNotTimeWithoutQuorum(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, nil)
+	c.leader()
+	mn := c.nodes[2]
+	if err := mn.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot on %s: %v", mn.ID(), err)
+	}
+	c.stop()
+	wait := mn.quorumWait()
+	mn.snaps = slowOpen{SnapshotStore: mn.snaps, delay: wait + 500*time.Millisecond}
+	start := time.Now()
+	c.restart(mn) // alone: every other node is stopped
+	if took := time.Since(start); took < wait {
+		t.Fatalf("the restart took %v, less than quorumWait %v: the case is not under test", took, wait)
+	}
+	if mn.QuorumLost() {
+		t.Fatalf("%s counts its quorum as lost right after its start: the restore counted as time without a leader", mn.ID())
+	}
+	if g := mn.ReadGate(); g != GateClosed {
+		t.Errorf("read gate right after the start = %q, want %q", g, GateClosed)
+	}
+	waitFor(t, 3*wait, mn.ID()+" counting its quorum as lost, alone", mn.QuorumLost)
+	if g := mn.ReadGate(); g != GateDurable {
+		t.Errorf("read gate alone after quorumWait = %q, want %q", g, GateDurable)
+	}
+}
+
+// A read of the durable view under way does not hold the gate shut: a
+// node restarted cut off serves its durable state, and once healed it
+// opens its gate while a read of that state (at a million instances, a
+// full document's build of seconds) is still running.
+func TestRestart_GateOpensDuringADurableRead(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, nil)
+	leader := c.leader()
+	mn := c.followers()[0]
+	if _, err := leader.Apply(t.Context(), registerEntry(t, "A", "1")); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	want := leader.raft.LastIndex()
+	c.waitFor(2*time.Second, mn.ID()+" holding the registration", func() bool { return mn.raft.AppliedIndex() >= want })
+	c.stopNode(mn)
+	c.net.mu.Lock()
+	c.net.cut[mn.self.HTTPAddr] = true
+	c.net.mu.Unlock()
+	if err := c.startNode(mn); err != nil {
+		t.Fatalf("restart %s: %v", mn.ID(), err)
+	}
+	waitFor(t, 2*time.Second, mn.ID()+" without a leader", func() bool { return !mn.HasQuorum() })
+	mn.fb.lastQuorum.Store(time.Now().Add(-time.Minute).UnixNano())
+	if g := mn.ReadGate(); g != GateDurable {
+		t.Fatalf("read gate of %s restarted cut off = %q, want %q", mn.ID(), g, GateDurable)
+	}
+	inRead, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the cluster stops: a gate held shut would hold its shutdown
+	done := make(chan int, 1)
+	go func() {
+		mn.ReadDurable(func(r *fsm.Registry) {
+			close(inRead)
+			<-release
+			done <- r.Count()
+		})
+	}()
+	<-inRead
+	c.heal(mn)
+	c.waitFor(5*time.Second, mn.ID()+" opening its gate while a durable read runs", mn.Ready)
+	free()
+	if n := <-done; n != 1 {
+		t.Errorf("the durable read saw %d instances, want 1", n)
 	}
 }

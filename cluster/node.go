@@ -214,6 +214,14 @@ func (n *Node) startRaft(log hclog.Logger) (hasState bool, err error) {
 		return false, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	// The quorum's clock starts when Raft runs, not when the node was
+	// made: NewRaft first restores the latest snapshot (seconds at a
+	// million instances), and a node that counted those seconds as time
+	// without a leader would declare its quorum lost the moment it
+	// started. Its first reads would then build the durable view (a copy
+	// of the whole registry, and the log replayed onto it) while a leader
+	// was a heartbeat away, holding back its own catch-up meanwhile.
+	n.fb.lastQuorum.Store(time.Now().UnixNano())
 	n.started.Store(n.raft)
 	n.refreshClusterID() // from the snapshot Raft restored
 	n.rd.bootIndex = n.raft.LastIndex()

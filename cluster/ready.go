@@ -111,6 +111,10 @@ type readiness struct {
 	mu      sync.RWMutex
 	readyCh chan struct{} // closed when the gate opens; replaced when it closes
 	durable *fsm.Registry // built on first use before the gate first opens
+	// building is held while the durable view is built, and mu is not:
+	// a build takes seconds at a million instances, and the gate must
+	// be able to open meanwhile.
+	building sync.Mutex
 
 	// holds keep the gate closed until each closes (HoldReads).
 	holdMu sync.Mutex
@@ -362,8 +366,11 @@ func (n *Node) openGate() {
 	n.rd.ready.Store(true)
 	close(n.rd.readyCh)
 	n.rd.durable = nil // no longer needed: reads follow the FSM now
+	// Under mu, so that a durable view built meanwhile is never kept
+	// (durableView).
+	again := n.rd.everReady.Swap(true)
 	n.rd.mu.Unlock()
-	if n.rd.everReady.Swap(true) {
+	if again {
 		n.log.Info("caught up again: serving registry reads", "applied_index", n.raft.AppliedIndex())
 		return
 	}
@@ -422,15 +429,37 @@ func (n *Node) ReadDurable(fn func(r *fsm.Registry)) {
 	if n.readOverlay(fn) {
 		return
 	}
-	n.rd.mu.Lock()
-	if n.rd.durable == nil {
-		n.rd.durable = n.buildDurable()
+	reg := n.durableView()
+	if reg == nil { // the gate opened meanwhile
+		n.Read(fn)
+		return
 	}
-	reg := n.rd.durable
-	n.rd.mu.Unlock()
-	n.rd.mu.RLock()
-	defer n.rd.mu.RUnlock()
+	// No lock is held for fn: nothing changes the durable view once it
+	// is built, and a read under way when the gate opens is still marked
+	// stale.
 	fn(reg)
+}
+
+// durableView returns the durable state, building it on first use, or nil
+// once the gate has opened: then reads follow the FSM, and a view still
+// being built is dropped.
+func (n *Node) durableView() *fsm.Registry {
+	n.rd.building.Lock()
+	defer n.rd.building.Unlock()
+	n.rd.mu.RLock()
+	reg := n.rd.durable
+	n.rd.mu.RUnlock()
+	if reg != nil || n.CaughtUpOnce() {
+		return reg
+	}
+	reg = n.buildDurable()
+	n.rd.mu.Lock()
+	defer n.rd.mu.Unlock()
+	if reg == nil || n.CaughtUpOnce() {
+		return nil
+	}
+	n.rd.durable = reg
+	return reg
 }
 
 // readBase returns a private copy of the registry new local state should
@@ -439,12 +468,9 @@ func (n *Node) ReadDurable(fn func(r *fsm.Registry)) {
 // right after a start is never partial.
 func (n *Node) readBase() (reg *fsm.Registry, index uint64, durable bool) {
 	if !n.CaughtUpOnce() {
-		n.rd.mu.Lock()
-		defer n.rd.mu.Unlock()
-		if n.rd.durable == nil {
-			n.rd.durable = n.buildDurable()
+		if d := n.durableView(); d != nil {
+			return d.Clone(), 0, true
 		}
-		return n.rd.durable.Clone(), 0, true
 	}
 	// An index taken before the copy is at most behind it: the overlay is
 	// then rebuilt once more, never kept on a copy older than its index.
@@ -455,7 +481,9 @@ func (n *Node) readBase() (reg *fsm.Registry, index uint64, durable bool) {
 
 // buildDurable copies the FSM and applies to the copy every command of the
 // local log after what the FSM applied. The entries past the commit index
-// may never commit; in AP mode a stale answer may show them.
+// may never commit; in AP mode a stale answer may show them. It gives up,
+// returning nil, once the gate has opened: at a million instances the
+// replay is seconds of CPU the node needs for its own catch-up.
 func (n *Node) buildDurable() *fsm.Registry {
 	var reg *fsm.Registry
 	var from uint64
@@ -474,6 +502,10 @@ func (n *Node) buildDurable() *fsm.Registry {
 	}
 	applied := 0
 	for i := from + 1; i <= last; i++ {
+		if i%1024 == 0 && n.CaughtUpOnce() {
+			n.log.Info("dropped the durable view: caught up while building it", "at_index", i)
+			return nil
+		}
 		var l raft.Log
 		if err := n.deps.logs.GetLog(i, &l); err != nil {
 			continue // compacted: the snapshot the FSM holds covers it
