@@ -57,13 +57,12 @@ type fallback struct {
 	// refused counts writes refused because the journal was full.
 	refused atomic.Uint64
 	// lastQuorum is when this node last had quorum (unix ns).
+	// Its clock starts when Raft runs (startRaft).
 	lastQuorum atomic.Int64
 }
 
 func newFallback(n *Node, j *store.Journal) *fallback {
-	fb := &fallback{n: n, journal: j, replaying: make(chan struct{}, 1)}
-	fb.lastQuorum.Store(time.Now().UnixNano())
-	return fb
+	return &fallback{n: n, journal: j, replaying: make(chan struct{}, 1)}
 }
 
 // quorumWait is how long a node rides out a missing leader (an election)

@@ -367,11 +367,19 @@ func (c *memCluster) heal(mn *memNode) {
 func (c *memCluster) loseQuorum(mn *memNode) {
 	c.t.Helper()
 	c.cutOff(mn)
-	waitFor(c.t, 2*time.Second, mn.ID()+" out of touch with the leader", func() bool { return !mn.HasQuorum() })
-	mn.fb.lastQuorum.Store(time.Now().Add(-time.Minute).UnixNano())
+	c.expireQuorum(mn)
 	if !mn.QuorumLost() {
 		c.t.Fatalf("%s does not count its quorum as lost", mn.ID())
 	}
+}
+
+// expireQuorum waits until mn, cut off, hears from no leader, and moves the
+// moment it last had quorum a minute back, so that it counts its quorum as
+// lost without riding out quorumWait first.
+func (c *memCluster) expireQuorum(mn *memNode) {
+	c.t.Helper()
+	waitFor(c.t, 2*time.Second, mn.ID()+" out of touch with the leader", func() bool { return !mn.HasQuorum() })
+	mn.fb.lastQuorum.Store(time.Now().Add(-time.Minute).UnixNano())
 }
 
 // waitFor is waitFor with the cluster's Raft state in the failure message,

@@ -21,8 +21,7 @@ func (c *memCluster) restartAlone(mn *memNode) {
 	c.t.Helper()
 	c.stop()
 	c.restart(mn)
-	waitFor(c.t, 2*time.Second, mn.ID()+" without a leader", func() bool { return !mn.HasQuorum() })
-	mn.fb.lastQuorum.Store(time.Now().Add(-time.Minute).UnixNano())
+	c.expireQuorum(mn)
 	if !mn.QuorumLost() {
 		c.t.Fatalf("%s does not count its quorum as lost", mn.ID())
 	}
@@ -259,14 +258,11 @@ func TestRestart_GateOpensDuringADurableRead(t *testing.T) {
 	want := leader.raft.LastIndex()
 	c.waitFor(2*time.Second, mn.ID()+" holding the registration", func() bool { return mn.raft.AppliedIndex() >= want })
 	c.stopNode(mn)
-	c.net.mu.Lock()
-	c.net.cut[mn.self.HTTPAddr] = true
-	c.net.mu.Unlock()
+	c.cutOff(mn) // startNode links it to no one
 	if err := c.startNode(mn); err != nil {
 		t.Fatalf("restart %s: %v", mn.ID(), err)
 	}
-	waitFor(t, 2*time.Second, mn.ID()+" without a leader", func() bool { return !mn.HasQuorum() })
-	mn.fb.lastQuorum.Store(time.Now().Add(-time.Minute).UnixNano())
+	c.expireQuorum(mn)
 	if g := mn.ReadGate(); g != GateDurable {
 		t.Fatalf("read gate of %s restarted cut off = %q, want %q", mn.ID(), g, GateDurable)
 	}
