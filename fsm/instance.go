@@ -144,7 +144,7 @@ const searched = 17
 const instanceSize = unsafe.Sizeof(Instance{})
 
 // fixedName returns the program's constant equal to s for the names most
-// records repeat, so that a sealed record points at it instead of holding
+// records and entries repeat, so that a sealed record points at it instead of holding
 // a copy, and ok false for any other value.
 func fixedName(s string) (c string, ok bool) {
 	switch s {
@@ -174,6 +174,12 @@ func fixedName(s string) (c string, ok bool) {
 		return "com.netflix.appinfo.MyDataCenterInfo", true
 	case "com.netflix.appinfo.AmazonInfo":
 		return "com.netflix.appinfo.AmazonInfo", true
+	case ActionAdded:
+		return ActionAdded, true
+	case ActionModified:
+		return ActionModified, true
+	case ActionDeleted:
+		return ActionDeleted, true
 	}
 	return "", false
 }
@@ -181,44 +187,122 @@ func fixedName(s string) (c string, ok bool) {
 // seal returns a sealed copy of in (see above), as the registry holds it,
 // its metadata compressed when compress is set (mdcompress.go).
 func seal(in *Instance, compress bool) *Instance {
+	_, sealed := sealWith(in, compress, nil)
+	return sealed
+}
+
+// sealEntry returns a sealed copy of e with its record: the entry, the
+// record and every string of both in one allocation the collector does not
+// scan, the Entry at its start and the record after it. A registration's
+// entry was an object of its own, with pointers to its key's strings and
+// to its record: at a million instances, marking those objects and
+// following their pointers was most of a collection's work, and during
+// the million's renewals the collector took a fifth of every node's CPU
+// (docs/benchmarks/2026-12-05-entries-sealed-with-their-records.md).
+//
+// The sealed rule holds for the entry as for the record: its strings
+// point into the allocation or at constants (sealedEntryOnly), so that a
+// sealed entry, like a sealed record, is never changed but for the fields
+// that hold no pointers (LastRenewalTs, pos, keyCheck). A change is made
+// on a copy, an ordinary heap object that may share the record.
+func sealEntry(e *Entry, compress bool) *Entry {
+	held, _ := sealWith(e.Instance, compress, e)
+	return held
+}
+
+// entryStrings is how many string fields an Entry has (sealedStrings).
+const entryStrings = 4
+
+// sealedStrings are the addresses of e's string fields, which sealEntry
+// lays out after its record's. An entry's only other pointer is its
+// record (TestSeal_EntryHoldsOnlyStringsAndItsRecord).
+func (e *Entry) sealedStrings() [entryStrings]*string {
+	return [...]*string{&e.App, &e.ID, &e.Override, &e.ActionType}
+}
+
+// entrySize is the room a sealed entry takes in front of its record (a
+// multiple of 8, so the record after it needs no padding).
+const entrySize = unsafe.Sizeof(Entry{})
+
+// sealWith lays out in, and e in front of it when e is not nil (its
+// Instance is replaced by the sealed record).
+func sealWith(in *Instance, compress bool, e *Entry) (*Entry, *Instance) {
 	c := *in // the values to lay out; the copy keeps them alive meanwhile
 	if compress {
 		c.Metadata = compressMetadata(c.Metadata)
 	}
-	fs := c.sealedStrings()
-	// Each string's offset in the bytes after the instance, or -1 for a
+	own := c.sealedStrings()
+	// The record's strings, its metadata blocks, then the entry's strings,
+	// which are looked for in the record's first (an id is the record's
+	// instance id or host name, the application its app): the record's
+	// strings keep to the first part of the bytes after it (sealedOnly).
+	var fs [len(own) + entryStrings]*string
+	n := copy(fs[:], own[:])
+	var ec Entry
+	front := uintptr(0)
+	if e != nil {
+		ec, front = *e, entrySize
+		es := ec.sealedStrings()
+		n += copy(fs[n:], es[:])
+	}
+	// Each string's offset in the bytes after the record, or -1 for a
 	// constant. The searched strings are laid out in a scratch buffer
 	// first, so that the allocation is made at its final size.
 	var at [len(fs)]int
 	var scratch [1024]byte
 	head := scratch[:0]
-	for i, f := range fs[:searched] {
+	search := func(i int) bool {
+		f := fs[i]
 		if k, ok := fixedName(*f); ok {
 			*f, at[i] = k, -1
-			continue
+			return true
 		}
 		if j := strings.Index(stringOf(head), *f); j >= 0 {
 			at[i] = j
-			continue
+			return true
 		}
-		at[i] = len(head)
-		head = append(head, *f...)
+		return false
 	}
-	n := len(head)
-	for i, f := range fs[searched:] {
-		at[searched+i] = n
-		n += len(*f)
+	for i := range searched {
+		if !search(i) {
+			at[i] = len(head)
+			head = append(head, *fs[i]...)
+		}
 	}
-	words := make([]uint64, (int(instanceSize)+n+7)/8)
+	size := len(head)
+	for i := searched; i < n; i++ {
+		if i < len(own) || !search(i) {
+			at[i] = size
+			size += len(*fs[i])
+		}
+	}
+	words := make([]uint64, (int(front+instanceSize)+size+7)/8)
 	base := unsafe.Pointer(unsafe.SliceData(words))
 	var tail []byte // nil when there is nothing to lay out: no pointer past the allocation
-	if n > 0 {
-		tail = unsafe.Slice((*byte)(unsafe.Add(base, instanceSize)), n)
+	if size > 0 {
+		tail = unsafe.Slice((*byte)(unsafe.Add(base, front+instanceSize)), size)
 	}
 	copy(tail, head)
-	for i, f := range fs[searched:] {
-		copy(tail[at[searched+i]:], *f)
+	for i := searched; i < n; i++ {
+		if at[i] >= len(head) {
+			copy(tail[at[i]:], *fs[i])
+		}
 	}
+	pointInto(tail, fs[:n], at[:n])
+	sealed := (*Instance)(unsafe.Add(base, front))
+	*sealed = c
+	if e == nil {
+		return nil, sealed
+	}
+	ec.Instance = sealed
+	held := (*Entry)(base)
+	*held = ec
+	return held, sealed
+}
+
+// pointInto points each of fs at its bytes in tail, at[i] on (-1: it is a
+// constant already).
+func pointInto(tail []byte, fs []*string, at []int) {
 	for i, f := range fs {
 		switch {
 		case len(*f) == 0:
@@ -231,9 +315,6 @@ func seal(in *Instance, compress bool) *Instance {
 			*f = unsafe.String(&tail[at[i]], len(*f))
 		}
 	}
-	sealed := (*Instance)(base)
-	*sealed = c
-	return sealed
 }
 
 // sealedOnly reports whether every string of in is empty and points
@@ -248,6 +329,29 @@ func sealedOnly(in *Instance) bool {
 		n += uintptr(len(*f))
 	}
 	lo := uintptr(unsafe.Pointer(in)) + instanceSize
+	return stringsWithin(fs[:], lo, lo+n)
+}
+
+// sealedEntryOnly reports whether e is a sealed entry (sealEntry) that
+// keeps the rule: its record sealed right after it, and its own strings
+// empty, constants, or in the bytes after its record. A copy of a held
+// entry, an ordinary heap object, is not a sealed entry.
+func sealedEntryOnly(e *Entry) bool {
+	if uintptr(unsafe.Pointer(e.Instance)) != uintptr(unsafe.Pointer(e))+entrySize || !sealedOnly(e.Instance) {
+		return false
+	}
+	own, es := e.Instance.sealedStrings(), e.sealedStrings()
+	n := uintptr(0)
+	for _, f := range append(own[:], es[:]...) {
+		n += uintptr(len(*f))
+	}
+	lo := uintptr(unsafe.Pointer(e.Instance)) + instanceSize
+	return stringsWithin(es[:], lo, lo+n)
+}
+
+// stringsWithin reports whether each of fs is empty and points nowhere, is
+// a constant, or lies within [lo, hi).
+func stringsWithin(fs []*string, lo, hi uintptr) bool {
 	for _, f := range fs {
 		if *f == "" {
 			if unsafe.StringData(*f) != nil {
@@ -259,7 +363,7 @@ func sealedOnly(in *Instance) bool {
 			continue
 		}
 		p := uintptr(unsafe.Pointer(unsafe.StringData(*f)))
-		if p < lo || p+uintptr(len(*f)) > lo+n {
+		if p < lo || p+uintptr(len(*f)) > hi {
 			return false
 		}
 	}

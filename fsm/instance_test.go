@@ -47,8 +47,8 @@ func TestSeal_HeldRecordsHoldOnlyTheirOwnStrings(t *testing.T) {
 	if unsafe.StringData(held.Status) != unsafe.StringData(StatusUp) || unsafe.StringData(held.DataCenterInfo.Name) != unsafe.StringData("Amazon") {
 		t.Fatal("a fixed name is held as a copy, not as the constant")
 	}
-	if unsafe.StringData(e.ID) != unsafe.StringData(mdGet(held.DataCenterInfo.Metadata, "instance-id")) {
-		t.Fatal("the entry's id is not the sealed record's")
+	if !sealedEntryOnly(e) || e.ID != "i-1" || e.App != "A" {
+		t.Fatalf("the registered entry %s/%s is not sealed with its record", e.App, e.ID)
 	}
 
 	applyAll(f, [][]byte{mustEncode(t, CmdSetOverride, 2000, &OverrideBody{App: "A", ID: "i-1", Status: StatusOutOfService})})
@@ -56,14 +56,17 @@ func TestSeal_HeldRecordsHoldOnlyTheirOwnStrings(t *testing.T) {
 	if changed == held || changed.Status != StatusOutOfService || !sealedOnly(changed) || changed.HostName != want.HostName {
 		t.Fatalf("override did not make a new sealed record: %+v", changed)
 	}
+	if e := f.reg.Get("A", "i-1"); !sealedEntryOnly(e) || e.Override != StatusOutOfService || e.ActionType != ActionModified {
+		t.Fatalf("the entry with the new record is not sealed with it: %+v", *e)
+	}
 	applyAll(f, [][]byte{mustEncode(t, CmdMetadata, 3000, &MetadataBody{App: "A", ID: "i-1", Metadata: map[string]string{"k": "v"}})})
 	merged := f.reg.Get("A", "i-1").Instance
-	if !sealedOnly(merged) || mdGet(merged.Metadata, "k") != "v" || mdGet(merged.Metadata, "zone") != "a" {
+	if !sealedEntryOnly(f.reg.Get("A", "i-1")) || !sealedOnly(merged) || mdGet(merged.Metadata, "k") != "v" || mdGet(merged.Metadata, "zone") != "a" {
 		t.Fatalf("after a metadata update: sealed %v, metadata %v", sealedOnly(merged), merged.Metadata)
 	}
 	// A status PUT that changes nothing keeps the record held.
 	applyAll(f, [][]byte{mustEncode(t, CmdSetOverride, 4000, &OverrideBody{App: "A", ID: "i-1", Status: StatusOutOfService})})
-	if f.reg.Get("A", "i-1").Instance != merged {
+	if e := f.reg.Get("A", "i-1"); e.Instance != merged || sealedEntryOnly(e) {
 		t.Fatal("a status PUT that changed nothing sealed the record again")
 	}
 }
@@ -109,14 +112,33 @@ func TestSeal_KeepsValues(t *testing.T) {
 // interface), or a string seal does not know, fails here.
 func TestSeal_InstanceHoldsOnlyStrings(t *testing.T) {
 	in := &fieldsProbe // a global: a stack variable may move, and its addresses with it
+	fs := in.sealedStrings()
+	checkSealedFields(t, in, fs[:], "")
+}
+
+// TestSeal_EntryHoldsOnlyStringsAndItsRecord: the same for a sealed
+// entry, whose one pointer besides its strings is its record, laid out
+// right after it.
+func TestSeal_EntryHoldsOnlyStringsAndItsRecord(t *testing.T) {
+	e := &entryProbe
+	fs := e.sealedStrings()
+	checkSealedFields(t, e, fs[:], "Instance")
+}
+
+var entryProbe Entry
+
+// checkSealedFields fails t for any field of *v that is neither one of
+// the strings fs nor a number, except the pointer field named record.
+func checkSealedFields[T any](t *testing.T, v *T, fs []*string, record string) {
+	t.Helper()
 	known := map[uintptr]bool{}
-	for _, f := range in.sealedStrings() {
+	for _, f := range fs {
 		known[uintptr(unsafe.Pointer(f))] = true
 	}
-	if len(known) != len(in.sealedStrings()) {
+	if len(known) != len(fs) {
 		t.Fatal("sealedStrings names a field twice")
 	}
-	base := uintptr(unsafe.Pointer(in))
+	base := uintptr(unsafe.Pointer(v))
 	var walk func(typ reflect.Type, off uintptr, path string)
 	walk = func(typ reflect.Type, off uintptr, path string) {
 		switch typ.Kind() {
@@ -132,10 +154,12 @@ func TestSeal_InstanceHoldsOnlyStrings(t *testing.T) {
 		case reflect.Bool, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int,
 			reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint, reflect.Float32, reflect.Float64:
 		default:
-			t.Errorf("%s is a %s: a pointer the collector would not see in a sealed record", path, typ.Kind())
+			if record == "" || path != reflect.TypeOf(*v).Name()+"."+record {
+				t.Errorf("%s is a %s: a pointer the collector would not see in a sealed record", path, typ.Kind())
+			}
 		}
 	}
-	walk(reflect.TypeOf(*in), 0, "Instance")
+	walk(reflect.TypeOf(*v), 0, reflect.TypeOf(*v).Name())
 }
 
 var fieldsProbe Instance
@@ -268,6 +292,11 @@ func TestSeal_EveryHeldRecordAfterEveryCommand(t *testing.T) {
 			reg.Each(func(e *Entry) {
 				if !sealedOnly(e.Instance) {
 					t.Fatalf("%s: %s/%s holds a string outside its sealed record", when, e.App, e.ID)
+				}
+				// An entry laid out in front of its record is a sealed
+				// entry and keeps the rule for its own strings too.
+				if uintptr(unsafe.Pointer(e.Instance)) == uintptr(unsafe.Pointer(e))+entrySize && !sealedEntryOnly(e) {
+					t.Fatalf("%s: %s/%s is a sealed entry holding a string outside its allocation", when, e.App, e.ID)
 				}
 			})
 		}

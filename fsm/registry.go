@@ -439,24 +439,23 @@ type DeltaView struct {
 
 // --- mutations -------------------------------------------------------------
 
-// put stores e under its key. A record that is not the one already held
-// for the key is sealed first (instance.go), and the entry's key strings
-// become held ones: the application's name interned, the id the sealed
-// record's own, so that neither keeps the command it came in alive. put
-// changes e: it is for entries the caller made, never for another
-// registry's (hold).
+// put stores e under its key. An entry with a record that is not the one
+// already held for the key is sealed with it (sealEntry, instance.go);
+// one that shares the held record stays a heap object, its strings held
+// ones: the application's name, override and action interned. Either way
+// nothing it holds keeps the command it came in alive. put changes e to
+// read as the entry held: it is for entries the caller made, never for
+// another registry's (hold).
 func (r *Registry) put(e *Entry) {
 	a, old := r.slot(e.App, e.ID)
+	held := e
 	if old == nil || old.Instance != e.Instance {
-		e.Instance = seal(e.Instance, r.count >= r.compressAbove)
-		if id := e.Instance.ID(); id == e.ID {
-			e.ID = id
-		} else {
-			e.ID = strings.Clone(e.ID)
-		}
+		held = sealEntry(e, r.count >= r.compressAbove)
+		*e = *held
+	} else {
+		intern(&e.App, &e.Override, &e.ActionType)
 	}
-	intern(&e.App, &e.Override, &e.ActionType)
-	r.store(a, old, e)
+	r.store(a, old, held)
 }
 
 // hold stores a copy of e under its key: e is an entry another registry
@@ -485,8 +484,12 @@ func (r *Registry) slot(app, id string) (*Application, *Entry) {
 // application when a is nil, and keeps the counts.
 func (r *Registry) store(a *Application, old, e *Entry) {
 	if a == nil {
-		a = &Application{Name: e.App}
-		r.apps[e.App] = a
+		// The name interned, not the entry's: a sealed entry's would keep
+		// its whole allocation alive for as long as the application is.
+		name := e.App
+		intern(&name)
+		a = &Application{Name: name}
+		r.apps[name] = a
 		r.names.Store(nil)
 	}
 	if old != nil {
