@@ -236,14 +236,20 @@ func sealWith(in *Instance, compress bool, e *Entry) (*Entry, *Instance) {
 	// which are looked for in the record's first (an id is the record's
 	// instance id or host name, the application its app): the record's
 	// strings keep to the first part of the bytes after it (sealedOnly).
+	// (Filled by assignment, not copy: the compiler takes what copy
+	// copies to escape, and c and ec would each be an allocation more.)
 	var fs [len(own) + entryStrings]*string
-	n := copy(fs[:], own[:])
+	n := 0
+	for _, f := range own {
+		fs[n], n = f, n+1
+	}
 	var ec Entry
 	front := uintptr(0)
 	if e != nil {
 		ec, front = *e, entrySize
-		es := ec.sealedStrings()
-		n += copy(fs[n:], es[:])
+		for _, f := range ec.sealedStrings() {
+			fs[n], n = f, n+1
+		}
 	}
 	// Each string's offset in the bytes after the record, or -1 for a
 	// constant. The searched strings are laid out in a scratch buffer
