@@ -343,7 +343,7 @@ func sealedOnly(in *Instance) bool {
 // empty, constants, or in the bytes after its record. A copy of a held
 // entry, an ordinary heap object, is not a sealed entry.
 func sealedEntryOnly(e *Entry) bool {
-	if uintptr(unsafe.Pointer(e.Instance)) != uintptr(unsafe.Pointer(e))+entrySize || !sealedOnly(e.Instance) {
+	if !laidOutBefore(e) || !sealedOnly(e.Instance) {
 		return false
 	}
 	own, es := e.Instance.sealedStrings(), e.sealedStrings()
@@ -353,6 +353,12 @@ func sealedEntryOnly(e *Entry) bool {
 	}
 	lo := uintptr(unsafe.Pointer(e.Instance)) + instanceSize
 	return stringsWithin(es[:], lo, lo+n)
+}
+
+// laidOutBefore reports whether e lies right in front of its record, as
+// sealEntry lays out a sealed entry.
+func laidOutBefore(e *Entry) bool {
+	return uintptr(unsafe.Pointer(e.Instance)) == uintptr(unsafe.Pointer(e))+entrySize
 }
 
 // stringsWithin reports whether each of fs is empty and points nowhere, is

@@ -295,7 +295,7 @@ func TestSeal_EveryHeldRecordAfterEveryCommand(t *testing.T) {
 				}
 				// An entry laid out in front of its record is a sealed
 				// entry and keeps the rule for its own strings too.
-				if uintptr(unsafe.Pointer(e.Instance)) == uintptr(unsafe.Pointer(e))+entrySize && !sealedEntryOnly(e) {
+				if laidOutBefore(e) && !sealedEntryOnly(e) {
 					t.Fatalf("%s: %s/%s is a sealed entry holding a string outside its allocation", when, e.App, e.ID)
 				}
 			})
