@@ -2,15 +2,18 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -762,14 +765,19 @@ func (r *heurekaRun) propagation(ctx context.Context, row string) {
 		// Polled less often, and long enough for a Eureka-default 30 s cache.
 		label, poll, timeout = row+" propagation (app document)", 5*time.Millisecond, 40*time.Second
 	}
+	left := newPropLeft()
 	cycle := func(ctx context.Context, w, n int, record func(time.Duration, bool)) error {
 		id, steps := r.propSteps(row, w, n)
-		for _, st := range steps {
+		left.open(id)
+		for i, st := range steps {
 			if !direct {
 				sleepCtx(ctx, jitter(r.t.CacheRefresh))
 			}
 			if _, err := r.expect(ctx, st.method, r.url(r.a, st.path), st.body, st.code); err != nil {
 				return err
+			}
+			if i == len(steps)-1 {
+				left.cancelled(id)
 			}
 			ack := time.Now()
 			err := waitFor(ctx, timeout, poll, func() (bool, error) {
@@ -790,10 +798,64 @@ func (r *heurekaRun) propagation(ctx context.Context, row string) {
 		workers, period = 4*s.PropWorkers, r.t.CacheRefresh
 	}
 	m := s.sample(ctx, "heureka", label, workers, period, cycle)
+	r.cancelLeft(ctx, left)
 	if !direct && r.t.CacheRefresh > 0 {
 		m.Note = "cache refresh " + fmtDur(r.t.CacheRefresh)
 	}
 	r.sys.Set(row, m)
+}
+
+// propLeft is the instances a W6 row registered and has not cancelled: a
+// row ends by cutting its writers' cycles off, and what they left would
+// stay in the application the next W6 row follows, making its documents
+// larger than the workload says (up to 24 more instances by W6B).
+type propLeft struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func newPropLeft() *propLeft { return &propLeft{ids: map[string]bool{}} }
+
+// open records that id's cycle is about to register it.
+func (l *propLeft) open(id string) {
+	l.mu.Lock()
+	l.ids[id] = true
+	l.mu.Unlock()
+}
+
+// cancelled records that id's cancel was acknowledged.
+func (l *propLeft) cancelled(id string) {
+	l.mu.Lock()
+	delete(l.ids, id)
+	l.mu.Unlock()
+}
+
+// cancelLeft cancels on A the instances a W6 row left (a cut-off write may
+// have been applied or not: 404 is as good as 200), and waits, 5 s at most
+// in all, until B's direct reads show them gone, so that the next row
+// starts on the application as the workload describes it.
+func (r *heurekaRun) cancelLeft(ctx context.Context, l *propLeft) {
+	l.mu.Lock()
+	ids := slices.Sorted(maps.Keys(l.ids))
+	l.mu.Unlock()
+	var sent []string
+	for _, id := range ids {
+		code, _, _, err := r.send(ctx, http.MethodDelete, r.url(r.a, "/eureka/apps/"+PropApp+"/"+id), nil, nil)
+		if err != nil || (code != http.StatusOK && code != http.StatusNotFound) {
+			r.s.logf("heureka", "W6: could not cancel %s, left by a cut-off sample: %d %v", id, code, err)
+			continue
+		}
+		sent = append(sent, id)
+	}
+	_ = waitFor(ctx, 5*time.Second, time.Millisecond, func() (bool, error) {
+		for len(sent) > 0 {
+			if st, err := r.check(ctx, true, sent[0]); err != nil || st != stateGone {
+				return false, nil
+			}
+			sent = sent[1:]
+		}
+		return true, nil
+	})
 }
 
 // W6B: register, status change and cancel on A, each timed from A's answer
@@ -809,22 +871,20 @@ func (r *heurekaRun) propagationBlocking(ctx context.Context) {
 	const timeout = 10 * time.Second
 	appPath := "/eureka/apps/" + PropApp
 	// read reads the application document on B with its version (0 while
-	// it is missing: a blocking read with index 0 waits for it to appear).
-	read := func(ctx context.Context, query string) (map[string]string, uint64, error) {
+	// it is missing: a blocking read with index 0 waits for it to appear),
+	// stamped with when it arrived.
+	read := func(ctx context.Context, query string) (appAnswer, uint64, error) {
 		code, body, hdr, err := r.send(ctx, http.MethodGet, r.url(r.b, appPath+query), nil, nil)
 		if err != nil {
-			return nil, 0, err
+			return appAnswer{}, 0, err
+		}
+		a := appAnswer{code: code, body: body, at: time.Now()}
+		if code != http.StatusOK && code != http.StatusNotFound {
+			return a, 0, fmt.Errorf("GET %s%s: %d", appPath, query, code)
 		}
 		var idx uint64
 		_, _ = fmt.Sscan(hdr.Get("X-Heureka-Index"), &idx)
-		switch code {
-		case http.StatusNotFound:
-			return map[string]string{}, idx, nil
-		case http.StatusOK:
-			ids, err := appInstances(body)
-			return ids, idx, err
-		}
-		return nil, 0, fmt.Errorf("GET %s%s: %d", appPath, query, code)
+		return a, idx, nil
 	}
 	docs := newTimedLog[map[string]string]()
 	fctx, stop := context.WithCancel(ctx)
@@ -834,25 +894,51 @@ func (r *heurekaRun) propagationBlocking(ctx context.Context) {
 		r.sys.Set(RowPropBlock, Measurement{Errors: 1, FirstError: err.Error()})
 		return
 	}
-	followed := make(chan error, 1)
+	// The loop asks again as soon as an answer arrives and leaves the
+	// parsing to another goroutine, in order: a watch's stream too delivers
+	// the next event while the client handles the last, and its row times
+	// an event from its arrival. The documents are larger than a watch's
+	// events, and decoding one (hundreds of microseconds for a few dozen
+	// instances) is the bench's cost, not the server's.
+	answers := make(chan appAnswer, 1024)
+	followed := make(chan error, 2)
 	go func() {
+		defer close(answers)
 		for fctx.Err() == nil {
-			ids, next, err := read(fctx, fmt.Sprintf("?index=%d&wait=%ds", idx, int(timeout.Seconds())))
+			a, next, err := read(fctx, fmt.Sprintf("?index=%d&wait=%ds", idx, int(timeout.Seconds())))
 			if err != nil {
 				followed <- err
 				return
 			}
-			docs.add(ids, time.Now())
+			answers <- a
 			idx = next
 		}
 		followed <- nil
 	}()
+	parsed := make(chan error, 1)
+	go func() {
+		var failed error
+		for a := range answers {
+			ids, err := a.instances()
+			if err != nil {
+				failed = cmp.Or(failed, err)
+				continue
+			}
+			docs.add(ids, a.at)
+		}
+		parsed <- failed
+	}()
+	left := newPropLeft()
 	cycle := func(ctx context.Context, w, n int, record func(time.Duration, bool)) error {
 		id, steps := r.propSteps(RowPropBlock, w, n)
-		for _, st := range steps {
+		left.open(id)
+		for i, st := range steps {
 			from := docs.len()
 			if _, err := r.expect(ctx, st.method, r.url(r.a, st.path), st.body, st.code); err != nil {
 				return err
+			}
+			if i == len(steps)-1 {
+				left.cancelled(id)
 			}
 			ack := time.Now()
 			at, ok := docs.wait(ctx, from, timeout, func(ids map[string]string) bool {
@@ -868,13 +954,35 @@ func (r *heurekaRun) propagationBlocking(ctx context.Context) {
 	}
 	m := s.sample(ctx, "heureka", RowPropBlock+" propagation (blocking read)", s.PropWorkers, 0, cycle)
 	stop()
-	if err := <-followed; err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+	r.cancelLeft(ctx, left)
+	err = <-followed
+	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	if err = cmp.Or(err, <-parsed); err != nil {
 		m.Errors++
 		if m.FirstError == "" {
 			m.FirstError = "following the document on B: " + err.Error()
 		}
 	}
 	r.sys.Set(RowPropBlock, m)
+}
+
+// appAnswer is one answer to a read of an application document, and
+// when it arrived.
+type appAnswer struct {
+	code int
+	body []byte
+	at   time.Time
+}
+
+// instances maps the answer's instance ids to their status (none for a
+// 404: the application is gone).
+func (a appAnswer) instances() (map[string]string, error) {
+	if a.code == http.StatusNotFound {
+		return map[string]string{}, nil
+	}
+	return appInstances(a.body)
 }
 
 // timedLog is what a following loop received (a watch's events, the
