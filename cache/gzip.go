@@ -2,11 +2,12 @@ package cache
 
 import (
 	"bytes"
-	"compress/flate"
 	"encoding/binary"
 	"hash/crc32"
 	"io"
 	"sync"
+
+	"github.com/klauspost/compress/flate"
 )
 
 // Documents are made of segments, and the large ones (an application's
@@ -60,8 +61,17 @@ type deflater struct {
 	buf bytes.Buffer
 }
 
+// pieceLevel is the pieces' compression level. Every change to an
+// application recompresses its piece, on the path from the change to its
+// blocking readers, and every plain read inflates pieces. The flate of
+// github.com/klauspost/compress at level 2 compresses an application of 20
+// instances (39 KB) in 0.7 of the time of the standard library's
+// BestSpeed, to 5 % fewer bytes, and inflates it in 0.75 of the time
+// (BenchmarkPiece); the output is ordinary deflate either way.
+const pieceLevel = 2
+
 var deflaters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(nil, flate.BestSpeed) // BestSpeed is a valid level: no error
+	w, _ := flate.NewWriter(nil, pieceLevel) // a valid level: no error
 	return &deflater{w: w}
 }}
 

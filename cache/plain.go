@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"compress/flate"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/klauspost/compress/flate"
 )
 
 // The plain (identity-encoded) form of a document is not kept with it: the
