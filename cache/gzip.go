@@ -43,7 +43,7 @@ var (
 // CRC-32, its length and the operator that shifts a CRC past it (for
 // combining). It is immutable: documents share it.
 type Piece struct {
-	z     []byte
+	z     []byte // the deflated segment; finalBlock follows it in its array
 	crc   uint32
 	shift uint32
 	n     int
@@ -51,6 +51,11 @@ type Piece struct {
 
 // Len returns the length of the plain segment.
 func (p *Piece) Len() int { return p.n }
+
+// stream is the piece as a deflate stream of its own: z and the empty
+// final block NewPiece put after it in the same array, so that a flate
+// reader inflates the piece alone and ends cleanly, reading one slice.
+func (p *Piece) stream() []byte { return p.z[:len(p.z)+len(finalBlock)] }
 
 // deflater is a flate writer and the buffer it compresses a piece into
 // before the piece is copied out at its exact size, kept together in a
@@ -89,7 +94,10 @@ func NewPiece(seg []byte) *Piece {
 	_ = d.w.Flush()
 	d.w.Reset(nil)
 	// Exact size: the piece lives as long as the documents holding it.
-	p := &Piece{z: bytes.Clone(d.buf.Bytes()), crc: crc32.ChecksumIEEE(seg), shift: crcShift(len(seg)), n: len(seg)}
+	// The final block follows it in the same array, outside z (see stream).
+	zf := make([]byte, d.buf.Len()+len(finalBlock))
+	copy(zf[copy(zf, d.buf.Bytes()):], finalBlock)
+	p := &Piece{z: zf[:d.buf.Len()], crc: crc32.ChecksumIEEE(seg), shift: crcShift(len(seg)), n: len(seg)}
 	if d.buf.Cap() > deflaterBufMax {
 		d.buf = bytes.Buffer{}
 	}

@@ -74,7 +74,7 @@ func BenchmarkPiece(b *testing.B) {
 		b.SetBytes(int64(len(doc)))
 		for b.Loop() {
 			out.Reset()
-			_ = r.(stdflate.Resetter).Reset(&pieceSrc{z: p.z, tail: finalBlock}, nil)
+			_ = r.(stdflate.Resetter).Reset(bytes.NewReader(p.stream()), nil)
 			if _, err := io.Copy(out, r); err != nil {
 				b.Fatal(err)
 			}
