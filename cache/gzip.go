@@ -71,7 +71,7 @@ type deflater struct {
 // blocking readers, and every plain read inflates pieces. The flate of
 // github.com/klauspost/compress at level 2 compresses an application of 20
 // instances (39 KB) in 0.7 of the time of the standard library's
-// BestSpeed, to 5 % fewer bytes, and inflates it in 0.75 of the time
+// BestSpeed, to 5 % fewer bytes, and inflates it in 0.7 of the time
 // (BenchmarkPiece); the output is ordinary deflate either way.
 const pieceLevel = 2
 
