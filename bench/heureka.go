@@ -768,16 +768,12 @@ func (r *heurekaRun) propagation(ctx context.Context, row string) {
 	left := newPropLeft()
 	cycle := func(ctx context.Context, w, n int, record func(time.Duration, bool)) error {
 		id, steps := r.propSteps(row, w, n)
-		left.open(id)
 		for i, st := range steps {
 			if !direct {
 				sleepCtx(ctx, jitter(r.t.CacheRefresh))
 			}
-			if _, err := r.expect(ctx, st.method, r.url(r.a, st.path), st.body, st.code); err != nil {
+			if err := left.write(ctx, r, id, steps, i); err != nil {
 				return err
-			}
-			if i == len(steps)-1 {
-				left.cancelled(id)
 			}
 			ack := time.Now()
 			err := waitFor(ctx, timeout, poll, func() (bool, error) {
@@ -816,18 +812,24 @@ type propLeft struct {
 
 func newPropLeft() *propLeft { return &propLeft{ids: map[string]bool{}} }
 
-// open records that id's cycle is about to register it.
-func (l *propLeft) open(id string) {
-	l.mu.Lock()
-	l.ids[id] = true
-	l.mu.Unlock()
-}
-
-// cancelled records that id's cancel was acknowledged.
-func (l *propLeft) cancelled(id string) {
-	l.mu.Lock()
-	delete(l.ids, id)
-	l.mu.Unlock()
+// write sends step i of id's cycle to A: id is open from its first step
+// until its cancel, the last, is acknowledged.
+func (l *propLeft) write(ctx context.Context, r *heurekaRun, id string, steps []propStep, i int) error {
+	if i == 0 {
+		l.mu.Lock()
+		l.ids[id] = true
+		l.mu.Unlock()
+	}
+	st := steps[i]
+	if _, err := r.expect(ctx, st.method, r.url(r.a, st.path), st.body, st.code); err != nil {
+		return err
+	}
+	if i == len(steps)-1 {
+		l.mu.Lock()
+		delete(l.ids, id)
+		l.mu.Unlock()
+	}
+	return nil
 }
 
 // cancelLeft cancels on A the instances a W6 row left (a cut-off write may
@@ -878,13 +880,13 @@ func (r *heurekaRun) propagationBlocking(ctx context.Context) {
 		if err != nil {
 			return appAnswer{}, 0, err
 		}
-		a := appAnswer{code: code, body: body, at: time.Now()}
+		at := time.Now()
 		if code != http.StatusOK && code != http.StatusNotFound {
-			return a, 0, fmt.Errorf("GET %s%s: %d", appPath, query, code)
+			return appAnswer{}, 0, fmt.Errorf("GET %s%s: %d", appPath, query, code)
 		}
 		var idx uint64
 		_, _ = fmt.Sscan(hdr.Get("X-Heureka-Index"), &idx)
-		return a, idx, nil
+		return appAnswer{code: code, body: body, at: at}, idx, nil
 	}
 	docs := newTimedLog[map[string]string]()
 	fctx, stop := context.WithCancel(ctx)
@@ -931,14 +933,10 @@ func (r *heurekaRun) propagationBlocking(ctx context.Context) {
 	left := newPropLeft()
 	cycle := func(ctx context.Context, w, n int, record func(time.Duration, bool)) error {
 		id, steps := r.propSteps(RowPropBlock, w, n)
-		left.open(id)
 		for i, st := range steps {
 			from := docs.len()
-			if _, err := r.expect(ctx, st.method, r.url(r.a, st.path), st.body, st.code); err != nil {
+			if err := left.write(ctx, r, id, steps, i); err != nil {
 				return err
-			}
-			if i == len(steps)-1 {
-				left.cancelled(id)
 			}
 			ack := time.Now()
 			at, ok := docs.wait(ctx, from, timeout, func(ids map[string]string) bool {
@@ -955,8 +953,7 @@ func (r *heurekaRun) propagationBlocking(ctx context.Context) {
 	m := s.sample(ctx, "heureka", RowPropBlock+" propagation (blocking read)", s.PropWorkers, 0, cycle)
 	stop()
 	r.cancelLeft(ctx, left)
-	err = <-followed
-	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) {
+	if err = <-followed; ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	if err = cmp.Or(err, <-parsed); err != nil {

@@ -4,36 +4,24 @@ import (
 	"bytes"
 	stdflate "compress/flate"
 	"encoding/json"
-	"fmt"
-	"hash/fnv"
 	"io"
 	"testing"
 
-	"github.com/heureka-registry/heureka/internal/testkit/instance"
+	"github.com/heureka-registry/heureka/bench"
 )
 
-// appDocument is the JSON of an application of n instances with about
-// 1 KiB of metadata each (realistic keys, then hex filler, which
-// compresses about as much as real metadata does), as a Eureka client's
-// codec writes it.
+// appDocument is the JSON of an application of n instances as the
+// bench registers them (about 1 KiB of metadata each).
 func appDocument(n int) []byte {
-	var ins []any
-	for i := range n {
-		md := map[string]any{"version": fmt.Sprintf("1.%d.%d", i%17, i%101), "zone": "zone-a", "management.port": "8081"}
-		for k := 0; k < 8; k++ {
-			h := fnv.New64a()
-			var v []byte
-			for c := 0; len(v) < 120; c++ {
-				fmt.Fprintf(h, "%d/%d/%d", i, k, c)
-				v = fmt.Appendf(v, "%016x", h.Sum64())
-			}
-			md[fmt.Sprintf("tag.%d", k)] = string(v[:120])
-		}
-		ins = append(ins, instance.Doc(instance.Fields{ID: fmt.Sprintf("orders-%d", i), App: "ORDERS",
-			Host: fmt.Sprintf("10-0-%d-%d.internal", i/250, i%250), IP: fmt.Sprintf("10.0.%d.%d", i/250, i%250),
-			Status: "UP", VIP: "orders", RenewalSecs: 30, LeaseSecs: 90, Metadata: md, Timestamp: "1764892800000"}))
+	w := bench.DefaultWorkload()
+	w.Apps = 1
+	ins := make([]json.RawMessage, n)
+	for i := range ins {
+		s := w.Spec(i)
+		s.DirtyMillis = 1764892800000
+		ins[i] = bench.InstanceJSON(s)
 	}
-	b, err := json.Marshal(map[string]any{"application": map[string]any{"name": "ORDERS", "instance": ins}})
+	b, err := json.Marshal(map[string]any{"application": map[string]any{"name": w.AppName(0), "instance": ins}})
 	if err != nil {
 		panic(err)
 	}
