@@ -104,6 +104,17 @@ func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
 	return nil, true // another key has this hash alone: (app, id) is not held
 }
 
+// lookupKeys are the two hashes of a heartbeat's lookup (probe with
+// byHashes): the key's hash, under which the index holds nil, collided
+// or an entry, and the check an entry held there must carry to be the
+// key's. They let a caller look several keys up in steps (Registry.renew):
+// every hash, then every slot, then every entry, so that the memory waits
+// of one step overlap.
+func (x *keyIndex) lookupKeys(app, id string) (h uint64, check uint32) {
+	h, ha := x.hash(app, id)
+	return h, keyCheck(x.checkSeed, ha, id)
+}
+
 // set records e as the entry held under its key, and gives e its key's
 // check.
 func (x *keyIndex) set(e *Entry) {

@@ -311,3 +311,64 @@ func TestKeyIndex_OnlyHeartbeatsTrustTheHashes(t *testing.T) {
 		checkKeyIndex(t, r, 0)
 	}
 }
+
+// TestRegistry_RenewInGroupsAsOneByOne: renew looks its renewals up in
+// groups (renewGroup); every lease must end as a lookup of each renewal in
+// turn (Lease) leaves it. Random batches of every length around the group
+// size, of held keys, keys never held, cancelled keys and repeats, under
+// the real hashes, under hashes where ids of equal length collide (the
+// application's entries are scanned) and under one hash with one check for
+// every key (a key not held is then taken for the one held alone under
+// it, as Lease takes it).
+func TestRegistry_RenewInGroupsAsOneByOne(t *testing.T) {
+	realHash, realCheck := keyHash, keyCheck
+	defer func() { keyHash, keyCheck = realHash, realCheck }()
+	type hashes struct {
+		hash  func(maphash.Seed, uint64, string) uint64
+		check func(maphash.Seed, uint64, string) uint32
+	}
+	modes := map[string]hashes{
+		"real":      {realHash, realCheck},
+		"colliding": {func(_ maphash.Seed, _ uint64, id string) uint64 { return uint64(len(id)) }, realCheck},
+		"one hash":  {func(maphash.Seed, uint64, string) uint64 { return 7 }, func(maphash.Seed, uint64, string) uint32 { return 9 }},
+	}
+	apps := []string{"ORDERS", "PAYMENTS", "USERS"}
+	for name, m := range modes {
+		keyHash, keyCheck = m.hash, m.check
+		for seed := uint64(1); seed <= 20; seed++ {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			r := newReg()
+			held := 1 + rng.IntN(60)
+			if name == "one hash" {
+				held = 1 // two held keys would collide: the scan is tested above
+			}
+			for i := range held {
+				reg(r, uint64(i+1), 1000, testInstance(apps[rng.IntN(len(apps))], fmt.Sprintf("i-%d", rng.IntN(200)), StatusUp, 1))
+			}
+			if rng.IntN(2) == 0 && r.Count() > 1 {
+				var gone *Entry
+				r.Range(func(e *Entry) { gone = e })
+				if err := r.cancel(uint64(held+1), 1500, gone.App, gone.ID, &Change{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			length := []int{0, 1, renewGroup - 1, renewGroup, renewGroup + 1, 3*renewGroup + 5, rng.IntN(200)}[rng.IntN(7)]
+			batch := make([]Renewal, length)
+			for i := range batch {
+				batch[i] = Renewal{App: apps[rng.IntN(len(apps))], ID: fmt.Sprintf("i-%d", rng.IntN(200)), Ts: 2000 + rng.Int64N(1000)}
+			}
+			want := r.Clone()
+			for _, rn := range batch {
+				if e := want.Lease(rn.App, rn.ID); e != nil && rn.Ts > e.LastRenewalTs {
+					e.LastRenewalTs = rn.Ts
+				}
+			}
+			r.renew(batch)
+			r.Range(func(e *Entry) {
+				if w := want.Get(e.App, e.ID); w == nil || w.LastRenewalTs != e.LastRenewalTs {
+					t.Fatalf("%s, seed %d, %d renewals: %s/%s renewed to %d, one by one to %v", name, seed, length, e.App, e.ID, e.LastRenewalTs, w)
+				}
+			})
+		}
+	}
+}

@@ -700,15 +700,47 @@ func (r *Registry) cancel(idx uint64, ts int64, app, id string, c *Change) error
 // cache invalidation).
 func (r *Registry) renew(renewals []Renewal) {
 	// A renewal batch holds every heartbeat of a second (tens of thousands
-	// at fleet rate) and is applied on every node: one lookup each, and
-	// the lease moved forward in place (Entry), which allocates nothing
+	// at fleet rate) and is applied on every node: one lookup each (Lease),
+	// and the lease moved forward in place (Entry), which allocates nothing
 	// and leaves the map as it is.
-	for _, rn := range renewals {
-		if e := r.Lease(rn.App, rn.ID); e != nil && rn.Ts > e.LastRenewalTs {
-			atomic.StoreInt64(&e.LastRenewalTs, rn.Ts)
+	//
+	// At a million instances each lookup waits on memory twice: for the
+	// index's slot, then for the entry it names. One renewal after the
+	// other, those waits queued up (720-800 ns a renewal); in groups, every
+	// key's hashes first, then every slot, then every entry, the waits of
+	// a group overlap, as no lookup depends on another's (230-250 ns;
+	// BenchmarkApplyRenewals at a million).
+	var hashes [renewGroup]uint64
+	var checks [renewGroup]uint32
+	var found [renewGroup]*Entry
+	for len(renewals) > 0 {
+		group := renewals[:min(renewGroup, len(renewals))]
+		renewals = renewals[len(group):]
+		for i, rn := range group {
+			hashes[i], checks[i] = r.keys.lookupKeys(rn.App, rn.ID)
+		}
+		for i := range group {
+			found[i] = r.keys.m[hashes[i]]
+		}
+		for i, rn := range group {
+			e := found[i]
+			switch {
+			case e == nil:
+				continue
+			case e == collided:
+				e = r.Lease(rn.App, rn.ID) // the application's entries are scanned
+			case e.keyCheck != checks[i]:
+				continue // another key has this hash alone, as in probe
+			}
+			if e != nil && rn.Ts > e.LastRenewalTs {
+				atomic.StoreInt64(&e.LastRenewalTs, rn.Ts)
+			}
 		}
 	}
 }
+
+// renewGroup is how many renewals renew looks up together.
+const renewGroup = 16
 
 // setOverride applies docs/eureka-api.md, "Status override". As in eureka-server, a status equal to
 // the instance's current one records nothing (no override, no delta): the
