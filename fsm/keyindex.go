@@ -89,16 +89,17 @@ func (x *keyIndex) get(app, id string) (e *Entry, ok bool) { return x.probe(app,
 // this node. Nothing but heartbeats looks up by hashes: registrations,
 // cancels and every other change find their entries by get.
 func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
-	h, ha := x.hash(app, id)
-	e = x.m[h]
-	switch {
+	if byHashes {
+		h, check := x.lookupKeys(app, id)
+		return heldByCheck(x.m[h], check)
+	}
+	h, _ := x.hash(app, id)
+	switch e = x.m[h]; {
 	case e == nil:
 		return nil, true
 	case e == collided:
 		return nil, false
-	case byHashes && e.keyCheck == keyCheck(x.checkSeed, ha, id):
-		return e, true
-	case !byHashes && e.ID == id && e.App == app:
+	case e.ID == id && e.App == app:
 		return e, true
 	}
 	return nil, true // another key has this hash alone: (app, id) is not held
@@ -107,12 +108,29 @@ func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
 // lookupKeys are the two hashes of a heartbeat's lookup (probe with
 // byHashes): the key's hash, under which the index holds nil, collided
 // or an entry, and the check an entry held there must carry to be the
-// key's. They let a caller look several keys up in steps (Registry.renew):
-// every hash, then every slot, then every entry, so that the memory waits
-// of one step overlap.
+// key's (heldByCheck). They let a caller look several keys up in steps
+// (Registry.renew): every hash, then every slot, then every entry, so
+// that the memory waits of one step overlap.
 func (x *keyIndex) lookupKeys(app, id string) (h uint64, check uint32) {
 	h, ha := x.hash(app, id)
 	return h, keyCheck(x.checkSeed, ha, id)
+}
+
+// heldByCheck is what a heartbeat's lookup finds in what the index holds
+// under its key's hash (e) and its key's check: the entry when it carries
+// that check, nil when the index holds nothing there or another key alone,
+// and ok false when the hash collided and the application's entries must
+// be scanned.
+func heldByCheck(e *Entry, check uint32) (held *Entry, ok bool) {
+	switch {
+	case e == nil:
+		return nil, true
+	case e == collided:
+		return nil, false
+	case e.keyCheck == check:
+		return e, true
+	}
+	return nil, true // another key has this hash alone: the key is not held
 }
 
 // set records e as the entry held under its key, and gives e its key's

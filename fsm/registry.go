@@ -256,8 +256,14 @@ func (r *Registry) lookup(app, id string, byHashes bool) *Entry {
 	if e, ok := r.keys.probe(app, id, byHashes); ok {
 		return e
 	}
+	return r.scan(app, id) // the index could not tell: no need to ask it again
+}
+
+// scan finds (app, id) among its application's entries, for a key whose
+// hash collided in the index.
+func (r *Registry) scan(app, id string) *Entry {
 	if a := r.apps[app]; a != nil {
-		return a.find(id) // the index could not tell: no need to ask it again
+		return a.find(id)
 	}
 	return nil
 }
@@ -723,14 +729,9 @@ func (r *Registry) renew(renewals []Renewal) {
 			found[i] = r.keys.m[hashes[i]]
 		}
 		for i, rn := range group {
-			e := found[i]
-			switch {
-			case e == nil:
-				continue
-			case e == collided:
-				e = r.Lease(rn.App, rn.ID) // the application's entries are scanned
-			case e.keyCheck != checks[i]:
-				continue // another key has this hash alone, as in probe
+			e, ok := heldByCheck(found[i], checks[i])
+			if !ok {
+				e = r.scan(rn.App, rn.ID)
 			}
 			if e != nil && rn.Ts > e.LastRenewalTs {
 				atomic.StoreInt64(&e.LastRenewalTs, rn.Ts)
