@@ -173,16 +173,8 @@ func heldMetadata(m map[string]string) fsm.Metadata { return fsm.MetadataOf(m) }
 //
 //	BENCH_RENEW_INSTANCES=1000000 go test ./fsm -run XXX -bench ApplyRenewals -benchtime 20000x
 func BenchmarkApplyRenewals(b *testing.B) {
-	n, perEntry := 210000, 700
-	if v, _ := strconv.Atoi(os.Getenv("BENCH_RENEW_INSTANCES")); v > 0 {
-		n = v / perEntry * perEntry
-	}
-	w := bench.DefaultWorkload()
-	w.Instances, w.Apps = n, n/20
-	f := fsm.New(0, nil)
-	for i := range n {
-		applyRegister(b, f, uint64(i+1), w.Spec(i))
-	}
+	const perEntry = 700
+	f, w, n := renewedRegistry(b, perEntry)
 	order := rand.New(rand.NewPCG(1, 2)).Perm(n)
 	// round encodes one round of renewals, each a millisecond later than
 	// the round before, so that every renewal moves a lease.
@@ -221,4 +213,45 @@ func BenchmarkApplyRenewals(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perEntry), "ns/renewal")
+}
+
+// renewedRegistry registers the instances BenchmarkApplyRenewals and
+// BenchmarkLease renew: 210,000 or BENCH_RENEW_INSTANCES, rounded down to
+// a multiple of perEntry, 20 to an application.
+func renewedRegistry(b *testing.B, perEntry int) (*fsm.FSM, bench.Workload, int) {
+	n := 210000
+	if v, _ := strconv.Atoi(os.Getenv("BENCH_RENEW_INSTANCES")); v > 0 {
+		n = v / perEntry * perEntry
+	}
+	w := bench.DefaultWorkload()
+	w.Instances, w.Apps = n, n/20
+	f := fsm.New(0, nil)
+	for i := range n {
+		applyRegister(b, f, uint64(i+1), w.Spec(i))
+	}
+	return f, w, n
+}
+
+// BenchmarkLease measures the lookup a node makes for every heartbeat it
+// answers (Registry.Lease, under the FSM's read lock), one at a time and in
+// random order, in the registry of BenchmarkApplyRenewals:
+//
+//	BENCH_RENEW_INSTANCES=1000000 go test ./fsm -run XXX -bench 'Lease$' -benchtime 2000000x
+func BenchmarkLease(b *testing.B) {
+	f, w, n := renewedRegistry(b, 1)
+	order := rand.New(rand.NewPCG(3, 4)).Perm(n)
+	keys := make([][2]string, n)
+	for i, j := range order {
+		s := w.Spec(j)
+		keys[i] = [2]string{s.App, s.ID}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		k := keys[i%n]
+		var e *fsm.Entry
+		f.Read(func(r *fsm.Registry) { e = r.Lease(k[0], k[1]) })
+		if e == nil {
+			b.Fatalf("%s/%s is not held", k[0], k[1])
+		}
+	}
 }

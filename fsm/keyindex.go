@@ -29,14 +29,38 @@ type keyIndex struct {
 	// checkSeed seeds the 32 bits of hash each entry carries (keyCheck),
 	// independent of the index's own 64.
 	checkSeed maphash.Seed
-	m         map[uint64]*Entry
+	// m holds, under the hash of each held key, where its entry is: an
+	// entryRef, or collidedRef. It holds no pointers, so the collector
+	// never reads it. With the entries themselves under the hashes, a
+	// million pointers in hash order, that is in no order at all, every
+	// collection looked each one up (runtime.findObject) and marked its
+	// entry again, as the applications' entries had already: in a heap
+	// laid out as the million's, a collection took 260 ms of one core
+	// with such a map and 50 ms without (docs/benchmarks/2026-12-06-a-key-index-without-pointers.md).
+	m map[uint64]entryRef
+	// lists are the held applications' entries by slot
+	// (Application.slot): the same slices as their entries, kept here
+	// side by side (list) so that a lookup goes from the slot to the
+	// entry without reading the application. A slot is nil from its
+	// application's removal until free hands it out again.
+	lists [][]*Entry
+	free  []uint32
 }
 
-// collided stands under a hash that two held keys have shared: lookups of
-// either scan their application's entries. It stays when one of the two
+// entryRef is where a held entry is: its application's slot in the
+// index's lists (high 32 bits) and the entry's position in that
+// application's entries (low 32).
+type entryRef uint64
+
+// collidedRef stands under a hash that two held keys have shared: lookups
+// of either scan their application's entries. It stays when one of the two
 // goes, which costs only speed, and no two keys of a million share a
 // 64-bit hash but once in about 37 million registries.
-var collided = &Entry{}
+const collidedRef = ^entryRef(0)
+
+func refOf(a *Application, e *Entry) entryRef {
+	return entryRef(a.slot)<<32 | entryRef(uint32(e.pos))
+}
 
 // keyHash is the hash of an instance's key, given the hash of its
 // application's name; a variable so that the tests can make keys collide.
@@ -63,7 +87,41 @@ var keyCheck = func(seed maphash.Seed, appHash uint64, id string) uint32 {
 }
 
 func newKeyIndex() keyIndex {
-	return keyIndex{seed: maphash.MakeSeed(), checkSeed: maphash.MakeSeed(), m: map[uint64]*Entry{}}
+	return keyIndex{seed: maphash.MakeSeed(), checkSeed: maphash.MakeSeed(), m: map[uint64]entryRef{}}
+}
+
+// addApp gives a new application its slot.
+func (x *keyIndex) addApp(a *Application) {
+	if n := len(x.free); n > 0 {
+		a.slot, x.free = x.free[n-1], x.free[:n-1]
+		return
+	}
+	a.slot = uint32(len(x.lists))
+	x.lists = append(x.lists, nil)
+}
+
+// list records a's entries after they changed (an entry added, moved or
+// dropped).
+func (x *keyIndex) list(a *Application) { x.lists[a.slot] = a.entries }
+
+// removeApp frees the slot of an application that holds no entry any more.
+func (x *keyIndex) removeApp(a *Application) {
+	x.lists[a.slot] = nil
+	x.free = append(x.free, a.slot)
+}
+
+// at returns the entry ref names, or nil when it names none (collidedRef,
+// or a ref the index would hold only if its invariant were broken, which
+// then costs a scan instead of a panic).
+func (x *keyIndex) at(ref entryRef) *Entry {
+	slot, pos := ref>>32, uint32(ref)
+	if slot >= entryRef(len(x.lists)) {
+		return nil
+	}
+	if l := x.lists[slot]; pos < uint32(len(l)) {
+		return l[pos]
+	}
+	return nil
 }
 
 // get returns the entry held under (app, id), or nil; ok is false when the
@@ -91,15 +149,21 @@ func (x *keyIndex) get(app, id string) (e *Entry, ok bool) { return x.probe(app,
 func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
 	if byHashes {
 		h, check := x.lookupKeys(app, id)
-		return heldByCheck(x.m[h], check)
+		ref, held := x.m[h]
+		if !held {
+			return nil, true
+		}
+		return heldByCheck(x.at(ref), true, check)
 	}
 	h, _ := x.hash(app, id)
-	switch e = x.m[h]; {
-	case e == nil:
+	ref, held := x.m[h]
+	if !held {
 		return nil, true
-	case e == collided:
-		return nil, false
-	case e.ID == id && e.App == app:
+	}
+	if e = x.at(ref); e == nil {
+		return nil, false // collided
+	}
+	if e.ID == id && e.App == app {
 		return e, true
 	}
 	return nil, true // another key has this hash alone: (app, id) is not held
@@ -116,41 +180,59 @@ func (x *keyIndex) lookupKeys(app, id string) (h uint64, check uint32) {
 	return h, keyCheck(x.checkSeed, ha, id)
 }
 
-// heldByCheck is what a heartbeat's lookup finds in what the index holds
-// under its key's hash (e) and its key's check: the entry when it carries
+// heldByCheck is what a heartbeat's lookup finds under its key's hash,
+// given whether the index holds anything there (held), the entry it names
+// (at; nil for collidedRef) and the key's check: the entry when it carries
 // that check, nil when the index holds nothing there or another key alone,
 // and ok false when the hash collided and the application's entries must
 // be scanned.
-func heldByCheck(e *Entry, check uint32) (held *Entry, ok bool) {
+func heldByCheck(e *Entry, held bool, check uint32) (_ *Entry, ok bool) {
 	switch {
-	case e == nil:
+	case !held:
 		return nil, true
-	case e == collided:
-		return nil, false
+	case e == nil:
+		return nil, false // collided
 	case e.keyCheck == check:
 		return e, true
 	}
 	return nil, true // another key has this hash alone: the key is not held
 }
 
-// set records e as the entry held under its key, and gives e its key's
-// check.
-func (x *keyIndex) set(e *Entry) {
+// set records e, held at its position in a, as the entry held under its
+// key, and gives e its key's check.
+func (x *keyIndex) set(a *Application, e *Entry) {
 	h, ha := x.hash(e.App, e.ID)
 	e.keyCheck = keyCheck(x.checkSeed, ha, e.ID)
-	switch cur := x.m[h]; {
-	case cur == collided:
-	case cur != nil && (cur.ID != e.ID || cur.App != e.App):
-		x.m[h] = collided
-	default:
-		x.m[h] = e
+	ref := refOf(a, e)
+	cur, held := x.m[h]
+	switch {
+	case !held:
+		x.m[h] = ref
+	case cur == collidedRef:
+	case cur != ref:
+		// Another place: another key under the same hash, unless the
+		// key was held there and has moved (never, as store keeps a
+		// replaced entry's position).
+		if c := x.at(cur); c != nil && (c.ID != e.ID || c.App != e.App) {
+			x.m[h] = collidedRef
+		} else {
+			x.m[h] = ref
+		}
 	}
 }
 
-// drop forgets e, which is no longer held.
-func (x *keyIndex) drop(e *Entry) {
+// drop forgets e, held at its position in a, before a drops it.
+func (x *keyIndex) drop(a *Application, e *Entry) {
 	h, _ := x.hash(e.App, e.ID)
-	if x.m[h] == e {
+	if ref, held := x.m[h]; held && ref == refOf(a, e) {
 		delete(x.m, h)
+	}
+}
+
+// moved records that e, held in a, moved there from position from.
+func (x *keyIndex) moved(a *Application, e *Entry, from int32) {
+	h, _ := x.hash(e.App, e.ID)
+	if ref, held := x.m[h]; held && ref == entryRef(a.slot)<<32|entryRef(uint32(from)) {
+		x.m[h] = refOf(a, e)
 	}
 }

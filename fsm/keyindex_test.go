@@ -35,22 +35,47 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 			ids[e.ID] = true
 		}
 	}
+	slots := map[uint32]string{}
+	for name, a := range r.apps {
+		if int(a.slot) >= len(r.keys.lists) {
+			t.Fatalf("step %d: application %s has the slot %d, beyond the index's", step, name, a.slot)
+		}
+		if l := r.keys.lists[a.slot]; len(l) != len(a.entries) || &l[0] != &a.entries[0] {
+			t.Fatalf("step %d: slot %d does not list application %s's entries", step, a.slot, name)
+		}
+		if other, ok := slots[a.slot]; ok {
+			t.Fatalf("step %d: applications %s and %s share the slot %d", step, name, other, a.slot)
+		}
+		slots[a.slot] = name
+	}
+	for _, slot := range r.keys.free {
+		if r.keys.lists[slot] != nil {
+			t.Fatalf("step %d: slot %d is free and lists entries", step, slot)
+		}
+		if name, ok := slots[slot]; ok {
+			t.Fatalf("step %d: slot %d is free and held by %s", step, slot, name)
+		}
+	}
 	held := 0
 	r.Range(func(e *Entry) {
 		held++
 		h, ha := r.keys.hash(e.App, e.ID)
-		if got := r.keys.m[h]; got != e && got != collided {
-			t.Fatalf("step %d: the index holds %p for %s/%s, held %p", step, got, e.App, e.ID, e)
+		if ref := r.keys.m[h]; ref != collidedRef && r.keys.at(ref) != e {
+			t.Fatalf("step %d: the index holds %#x for %s/%s, held at %#x", step, ref, e.App, e.ID, refOf(r.apps[e.App], e))
 		}
 		if e.keyCheck != keyCheck(r.keys.checkSeed, ha, e.ID) {
 			t.Fatalf("step %d: %s/%s carries the check %#x, not its key's", step, e.App, e.ID, e.keyCheck)
 		}
 	})
-	for h, e := range r.keys.m {
-		if e == collided {
+	for h, ref := range r.keys.m {
+		if ref == collidedRef {
 			continue
 		}
 		held--
+		e := r.keys.at(ref)
+		if e == nil {
+			t.Fatalf("step %d: the index holds %#x, which names no entry", step, ref)
+		}
 		if hk, _ := r.keys.hash(e.App, e.ID); r.apps[e.App] == nil || r.apps[e.App].find(e.ID) != e || hk != h {
 			t.Fatalf("step %d: the index holds %s/%s, which is not held under it", step, e.App, e.ID)
 		}
@@ -108,8 +133,8 @@ func TestKeyIndex_AnswersAsTheApplicationsEntries(t *testing.T) {
 			}
 			restored.Read(func(r *Registry) { checkAll(r, len(cmds)) })
 			collisions := 0
-			for _, e := range f.reg.keys.m {
-				if e == collided {
+			for _, ref := range f.reg.keys.m {
+				if ref == collidedRef {
 					collisions++
 				}
 			}

@@ -30,6 +30,9 @@ type Application struct {
 	// of every collection's CPU (BENCHMARKS.md, "A million instances on
 	// one machine").
 	entries []*Entry
+	// slot is the application's place in the key index (keyIndex.apps),
+	// which names an entry by slot and position instead of a pointer.
+	slot uint32
 	// Version is the Raft index of the last content change to the
 	// application (renewals excluded), so encoded fragments can be reused.
 	Version uint64
@@ -496,6 +499,7 @@ func (r *Registry) store(a *Application, old, e *Entry) {
 		intern(&name)
 		a = &Application{Name: name}
 		r.apps[name] = a
+		r.keys.addApp(a)
 		r.names.Store(nil)
 	}
 	if old != nil {
@@ -512,8 +516,9 @@ func (r *Registry) store(a *Application, old, e *Entry) {
 	} else {
 		e.pos = int32(len(a.entries))
 		a.entries = append(a.entries, e)
+		r.keys.list(a)
 	}
-	r.keys.set(e)
+	r.keys.set(a, e)
 }
 
 // dropShape counts one instance of shape s less, forgetting a shape no
@@ -531,33 +536,41 @@ func (r *Registry) remove(app, id string) *Entry {
 	if e == nil {
 		return nil
 	}
-	a.drop(e)
-	r.keys.drop(e)
+	r.keys.drop(a, e)
+	m, from := a.drop(e)
+	r.keys.list(a)
+	if m != nil {
+		r.keys.moved(a, m, from)
+	}
 	r.count--
 	r.statusCounts[e.Instance.Status]--
 	r.dropShape(shapeOf(e))
 	if len(a.entries) == 0 {
 		delete(r.apps, app)
+		r.keys.removeApp(a)
 		r.names.Store(nil)
 	}
 	return e
 }
 
-// drop takes e out of a's entries, moving the last entry into its place.
-// An application that shrank to a quarter of its slice's room gets a
-// smaller one, so that a fleet scaled down does not keep the room of its
-// largest size.
-func (a *Application) drop(e *Entry) {
+// drop takes e out of a's entries, moving the last entry into its place,
+// and returns the entry it moved and the position it moved from (nil when
+// e was last). An application that shrank to a quarter of its slice's
+// room gets a smaller one, so that a fleet scaled down does not keep the
+// room of its largest size.
+func (a *Application) drop(e *Entry) (moved *Entry, from int32) {
 	last := len(a.entries) - 1
 	if m := a.entries[last]; m != e {
 		m.pos = e.pos
 		a.entries[e.pos] = m
+		moved, from = m, int32(last)
 	}
 	a.entries[last] = nil
 	a.entries = a.entries[:last]
 	if cap(a.entries) > 64 && len(a.entries) < cap(a.entries)/4 {
 		a.entries = slices.Clone(a.entries)
 	}
+	return moved, from
 }
 
 // recordDelta appends to the delta queue; every content change calls it, so
@@ -710,14 +723,17 @@ func (r *Registry) renew(renewals []Renewal) {
 	// and the lease moved forward in place (Entry), which allocates nothing
 	// and leaves the map as it is.
 	//
-	// At a million instances each lookup waits on memory twice: for the
-	// index's slot, then for the entry it names. One renewal after the
-	// other, those waits queued up (720-800 ns a renewal); in groups, every
-	// key's hashes first, then every slot, then every entry, the waits of
-	// a group overlap, as no lookup depends on another's (230-250 ns;
-	// BenchmarkApplyRenewals at a million).
+	// At a million instances each lookup waits on memory several times:
+	// for the index's slot, for the place it names in its application's
+	// entries, then for the entry. One renewal after the other, those
+	// waits queued up (720-800 ns a renewal); in groups, every key's
+	// hashes first, then every slot, then every place, then every entry,
+	// the waits of a group overlap, as no lookup depends on another's
+	// (BenchmarkApplyRenewals at a million).
 	var hashes [renewGroup]uint64
 	var checks [renewGroup]uint32
+	var refs [renewGroup]entryRef
+	var held [renewGroup]bool
 	var found [renewGroup]*Entry
 	for len(renewals) > 0 {
 		group := renewals[:min(renewGroup, len(renewals))]
@@ -726,10 +742,16 @@ func (r *Registry) renew(renewals []Renewal) {
 			hashes[i], checks[i] = r.keys.lookupKeys(rn.App, rn.ID)
 		}
 		for i := range group {
-			found[i] = r.keys.m[hashes[i]]
+			refs[i], held[i] = r.keys.m[hashes[i]]
+		}
+		for i := range group {
+			found[i] = nil
+			if held[i] {
+				found[i] = r.keys.at(refs[i])
+			}
 		}
 		for i, rn := range group {
-			e, ok := heldByCheck(found[i], checks[i])
+			e, ok := heldByCheck(found[i], held[i], checks[i])
 			if !ok {
 				e = r.scan(rn.App, rn.ID)
 			}
