@@ -20,10 +20,12 @@ import "hash/maphash"
 // same state; what a heartbeat's lookup answers could, by the chance
 // probe describes, and then only in one lease on one node.
 //
-// Invariant (checkKeyIndex in the tests): for every held entry, the index
-// holds that entry or collided under the hash of its key, and the entry
-// carries its key's check (keyCheck); every entry the index holds is held
-// under its key.
+// Invariant (checkKeyIndex in the tests): every held application has a
+// slot of its own, whose list is its entries, and no free slot lists any;
+// for every held entry, the index holds its place (entryRef) or
+// collidedRef under the hash of its key, and the entry carries its key's
+// check (keyCheck); every place the index holds names an entry held under
+// its key.
 type keyIndex struct {
 	seed maphash.Seed
 	// checkSeed seeds the 32 bits of hash each entry carries (keyCheck),
@@ -210,9 +212,7 @@ func (x *keyIndex) set(a *Application, e *Entry) {
 		x.m[h] = ref
 	case cur == collidedRef:
 	case cur != ref:
-		// Another place: another key under the same hash, unless the
-		// key was held there and has moved (never, as store keeps a
-		// replaced entry's position).
+		// Another key's place, as store keeps a replaced entry's.
 		if c := x.at(cur); c != nil && (c.ID != e.ID || c.App != e.App) {
 			x.m[h] = collidedRef
 		} else {

@@ -2,8 +2,11 @@ package fsm
 
 import (
 	"bytes"
+	stdflate "compress/flate"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"iter"
 	"math"
@@ -288,6 +291,44 @@ func TestSnapshotRecord_DamagedCompressedMetadataIsAnError(t *testing.T) {
 		_, body := appendRecord(nil, nil, &Entry{App: "APP", ID: "i-1", Instance: &bad}, SnapshotFormat)
 		if _, err := decodeRecord(string(body), true); err == nil || !strings.Contains(err.Error(), "metadata") {
 			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestMetadata_StandardLibraryBlocksInflate: blocks were compressed with
+// the standard library's flate until compressMetadata took another, and
+// snapshots carry blocks as they were held. Such a block still passes the
+// snapshot reader's check and inflates to the canonical block it was made
+// of, as a held record and as a record read from a snapshot.
+func TestMetadata_StandardLibraryBlocksInflate(t *testing.T) {
+	for _, n := range []int{20, 60, 200} {
+		m := MetadataOf(bulkyMetadata(rand.New(rand.NewPCG(uint64(n), 7)), n, 40))
+		if len(m.b) < compressMin {
+			t.Fatalf("%d entries: a block of %d bytes is too small to compress", n, len(m.b))
+		}
+		var z bytes.Buffer
+		w, err := stdflate.NewWriter(&z, stdflate.BestSpeed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(w, m.b)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		count, _ := mapHeader(m.b)
+		b := binary.AppendUvarint(binary.AppendUvarint(make([]byte, crcEnd), uint64(len(m.b))), uint64(count))
+		b[0] = mpCompressed
+		b = append(b, z.Bytes()...)
+		binary.LittleEndian.PutUint32(b[1:], crc32.Checksum(b[crcEnd:], castagnoli))
+		if err := checkCompressed(string(b)); err != nil {
+			t.Fatalf("%d entries: the standard library's block is refused: %v", n, err)
+		}
+		held := Metadata{b: string(b)}
+		if got := held.canonical(); got != m.b {
+			t.Fatalf("%d entries: the standard library's block inflates to %d bytes, not the %d it was made of", n, len(got), len(m.b))
+		}
+		if ours := compressMetadata(m); !ours.compressed() || ours.canonical() != m.b {
+			t.Fatalf("%d entries: compressMetadata's own block does not round-trip", n)
 		}
 	}
 }

@@ -30,7 +30,7 @@ type Application struct {
 	// of every collection's CPU (BENCHMARKS.md, "A million instances on
 	// one machine").
 	entries []*Entry
-	// slot is the application's place in the key index (keyIndex.apps),
+	// slot is the application's place in the key index (keyIndex.lists),
 	// which names an entry by slot and position instead of a pointer.
 	slot uint32
 	// Version is the Raft index of the last content change to the
