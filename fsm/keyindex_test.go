@@ -60,7 +60,7 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 	r.Range(func(e *Entry) {
 		held++
 		h, ha := r.keys.hash(e.App, e.ID)
-		if ref := r.keys.m[h]; ref != collidedRef && r.keys.at(ref) != e {
+		if ref, ok := r.keys.m[h]; !ok || ref != collidedRef && r.keys.at(ref) != e {
 			t.Fatalf("step %d: the index holds %#x for %s/%s, held at %#x", step, ref, e.App, e.ID, refOf(r.apps[e.App], e))
 		}
 		if e.keyCheck != keyCheck(r.keys.checkSeed, ha, e.ID) {
