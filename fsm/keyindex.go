@@ -32,17 +32,18 @@ type keyIndex struct {
 	// independent of the index's own 64.
 	checkSeed maphash.Seed
 	// m holds, under the hash of each held key, where its entry is: an
-	// entryRef, or collidedRef. It holds no pointers, so the collector
-	// never reads it. With the entries themselves under the hashes, a
-	// million pointers in hash order, that is in no order at all, every
+	// entryRef, or collidedRef (a key it does not hold reads as noRef).
+	// It holds no pointers, so the collector never reads it. With the
+	// entries themselves under the hashes, a million pointers in hash
+	// order, that is in no order at all, every
 	// collection looked each one up (runtime.findObject) and marked its
 	// entry again, as the applications' entries had already: in a heap
 	// laid out as the million's, a collection took 260 ms of one core
 	// with such a map and 50 ms without (docs/benchmarks/2026-12-06-a-key-index-without-pointers.md).
 	m map[uint64]entryRef
 	// lists are the held applications' entries by slot
-	// (Application.slot): the same slices as their entries, kept here
-	// side by side (list) so that a lookup goes from the slot to the
+	// (Application.slot): the same slices as their entries, which only
+	// put and remove change, so that a lookup goes from the slot to the
 	// entry without reading the application. A slot is nil from its
 	// application's removal until free hands it out again.
 	lists [][]*Entry
@@ -50,9 +51,12 @@ type keyIndex struct {
 }
 
 // entryRef is where a held entry is: its application's slot in the
-// index's lists (high 32 bits) and the entry's position in that
-// application's entries (low 32).
+// index's lists plus one (high 32 bits) and the entry's position in that
+// application's entries (low 32). The zero ref, noRef, names nothing, so
+// that a map lookup of a key not held reads as it.
 type entryRef uint64
+
+const noRef entryRef = 0
 
 // collidedRef stands under a hash that two held keys have shared: lookups
 // of either scan their application's entries. It stays when one of the two
@@ -60,8 +64,9 @@ type entryRef uint64
 // 64-bit hash but once in about 37 million registries.
 const collidedRef = ^entryRef(0)
 
-func refOf(a *Application, e *Entry) entryRef {
-	return entryRef(a.slot)<<32 | entryRef(uint32(e.pos))
+// refAt is the ref of position pos in a's entries.
+func refAt(a *Application, pos int32) entryRef {
+	return entryRef(a.slot+1)<<32 | entryRef(uint32(pos))
 }
 
 // keyHash is the hash of an instance's key, given the hash of its
@@ -102,21 +107,17 @@ func (x *keyIndex) addApp(a *Application) {
 	x.lists = append(x.lists, nil)
 }
 
-// list records a's entries after they changed (an entry added, moved or
-// dropped).
-func (x *keyIndex) list(a *Application) { x.lists[a.slot] = a.entries }
-
 // removeApp frees the slot of an application that holds no entry any more.
 func (x *keyIndex) removeApp(a *Application) {
 	x.lists[a.slot] = nil
 	x.free = append(x.free, a.slot)
 }
 
-// at returns the entry ref names, or nil when it names none (collidedRef,
-// or a ref the index would hold only if its invariant were broken, which
-// then costs a scan instead of a panic).
+// at returns the entry ref names, or nil when it names none (noRef,
+// collidedRef, or a ref the index would hold only if its invariant were
+// broken, which then costs a scan instead of a panic).
 func (x *keyIndex) at(ref entryRef) *Entry {
-	slot, pos := ref>>32, uint32(ref)
+	slot, pos := ref>>32-1, uint32(ref) // noRef's slot wraps to the largest
 	if slot >= entryRef(len(x.lists)) {
 		return nil
 	}
@@ -151,15 +152,12 @@ func (x *keyIndex) get(app, id string) (e *Entry, ok bool) { return x.probe(app,
 func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
 	if byHashes {
 		h, check := x.lookupKeys(app, id)
-		ref, held := x.m[h]
-		if !held {
-			return nil, true
-		}
-		return heldByCheck(x.at(ref), true, check)
+		ref := x.m[h]
+		return heldByCheck(ref, x.at(ref), check)
 	}
 	h, _ := x.hash(app, id)
-	ref, held := x.m[h]
-	if !held {
+	ref := x.m[h]
+	if ref == noRef {
 		return nil, true
 	}
 	if e = x.at(ref); e == nil {
@@ -172,8 +170,8 @@ func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
 }
 
 // lookupKeys are the two hashes of a heartbeat's lookup (probe with
-// byHashes): the key's hash, under which the index holds nil, collided
-// or an entry, and the check an entry held there must carry to be the
+// byHashes): the key's hash, under which the index holds noRef,
+// collidedRef or an entry's place, and the check an entry held there must carry to be the
 // key's (heldByCheck). They let a caller look several keys up in steps
 // (Registry.renew): every hash, then every slot, then every entry, so
 // that the memory waits of one step overlap.
@@ -183,14 +181,13 @@ func (x *keyIndex) lookupKeys(app, id string) (h uint64, check uint32) {
 }
 
 // heldByCheck is what a heartbeat's lookup finds under its key's hash,
-// given whether the index holds anything there (held), the entry it names
-// (at; nil for collidedRef) and the key's check: the entry when it carries
-// that check, nil when the index holds nothing there or another key alone,
-// and ok false when the hash collided and the application's entries must
-// be scanned.
-func heldByCheck(e *Entry, held bool, check uint32) (_ *Entry, ok bool) {
+// given the ref the index holds there, the entry it names (at) and the
+// key's check: the entry when it carries that check, nil when the index
+// holds nothing there or another key alone, and ok false when the hash
+// collided and the application's entries must be scanned.
+func heldByCheck(ref entryRef, e *Entry, check uint32) (_ *Entry, ok bool) {
 	switch {
-	case !held:
+	case ref == noRef:
 		return nil, true
 	case e == nil:
 		return nil, false // collided
@@ -200,39 +197,42 @@ func heldByCheck(e *Entry, held bool, check uint32) (_ *Entry, ok bool) {
 	return nil, true // another key has this hash alone: the key is not held
 }
 
-// set records e, held at its position in a, as the entry held under its
-// key, and gives e its key's check.
-func (x *keyIndex) set(a *Application, e *Entry) {
+// put holds e in a, in place of old when it is not nil (at its position)
+// and else at the end, and records e's place under its key, giving e its
+// key's check.
+func (x *keyIndex) put(a *Application, old, e *Entry) {
+	if old != nil {
+		e.pos = old.pos
+		a.entries[e.pos] = e
+	} else {
+		e.pos = int32(len(a.entries))
+		a.entries = append(a.entries, e)
+		x.lists[a.slot] = a.entries
+	}
 	h, ha := x.hash(e.App, e.ID)
 	e.keyCheck = keyCheck(x.checkSeed, ha, e.ID)
-	ref := refOf(a, e)
-	cur, held := x.m[h]
-	switch {
-	case !held:
+	ref := refAt(a, e.pos)
+	switch cur := x.m[h]; {
+	case cur == noRef:
 		x.m[h] = ref
-	case cur == collidedRef:
-	case cur != ref:
-		// Another key's place, as store keeps a replaced entry's.
-		if c := x.at(cur); c != nil && (c.ID != e.ID || c.App != e.App) {
-			x.m[h] = collidedRef
-		} else {
-			x.m[h] = ref
-		}
+	case cur == collidedRef, cur == ref:
+	default: // another key's place: a replaced entry keeps its position
+		x.m[h] = collidedRef
 	}
 }
 
-// drop forgets e, held at its position in a, before a drops it.
-func (x *keyIndex) drop(a *Application, e *Entry) {
-	h, _ := x.hash(e.App, e.ID)
-	if ref, held := x.m[h]; held && ref == refOf(a, e) {
+// remove takes e out of a and forgets its place; the entry a moves into
+// e's position (Application.drop) keeps its key's ref.
+func (x *keyIndex) remove(a *Application, e *Entry) {
+	if h, _ := x.hash(e.App, e.ID); x.m[h] == refAt(a, e.pos) {
 		delete(x.m, h)
 	}
-}
-
-// moved records that e, held in a, moved there from position from.
-func (x *keyIndex) moved(a *Application, e *Entry, from int32) {
-	h, _ := x.hash(e.App, e.ID)
-	if ref, held := x.m[h]; held && ref == entryRef(a.slot)<<32|entryRef(uint32(from)) {
-		x.m[h] = refOf(a, e)
+	m, from := a.drop(e)
+	x.lists[a.slot] = a.entries
+	if m == nil {
+		return
+	}
+	if h, _ := x.hash(m.App, m.ID); x.m[h] == refAt(a, from) {
+		x.m[h] = refAt(a, m.pos)
 	}
 }

@@ -60,8 +60,8 @@ func checkKeyIndex(t *testing.T, r *Registry, step int) {
 	r.Range(func(e *Entry) {
 		held++
 		h, ha := r.keys.hash(e.App, e.ID)
-		if ref, ok := r.keys.m[h]; !ok || ref != collidedRef && r.keys.at(ref) != e {
-			t.Fatalf("step %d: the index holds %#x for %s/%s, held at %#x", step, ref, e.App, e.ID, refOf(r.apps[e.App], e))
+		if ref := r.keys.m[h]; ref == noRef || ref != collidedRef && r.keys.at(ref) != e {
+			t.Fatalf("step %d: the index holds %#x for %s/%s, held at %#x", step, ref, e.App, e.ID, refAt(r.apps[e.App], e.pos))
 		}
 		if e.keyCheck != keyCheck(r.keys.checkSeed, ha, e.ID) {
 			t.Fatalf("step %d: %s/%s carries the check %#x, not its key's", step, e.App, e.ID, e.keyCheck)

@@ -99,10 +99,7 @@ func compressMetadata(m Metadata) Metadata {
 	if len(m.b) < compressMin || m.compressed() {
 		return m
 	}
-	count, _ := mapHeader(m.b)
-	head := make([]byte, crcEnd, len(m.b)/2) // the CRC, once the rest is written
-	head[0] = mpCompressed
-	buf := bytes.NewBuffer(binary.AppendUvarint(binary.AppendUvarint(head, uint64(len(m.b))), uint64(count)))
+	buf := bytes.NewBuffer(blockHead(m, len(m.b)/2))
 	w := deflaters.Get().(*flate.Writer)
 	w.Reset(buf)
 	// Writes to a bytes.Buffer do not fail.
@@ -116,8 +113,24 @@ func compressMetadata(m Metadata) Metadata {
 	// Not copied to its exact size: seal lays the block out in the
 	// record, and this buffer is garbage after that.
 	out := buf.Bytes()
-	binary.LittleEndian.PutUint32(out[1:], crc32.Checksum(out[crcEnd:], castagnoli))
+	sealBlock(out)
 	return Metadata{b: stringOf(out)}
+}
+
+// blockHead starts a compressed block of m, in an array of size room:
+// mpCompressed, the CRC's place (sealBlock fills it once the stream
+// follows), and the canonical block's length and number of entries.
+func blockHead(m Metadata, room int) []byte {
+	count, _ := mapHeader(m.b)
+	head := make([]byte, crcEnd, max(room, crcEnd))
+	head[0] = mpCompressed
+	return binary.AppendUvarint(binary.AppendUvarint(head, uint64(len(m.b))), uint64(count))
+}
+
+// sealBlock writes the CRC of a block blockHead started and the stream
+// completed.
+func sealBlock(b []byte) {
+	binary.LittleEndian.PutUint32(b[1:], crc32.Checksum(b[crcEnd:], castagnoli))
 }
 
 // compressedBlock is a compressed block's header and stream.

@@ -3,10 +3,8 @@ package fsm
 import (
 	"bytes"
 	stdflate "compress/flate"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"iter"
 	"math"
@@ -315,11 +313,8 @@ func TestMetadata_StandardLibraryBlocksInflate(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		count, _ := mapHeader(m.b)
-		b := binary.AppendUvarint(binary.AppendUvarint(make([]byte, crcEnd), uint64(len(m.b))), uint64(count))
-		b[0] = mpCompressed
-		b = append(b, z.Bytes()...)
-		binary.LittleEndian.PutUint32(b[1:], crc32.Checksum(b[crcEnd:], castagnoli))
+		b := append(blockHead(m, 0), z.Bytes()...)
+		sealBlock(b)
 		if err := checkCompressed(string(b)); err != nil {
 			t.Fatalf("%d entries: the standard library's block is refused: %v", n, err)
 		}

@@ -510,15 +510,7 @@ func (r *Registry) store(a *Application, old, e *Entry) {
 	}
 	r.statusCounts[e.Instance.Status]++
 	r.leaseShapes[shapeOf(e)]++
-	if old != nil {
-		e.pos = old.pos
-		a.entries[e.pos] = e
-	} else {
-		e.pos = int32(len(a.entries))
-		a.entries = append(a.entries, e)
-		r.keys.list(a)
-	}
-	r.keys.set(a, e)
+	r.keys.put(a, old, e)
 }
 
 // dropShape counts one instance of shape s less, forgetting a shape no
@@ -536,12 +528,7 @@ func (r *Registry) remove(app, id string) *Entry {
 	if e == nil {
 		return nil
 	}
-	r.keys.drop(a, e)
-	m, from := a.drop(e)
-	r.keys.list(a)
-	if m != nil {
-		r.keys.moved(a, m, from)
-	}
+	r.keys.remove(a, e)
 	r.count--
 	r.statusCounts[e.Instance.Status]--
 	r.dropShape(shapeOf(e))
@@ -733,7 +720,6 @@ func (r *Registry) renew(renewals []Renewal) {
 	var hashes [renewGroup]uint64
 	var checks [renewGroup]uint32
 	var refs [renewGroup]entryRef
-	var held [renewGroup]bool
 	var found [renewGroup]*Entry
 	for len(renewals) > 0 {
 		group := renewals[:min(renewGroup, len(renewals))]
@@ -742,16 +728,13 @@ func (r *Registry) renew(renewals []Renewal) {
 			hashes[i], checks[i] = r.keys.lookupKeys(rn.App, rn.ID)
 		}
 		for i := range group {
-			refs[i], held[i] = r.keys.m[hashes[i]]
+			refs[i] = r.keys.m[hashes[i]]
 		}
 		for i := range group {
-			found[i] = nil
-			if held[i] {
-				found[i] = r.keys.at(refs[i])
-			}
+			found[i] = r.keys.at(refs[i])
 		}
 		for i, rn := range group {
-			e, ok := heldByCheck(found[i], held[i], checks[i])
+			e, ok := heldByCheck(refs[i], found[i], checks[i])
 			if !ok {
 				e = r.scan(rn.App, rn.ID)
 			}
