@@ -141,10 +141,11 @@ func (x *keyIndex) get(app, id string) (e *Entry, ok bool) { return x.probe(app,
 // node's CPU went during the million's renewals").
 //
 // The price is a chance, not a certainty. A key that is held is always
-// found: no other held key shares its hash (set compares keys in full and
-// marks the hash collided). A key that is not held (an instance evicted or
-// cancelled before its heartbeat) is taken for a held one only when both
-// of its hashes, 96 bits in all, equal those of one of the keys held:
+// found: no other held key shares its hash (put marks a hash collided as
+// soon as a second key's place would go under it). A key that is not
+// held (an instance evicted or cancelled before its heartbeat) is taken
+// for a held one only when both of its hashes, 96 bits in all, equal
+// those of one of the keys held:
 // about once in 2^76 such lookups in a registry of a million. What would
 // happen then is that the heartbeat renews the other instance's lease on
 // this node. Nothing but heartbeats looks up by hashes: registrations,
@@ -171,8 +172,8 @@ func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
 
 // lookupKeys are the two hashes of a heartbeat's lookup (probe with
 // byHashes): the key's hash, under which the index holds noRef,
-// collidedRef or an entry's place, and the check an entry held there must carry to be the
-// key's (heldByCheck). They let a caller look several keys up in steps
+// collidedRef or an entry's place, and the check an entry held there
+// must carry to be the key's (heldByCheck). They let a caller look several keys up in steps
 // (Registry.renew): every hash, then every slot, then every entry, so
 // that the memory waits of one step overlap.
 func (x *keyIndex) lookupKeys(app, id string) (h uint64, check uint32) {
@@ -221,18 +222,19 @@ func (x *keyIndex) put(a *Application, old, e *Entry) {
 	}
 }
 
-// remove takes e out of a and forgets its place; the entry a moves into
-// e's position (Application.drop) keeps its key's ref.
+// remove takes e out of a and forgets its place; the entry drop moves
+// into e's position takes its ref along.
 func (x *keyIndex) remove(a *Application, e *Entry) {
 	if h, _ := x.hash(e.App, e.ID); x.m[h] == refAt(a, e.pos) {
 		delete(x.m, h)
 	}
-	m, from := a.drop(e)
+	m := a.drop(e)
 	x.lists[a.slot] = a.entries
 	if m == nil {
 		return
 	}
-	if h, _ := x.hash(m.App, m.ID); x.m[h] == refAt(a, from) {
+	// m came from the end, the position one past the entries left.
+	if h, _ := x.hash(m.App, m.ID); x.m[h] == refAt(a, int32(len(a.entries))) {
 		x.m[h] = refAt(a, m.pos)
 	}
 }

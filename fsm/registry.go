@@ -541,23 +541,23 @@ func (r *Registry) remove(app, id string) *Entry {
 }
 
 // drop takes e out of a's entries, moving the last entry into its place,
-// and returns the entry it moved and the position it moved from (nil when
-// e was last). An application that shrank to a quarter of its slice's
+// and returns the entry it moved (nil when e was last), which came from
+// the position just past the entries left. An application that shrank to a quarter of its slice's
 // room gets a smaller one, so that a fleet scaled down does not keep the
 // room of its largest size.
-func (a *Application) drop(e *Entry) (moved *Entry, from int32) {
+func (a *Application) drop(e *Entry) (moved *Entry) {
 	last := len(a.entries) - 1
 	if m := a.entries[last]; m != e {
 		m.pos = e.pos
 		a.entries[e.pos] = m
-		moved, from = m, int32(last)
+		moved = m
 	}
 	a.entries[last] = nil
 	a.entries = a.entries[:last]
 	if cap(a.entries) > 64 && len(a.entries) < cap(a.entries)/4 {
 		a.entries = slices.Clone(a.entries)
 	}
-	return moved, from
+	return moved
 }
 
 // recordDelta appends to the delta queue; every content change calls it, so
