@@ -243,26 +243,85 @@ func cpuSeconds(pids []int) float64 {
 	return sum
 }
 
+// machineTicks reads the first line of /proc/stat: the clock ticks all of
+// the machine's CPUs spent busy and in all (idle and waiting for I/O count
+// as not busy; guest time is already in user time).
+func machineTicks() (busy, total float64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	// user nice system idle iowait irq softirq steal
+	var v [8]float64
+	for i := range v {
+		if v[i], err = strconv.ParseFloat(f[i+1], 64); err != nil {
+			return 0, 0, false
+		}
+	}
+	for _, x := range v {
+		total += x
+	}
+	return total - v[3] - v[4], total, true
+}
+
 // cpuMeter adds up the CPU time a set of processes spends in measured
-// stretches.
+// phases, and beside it what the bench's own process (the driver) and
+// the whole machine spent: on a machine the driver and the servers share,
+// a write phase whose machine was busy throughout is a race for the cores,
+// and its rate is the cores over everything a write costs there.
 type cpuMeter struct {
 	pids    []int
 	seconds float64
 	ok      bool
+	// driver is the bench process's CPU seconds in the phases; busy and
+	// total the machine's clock ticks (all CPUs) busy and in all.
+	driver, busy, total float64
+	machineOK           bool
 }
 
-func newCPUMeter(pids []int) *cpuMeter { return &cpuMeter{pids: pids, ok: cpuSeconds(pids) >= 0} }
+// newCPUMeter meters pids; the machine's figures only beside servers on
+// this machine (a remote cluster's machine is not the one read here).
+func newCPUMeter(pids []int) *cpuMeter {
+	ok := cpuSeconds(pids) >= 0
+	_, _, mok := machineTicks()
+	return &cpuMeter{pids: pids, ok: ok, machineOK: ok && mok && cpuSeconds([]int{os.Getpid()}) >= 0}
+}
 
 // measure runs f and adds the processes' CPU time meanwhile.
 func (m *cpuMeter) measure(f func()) {
-	before := cpuSeconds(m.pids)
+	self := []int{os.Getpid()}
+	before, dBefore := cpuSeconds(m.pids), cpuSeconds(self)
+	bBefore, tBefore, ok1 := machineTicks()
 	f()
-	after := cpuSeconds(m.pids)
+	after, dAfter := cpuSeconds(m.pids), cpuSeconds(self)
+	bAfter, tAfter, ok2 := machineTicks()
+	if !ok1 || !ok2 || dBefore < 0 || dAfter < 0 {
+		m.machineOK = false
+	} else {
+		m.driver += dAfter - dBefore
+		m.busy += bAfter - bBefore
+		m.total += tAfter - tBefore
+	}
 	if before < 0 || after < 0 {
 		m.ok = false
 		return
 	}
 	m.seconds += after - before
+}
+
+// machine is the driver's CPU time per operation and the fraction of the
+// machine's CPU time that was busy in the measured phases; zero when
+// unknown.
+func (m *cpuMeter) machine(ops int64) (driverPerOp time.Duration, busy float64) {
+	if !m.machineOK || ops <= 0 || m.total <= 0 {
+		return 0, 0
+	}
+	return time.Duration(m.driver / float64(ops) * float64(time.Second)), m.busy / m.total
 }
 
 // perOp is the CPU time per operation, or 0 when unknown.

@@ -38,6 +38,14 @@ func TestProcReaders_OwnProcess(t *testing.T) {
 	if got := m.perOp(10); got < 5*time.Millisecond {
 		t.Fatalf("perOp(10) = %s", got)
 	}
+	// The busy loop ran in the bench's own process, the driver's place.
+	driver, busy := m.machine(10)
+	if driver < 5*time.Millisecond || busy <= 0 || busy > 1 {
+		t.Fatalf("machine(10) = driver %s a write, machine %.3f busy; want about 10 ms, and a fraction", driver, busy)
+	}
+	if d, b := (&cpuMeter{}).machine(10); d != 0 || b != 0 {
+		t.Fatal("a meter that measured nothing must report no machine figures")
+	}
 	if newCPUMeter(nil).perOp(10) != 0 {
 		t.Fatal("a meter without processes must report 0")
 	}

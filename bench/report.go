@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,10 +165,17 @@ type Measurement struct {
 	BodyBytes int64 `json:"body_bytes,omitempty"`
 	// CPUPerOp is the CPU time the system's server processes (all nodes,
 	// from /proc) spent per operation, when their PIDs are known.
-	CPUPerOp   time.Duration `json:"cpu_per_op_ns,omitempty"`
-	Nodes      []NodeMemory  `json:"nodes,omitempty"`
-	Note       string        `json:"note,omitempty"`
-	FirstError string        `json:"first_error,omitempty"`
+	CPUPerOp time.Duration `json:"cpu_per_op_ns,omitempty"`
+	// DriverCPUPerOp is the bench process's own CPU time per operation
+	// and MachineBusy the fraction of the machine's CPU time (all cores)
+	// that was busy during the phase, for W1 of servers on the bench's
+	// machine: near 1, the servers and the driver were racing for the
+	// cores.
+	DriverCPUPerOp time.Duration `json:"driver_cpu_per_op_ns,omitempty"`
+	MachineBusy    float64       `json:"machine_busy,omitempty"`
+	Nodes          []NodeMemory  `json:"nodes,omitempty"`
+	Note           string        `json:"note,omitempty"`
+	FirstError     string        `json:"first_error,omitempty"`
 }
 
 // NotApplicable is a cell with no figure and the reason.
@@ -337,6 +345,9 @@ func FormatCell(k Kind, m Measurement) string {
 		}
 		if m.CPUPerOp > 0 {
 			parts = append(parts, fmtCPU(m.CPUPerOp)+" CPU/op")
+		}
+		if m.MachineBusy > 0 {
+			parts = append(parts, fmt.Sprintf("machine %d %% busy", int(math.Round(m.MachineBusy*100))))
 		}
 	case KindLatency:
 		if m.Count == 0 {
