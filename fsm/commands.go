@@ -48,6 +48,12 @@ var commands = map[CmdType]cmdSpec{
 	CmdRegister: {name: "register", newBody: func() any { return &RegisterBody{} }, content: true,
 		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
 			b := cmd.Body.(*RegisterBody)
+			// The HTTP edge refuses these names; an entry that carries
+			// one anyway must not give a registry its own snapshot
+			// check refuses (checkEntry).
+			if b.Instance.App == "" || b.Instance.ID() == "" {
+				return fmt.Errorf("%w: register without an application name or instance id", ErrBadCommand)
+			}
 			c.Replicated = b.Replicated
 			r.register(idx, cmd.Ts, b.Instance, b.Replicated, c)
 			return nil

@@ -139,17 +139,34 @@ func (r *fastReader) arrayLen() (int, bool) {
 	return 0, false
 }
 
+// maxObjectKeys bounds the keys object reads in one map: more than any
+// shape it reads has (an Instance has about thirty fields).
+const maxObjectKeys = 48
+
 // object reads a map with string keys, handing each key to field, which
 // reads its value; an unknown key is field's to refuse (false). False
-// when the map or a value is not in the shape expected.
+// when the map or a value is not in the shape expected, and when a key
+// comes twice: the codec decodes a repeated key into the value the first
+// one made, keeping what the second does not set, where field would make
+// a fresh value; the codec decides such a body.
 func (r *fastReader) object(field func(key []byte) bool) bool {
 	n, ok := r.mapLen()
-	if !ok {
+	if !ok || n > maxObjectKeys {
 		return false
 	}
-	for range n {
+	var seen [maxObjectKeys][]byte
+	for i := range n {
 		key, ok := r.str()
-		if !ok || !field(key) {
+		if !ok {
+			return false
+		}
+		for _, k := range seen[:i] {
+			if len(k) == len(key) && bytes.Equal(k, key) {
+				return false
+			}
+		}
+		seen[i] = key
+		if !field(key) {
 			return false
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,6 +124,11 @@ func TestDecodeRegisterBody_OtherShapesGoToTheCodec(t *testing.T) {
 		"port out of range":   enc(map[string]any{"in": map[string]any{"p": int64(1) << 40}}),
 		"no instance":         enc(map[string]any{"rep": true}),
 		"nil instance":        enc(map[string]any{"in": nil}),
+		// A key twice: the codec decodes the second into what the first
+		// made, so the instance keeps its id and takes the new app.
+		"repeated instance": slices.Concat([]byte{0x82}, enc("in"), enc(in), enc("in"), enc(map[string]any{"a": "X"})),
+		"repeated inner key": slices.Concat([]byte{0x81}, enc("in"), []byte{0x83}, enc("id"), enc("i-1"), enc("a"), enc("APP"),
+			enc("a"), enc("X")),
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -159,6 +165,8 @@ func FuzzDecodeRegisterBody(f *testing.F) {
 			f.Add(e[headerLen:])
 		}
 	}
+	// A repeated key, which the codec merges into the first one's value.
+	f.Add([]byte("\x81\xa2in\x83\xa2id\xa3i-1\xa1a\xa3APP\xa1a\xa1X"))
 	fuzzAsTheCodec(f, decodeRegisterBody, codecRegisterBody)
 }
 
@@ -291,6 +299,7 @@ func TestDecodeRenewBatchBody_OtherShapesGoToTheCodec(t *testing.T) {
 		"long array form":  {0x81, 0xa1, 'r', 0xdc, 0, 1, 0x81, 0xa1, 't', 0x05},
 		"count beyond end": {0x81, 0xa1, 'r', 0xdd, 0, 1, 0, 0},
 		"trailing bytes":   append(enc(map[string]any{"r": []any{rn}}), 0xc0),
+		"repeated key":     slices.Concat([]byte{0x82}, enc("r"), enc([]any{rn}), enc("r"), enc([]any{map[string]any{"t": int64(7)}})),
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -33,14 +33,18 @@ import (
 // canonical block starts with it), the CRC-32C of all that follows it,
 // the canonical block's length and its number of entries as uvarints (Len
 // needs no inflate), and the block as a raw deflate stream. Only
-// compressMetadata makes one, from a canonical block. A snapshot's reader
-// checks the CRC before the registry holds one (checkCompressed): a block
-// damaged on disk or on the wire is refused there, and a held block
-// inflates to the canonical block it was made of. Inflating every block
-// to check it instead took a restore of a million instances from 3 s to
-// 17 s. The CRC is against damage, not against someone who can already
-// write a node's snapshots: a block made to pass it that does not inflate
-// panics where it is read.
+// compressMetadata makes one, from a canonical block, and only for an
+// instance's own metadata (its data center's is never compressed, and a
+// snapshot reader refuses one that is). A node restoring its own snapshot
+// or its leader's checks each block's CRC before the registry holds it
+// (checkCompressed): a block damaged on disk or on the wire is refused
+// there, and a held block inflates to the canonical block it was made of.
+// Inflating every block to check it instead took a restore of a million
+// instances from 3 s to 17 s. The CRC is against damage, not against a
+// file made to pass it: a snapshot from outside the cluster (an
+// operator's restore, ReadSnapshot) has every block inflated and checked
+// (checkInflates) before the cluster sees it, since a held block that does
+// not inflate to a canonical map panics where it is read.
 
 // DefaultCompressAbove is how many instances a registry holds before it
 // seals records with their metadata compressed. Which records are held
@@ -180,9 +184,10 @@ func (m Metadata) canonical() string {
 func (inf *inflater) mustInflate(dst []byte, b string) []byte {
 	out, err := inf.inflate(dst, b)
 	if err != nil {
-		// Every held compressed block was made by compressMetadata
-		// or passed its CRC (checkCompressed): one that fails was made
-		// to pass it, or is memory gone bad.
+		// Every held compressed block was made by compressMetadata,
+		// passed its CRC in a snapshot of this cluster's, or was
+		// inflated and checked in an operator's (checkInflates): one
+		// that fails is memory gone bad.
 		panic(fmt.Errorf("metadata: held compressed block: %w", err))
 	}
 	return out
@@ -241,6 +246,46 @@ func checkCompressed(b string) error {
 		return fmt.Errorf("compressed block that says %d bytes in %d entries", c.size, c.count)
 	case crc32.Checksum(bytesOf(b[crcEnd:]), castagnoli) != c.crc:
 		return fmt.Errorf("compressed block fails its CRC")
+	}
+	return nil
+}
+
+// checkInflates is checkCompressed and more, for a snapshot that comes
+// from outside the cluster (an operator's restore, ReadSnapshot): the
+// block inflates, exactly, to a canonical block of the length and number
+// of entries its header says, so that no reader of the held block panics.
+// A CRC is no defence against a file made to pass it.
+func checkInflates(b string) error {
+	if err := checkCompressed(b); err != nil {
+		return err
+	}
+	c, _ := parseCompressed(b) // checkCompressed parsed it
+	out, err := inflateBlock(b)
+	switch {
+	case err != nil:
+		return err
+	case !canonicalMap(bytesOf(out)):
+		return fmt.Errorf("compressed block that does not inflate to a canonical map")
+	}
+	if n, _ := mapHeader(out); uint64(n) != c.count {
+		return fmt.Errorf("compressed block of %d entries that says %d", n, c.count)
+	}
+	return nil
+}
+
+// checkBlocks is checkInflates for every compressed block of the state.
+// Only its entries can hold one: a snapshot writes them as records
+// (snapcodec.go), blocks as held, while the delta's records and the remote
+// regions' copies go through the codec, which writes every block
+// canonical and refuses mpCompressed.
+func (st *State) checkBlocks() error {
+	for _, e := range st.Entries {
+		if !e.Instance.Metadata.compressed() {
+			continue
+		}
+		if err := checkInflates(e.Instance.Metadata.b); err != nil {
+			return fmt.Errorf("entry %s/%s: metadata: %w", e.App, e.ID, err)
+		}
 	}
 	return nil
 }

@@ -3,7 +3,9 @@ package fsm
 import (
 	"bytes"
 	stdflate "compress/flate"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -14,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/klauspost/compress/flate"
 )
 
 // bulkyMetadata is a map of n entries whose values are hex of up to
@@ -325,5 +328,78 @@ func TestMetadata_StandardLibraryBlocksInflate(t *testing.T) {
 		if ours := compressMetadata(m); !ours.compressed() || ours.canonical() != m.b {
 			t.Fatalf("%d entries: compressMetadata's own block does not round-trip", n)
 		}
+	}
+}
+
+// craftBlock makes a compressed block of payload whose header says count
+// entries and whose CRC holds: what someone who writes a snapshot file by
+// hand can make, not damage.
+func craftBlock(payload string, count uint64) string {
+	b := []byte{mpCompressed, 0, 0, 0, 0}
+	b = binary.AppendUvarint(binary.AppendUvarint(b, uint64(len(payload))), count)
+	buf := bytes.NewBuffer(b)
+	w, _ := flate.NewWriter(buf, blockLevel)
+	_, _ = io.WriteString(w, payload)
+	_ = w.Close()
+	out := buf.Bytes()
+	sealBlock(out)
+	return string(out)
+}
+
+// TestReadSnapshot_MadeBlocksAreRefused: a snapshot from outside the
+// cluster (an operator's restore) is checked in full. A block that passes
+// its CRC but does not inflate, inflates to something other than a
+// canonical map, or says another length or number of entries than it
+// holds is refused (only entries carry blocks as held: the delta's
+// records and regions' copies are written canonical); a data center's
+// metadata is never
+// held compressed, so a compressed one is refused by every reader. Such
+// blocks, held, would panic the readers of the record.
+func TestReadSnapshot_MadeBlocksAreRefused(t *testing.T) {
+	good := compressMetadata(MetadataOf(bulkyMetadata(rand.New(rand.NewPCG(1, 2)), 10, 100)))
+	if !good.compressed() {
+		t.Fatal("the test's metadata did not compress")
+	}
+	canonical := good.canonical()
+	n, _ := mapHeader(canonical)
+	stream := func(b string) string { c, _ := parseCompressed(b); return c.stream }
+	notDeflate := []byte(good.b[:len(good.b)-len(stream(good.b))] + "\xff\xff\xff\xff")
+	sealBlock(notDeflate)
+	made := map[string]string{
+		"not deflate":         string(notDeflate),
+		"not a canonical map": craftBlock(strings.Repeat("\xdf", 300), 1),
+		"another entry count": craftBlock(canonical, uint64(n)+1),
+		"another length":      craftBlock(canonical+"\x00", uint64(n)),
+	}
+	encode := func(st *State) []byte {
+		st.Format = SnapshotFormat
+		var buf bytes.Buffer
+		if err := st.Encode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	entry := func(md Metadata) *Entry {
+		in := testInstance("APP", "i-1", StatusUp, 1)
+		in.Metadata = md
+		return &Entry{App: "APP", ID: "i-1", Instance: in}
+	}
+	if _, err := ReadSnapshot(bytes.NewReader(encode(&State{Entries: []*Entry{entry(good)}}))); err != nil {
+		t.Fatalf("an intact compressed block: %v", err)
+	}
+	for name, b := range made {
+		data := encode(&State{Entries: []*Entry{entry(Metadata{b: b})}})
+		if _, err := ReadSnapshot(bytes.NewReader(data)); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("%s: ReadSnapshot answered %v", name, err)
+		}
+	}
+	// A data center's metadata compressed: refused by a restore too, which
+	// reads Instance.ID() (the Amazon instance-id) from it.
+	in := testInstance("APP", "", StatusUp, 1)
+	in.HostName = "h1"
+	in.DataCenterInfo = DataCenterInfo{Name: "Amazon", Metadata: good}
+	st := &State{Entries: []*Entry{{App: "APP", ID: "h1", Instance: in}}}
+	if err := New(0, nil).Restore(io.NopCloser(bytes.NewReader(encode(st)))); err == nil || !strings.Contains(err.Error(), "metadata") {
+		t.Fatalf("a compressed data center block: restore answered %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -184,8 +185,10 @@ func (r *Registry) exportRegions() []RegionState {
 	out := make([]RegionState, 0, len(r.regions))
 	for _, name := range r.RemoteRegionNames() {
 		rc := r.regions[name]
+		// Clipped: a Clone keeps these slices and appends the next
+		// chunk to them, which must not land in this registry's array.
 		out = append(out, RegionState{Name: name, Status: rc.status, Copy: rc.reg.export(0),
-			PendingPass: rc.pendingPass, PendingPut: rc.pendingPut, PendingDel: rc.pendingDel})
+			PendingPass: rc.pendingPass, PendingPut: slices.Clip(rc.pendingPut), PendingDel: slices.Clip(rc.pendingDel)})
 	}
 	return out
 }

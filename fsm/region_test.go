@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -209,4 +210,54 @@ func TestRegistry_DeltaAfter(t *testing.T) {
 	if got, ok := c.DeltaAfter(last); !ok || len(got) != 1 {
 		t.Fatalf("clone after %d: %d changes (complete %v)", last, len(got), ok)
 	}
+}
+
+// A Clone's staged chunks are its own: the next chunk applied to the clone
+// (the read gate replays uncommitted entries into one) must not land in
+// the registry it was cloned from, nor the other way round.
+func TestRegion_CloneStagesItsOwnChunks(t *testing.T) {
+	f := New(0, nil)
+	ts := int64(1_700_000_000_000)
+	for i, id := range []string{"a1", "a2", "a3"} {
+		applyRegion(t, f, uint64(i+1), ts, &RegionUpdateBody{Region: "west", Pass: 5, Put: []*Entry{regionEntry("A", id, StatusUp, ts)}})
+	}
+	chunk := func(id string) Command {
+		cmd, err := Decode(mustEncode(t, CmdRegionUpdate|CmdIgnoreUnknown, ts, &RegionUpdateBody{Region: "west", Pass: 5, Put: []*Entry{regionEntry("A", id, StatusUp, ts)}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	final, err := Decode(mustEncode(t, CmdRegionUpdate|CmdIgnoreUnknown, ts, &RegionUpdateBody{Region: "west", Pass: 5, Final: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(r *Registry) []string {
+		rr, _ := r.RemoteRegion("west")
+		var out []string
+		rr.Copy.Range(func(e *Entry) { out = append(out, e.ID) })
+		sort.Strings(out)
+		return out
+	}
+	f.Read(func(r *Registry) {
+		clone := r.Clone()
+		if err := clone.Apply(4, chunk("clone-only"), &Change{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Apply(4, chunk("orig"), &Change{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Apply(5, final, &Change{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := clone.Apply(5, final, &Change{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := ids(r), []string{"a1", "a2", "a3", "orig"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("the registry's pass = %v, want %v", got, want)
+		}
+		if got, want := ids(clone), []string{"a1", "a2", "a3", "clone-only"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("the clone's pass = %v, want %v", got, want)
+		}
+	})
 }

@@ -325,3 +325,32 @@ func TestRegistry_RenewalsAgeTheDeltaQueue(t *testing.T) {
 		t.Fatalf("the renewal was not applied: %+v", e)
 	}
 }
+
+// A registration without an application name or instance id (the HTTP
+// edge refuses both; a crafted or peer entry may still carry one) is
+// refused as a bad command and leaves nothing: the FSM must never hold an
+// entry its own snapshot check refuses, or the node could not restore its
+// own snapshot after a restart.
+func TestRegister_WithoutNamesIsRefusedAndLeavesNothing(t *testing.T) {
+	f := New(0, nil)
+	ts := int64(1_700_000_000_000)
+	noApp := testInstance("", "i-1", StatusUp, ts)
+	noID := testInstance("ORDERS", "", StatusUp, ts)
+	noID.HostName = ""
+	for i, in := range []*Instance{noApp, noID} {
+		res := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: mustEncode(t, CmdRegister, ts, &RegisterBody{Instance: in})})
+		err, _ := res.(error)
+		if !errors.Is(err, ErrBadCommand) {
+			t.Fatalf("register %q/%q answered %v, want ErrBadCommand", in.App, in.ID(), res)
+		}
+	}
+	f.Read(func(r *Registry) {
+		if r.Count() != 0 || len(r.AppNames()) != 0 {
+			t.Fatalf("refused registrations left %d instances in %v", r.Count(), r.AppNames())
+		}
+	})
+	restored := New(0, nil)
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatalf("the FSM's own snapshot is refused: %v", err)
+	}
+}

@@ -33,7 +33,10 @@ const maxRecord = 64 << 20
 // the layout's order to either, so encoding and decoding cannot disagree.
 type recordCoder interface {
 	str(p *string)
-	metadata(p *Metadata)
+	// metadata is a metadata block; only an instance's own may be held
+	// compressed (mayCompress), never its data center's: sealWith
+	// compresses Instance.Metadata alone.
+	metadata(p *Metadata, mayCompress bool)
 	flag(p *bool)
 	i32(p *int32)
 	i64(p *int64)
@@ -66,10 +69,10 @@ func walkRecord(c recordCoder, e *Entry) {
 		c.i32(&in.CountryID)
 		c.str(&in.DataCenterInfo.Class)
 		c.str(&in.DataCenterInfo.Name)
-		c.metadata(&in.DataCenterInfo.Metadata)
+		c.metadata(&in.DataCenterInfo.Metadata, false)
 		c.i32(&in.RenewalIntervalSecs)
 		c.i32(&in.DurationSecs)
-		c.metadata(&in.Metadata)
+		c.metadata(&in.Metadata, true)
 		c.str(&in.AppGroupName)
 		c.str(&in.HomePageURL)
 		c.str(&in.StatusPageURL)
@@ -113,7 +116,7 @@ func (w *recordWriter) str(p *string) {
 	w.b = append(w.b, *p...)
 }
 
-func (w *recordWriter) metadata(p *Metadata) {
+func (w *recordWriter) metadata(p *Metadata, _ bool) {
 	b := p.b
 	if w.canonical {
 		b = p.canonical()
@@ -257,12 +260,12 @@ func (r *recordReader) flag(p *bool) {
 	r.off++
 }
 
-func (r *recordReader) metadata(p *Metadata) {
+func (r *recordReader) metadata(p *Metadata, mayCompress bool) {
 	var s string
 	r.str(&s)
 	switch {
 	case s == "":
-	case r.compressed && s[0] == mpCompressed:
+	case r.compressed && mayCompress && s[0] == mpCompressed:
 		if err := checkCompressed(s); err != nil {
 			r.fail("metadata: " + err.Error())
 			return
