@@ -227,11 +227,12 @@ func (fb *fallback) loadOverlay() {
 	fb.n.publish(fsm.Change{All: true})
 }
 
-// record accepts a write without quorum: journal first (durable), then the
-// overlay, then the change notice for the caches. The write is judged on a
-// candidate overlay that becomes the overlay only once the journal holds
-// the write: a refused write (unknown instance, bad input, journal or disk
-// full) leaves no trace.
+// record accepts a write without quorum: judged on a candidate overlay,
+// which applies it first (the FSM's own verdict: a write it refuses, such
+// as a metadata map past its bound, leaves the content as it was), then
+// journaled (durable), then the candidate becomes the overlay and the
+// caches hear of it. A refused write (unknown instance, bad input, refused
+// by the FSM, journal or disk full) is not journaled and leaves no trace.
 func (fb *fallback) record(entry []byte) (uint64, error) {
 	fb.mu.Lock()
 	ov := fb.overlay
@@ -243,24 +244,52 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 	}
 	cmd, buf, err := fb.judge(entry, ov)
 	if err == nil {
-		err = fb.journal.Append(buf)
-		if errors.Is(err, store.ErrJournalFull) {
-			fb.refused.Add(1)
-			err = fmt.Errorf("%s without quorum: %w: %w", fsm.TypeOf(entry), ErrJournalFull, err)
-		}
+		err = fb.journalRoom(entry, len(buf))
 	}
 	if err != nil {
 		fb.mu.Unlock()
 		return 0, err
 	}
+	ch := fsm.Change{Index: fb.seq + 1, Type: cmd.Type}
+	if err := ov.Apply(fb.seq+1, cmd, &ch); err != nil {
+		fb.mu.Unlock()
+		return 0, err
+	}
+	if err := fb.journal.Append(buf); err != nil {
+		// The candidate holds a write the journal does not (the disk
+		// failed it): when it is the overlay, build that again from the
+		// FSM and the journal.
+		if ov == fb.overlay {
+			fb.rebuildOverlay()
+		}
+		fb.mu.Unlock()
+		return 0, fb.journalErr(entry, err)
+	}
 	fb.overlay = ov
 	fb.seq++
-	ch := fsm.Change{Index: fb.seq, Type: cmd.Type}
-	applyErr := ov.Apply(fb.seq, cmd, &ch)
 	fb.mu.Unlock()
 	fb.n.publish(ch)
 	fb.n.log.Info("accepted write in AP fallback", "type", cmd.Type.String(), "journal_entries", fb.journal.Len())
-	return 0, applyErr
+	return 0, nil
+}
+
+// journalRoom refuses, before the write touches the overlay, a record of
+// n bytes the journal has no room for.
+func (fb *fallback) journalRoom(entry []byte, n int) error {
+	if err := fb.journal.Room(n); err != nil {
+		return fb.journalErr(entry, err)
+	}
+	return nil
+}
+
+// journalErr names a journal's refusal of entry; a full journal is
+// counted and answered as ErrJournalFull.
+func (fb *fallback) journalErr(entry []byte, err error) error {
+	if errors.Is(err, store.ErrJournalFull) {
+		fb.refused.Add(1)
+		return fmt.Errorf("%s without quorum: %w: %w", fsm.TypeOf(entry), ErrJournalFull, err)
+	}
+	return err
 }
 
 // judge checks a write against the overlay it would change and returns the

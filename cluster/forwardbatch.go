@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -61,8 +62,10 @@ func newWriteForwarder(timeout time.Duration,
 
 // forward sends entry to the leader at addr with the writes forwarded
 // alongside it and returns its answer. When ctx ends first, forward
-// returns at once; the write may still be applied, as a lone forward
-// whose caller gave up may be.
+// returns at once, with ErrNoLeader (the client's 503: no leader answered
+// in time) beside ctx's error: a write still waiting is taken out of the
+// line and never sent; one already sent may still be applied, as a lone
+// forward whose caller gave up may be.
 func (f *writeForwarder) forward(ctx context.Context, addr string, entry []byte) (uint64, error) {
 	w := &forwardedWrite{entry: entry, ctx: ctx, done: make(chan struct{})}
 	f.mu.Lock()
@@ -76,8 +79,25 @@ func (f *writeForwarder) forward(ctx context.Context, addr string, entry []byte)
 	case <-w.done:
 		return w.idx, w.err
 	case <-ctx.Done():
-		return 0, fmt.Errorf("forward %s: %w (the write may still be applied)", addr, ctx.Err())
+		if f.withdraw(addr, w) {
+			return 0, fmt.Errorf("forward %s: %w before the write was sent: %w", addr, ctx.Err(), ErrNoLeader)
+		}
+		return 0, fmt.Errorf("forward %s: %w (the write may still be applied): %w", addr, ctx.Err(), ErrNoLeader)
 	}
+}
+
+// withdraw takes w out of addr's line if it is still waiting there, and
+// reports whether it was.
+func (f *writeForwarder) withdraw(addr string, w *forwardedWrite) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	waiting := f.lines[addr]
+	i := slices.Index(waiting, w)
+	if i < 0 {
+		return false
+	}
+	f.lines[addr] = slices.Delete(waiting, i, i+1)
+	return true
 }
 
 // drain sends the writes waiting for addr, a call at a time, until none

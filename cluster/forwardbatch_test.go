@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,9 +224,10 @@ func TestWriteForwarder_BatchBound(t *testing.T) {
 	}
 }
 
-// A caller whose context ends stops waiting at once; the call it was in
-// goes on for the others. A write whose caller gave up before it left is
-// not sent.
+// A caller whose context ends stops waiting at once, answered as a write
+// no leader took in time (ErrNoLeader, the client's 503); the call it was
+// in goes on for the others. A write whose caller gave up before it left
+// is taken out of the line, not sent, and says so.
 func TestWriteForwarder_CallerGivesUp(t *testing.T) {
 	l := &fakeLeader{hold: make(chan struct{})}
 	f := l.forwarder()
@@ -239,8 +241,8 @@ func TestWriteForwarder_CallerGivesUp(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the abandoned write: %v, want context.Canceled", err)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrNoLeader) || !strings.Contains(err.Error(), "may still be applied") {
+			t.Fatalf("the abandoned write: %v, want context.Canceled and ErrNoLeader, maybe applied", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the caller still waits after its context ended")
@@ -254,15 +256,18 @@ func TestWriteForwarder_CallerGivesUp(t *testing.T) {
 	}()
 	waitUntil(t, "b waiting", func() bool { return f.waiting("leader") == 1 })
 	bcancel()
-	if err := <-bdone; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the abandoned waiting write: %v, want context.Canceled", err)
+	if err := <-bdone; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrNoLeader) || !strings.Contains(err.Error(), "before the write was sent") {
+		t.Fatalf("the abandoned waiting write: %v, want context.Canceled and ErrNoLeader, not sent", err)
+	}
+	if n := f.waiting("leader"); n != 0 {
+		t.Fatalf("%d writes wait after b withdrew, want 0", n)
 	}
 	cdone := make(chan error, 1)
 	go func() {
 		_, err := f.forward(t.Context(), "leader", []byte("c"))
 		cdone <- err
 	}()
-	waitUntil(t, "c waiting", func() bool { return f.waiting("leader") == 2 })
+	waitUntil(t, "c waiting", func() bool { return f.waiting("leader") == 1 })
 	l.mu.Lock()
 	close(l.hold)
 	l.hold = nil

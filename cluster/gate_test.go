@@ -270,3 +270,50 @@ func TestMem_ReplayedButNotTrimmedIsNotSentAgain(t *testing.T) {
 		t.Fatalf("the leader's log holds %v: want each journaled write once", got)
 	}
 }
+
+// A write the FSM itself refuses without quorum (a metadata change past
+// its bound, which the node judges on its overlay) is answered so and
+// never journaled: were it journaled, the replay would judge it again on
+// the leader's state, where it may fit, and apply a change its client
+// was told failed.
+func TestMem_WriteTheFSMRefusesWithoutQuorumIsNotJournaled(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, nil)
+	leader := c.leader()
+	f := c.followers()[0]
+	md := func(m map[string]string, maxEntries int) []byte {
+		e, err := fsm.Encode(fsm.CmdMetadata, &fsm.MetadataBody{App: "MD", ID: "i1", Metadata: m, MaxEntries: maxEntries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	mustApply(t, leader, registerEntry(t, "MD", "i1"), md(map[string]string{"a": "1", "b": "2"}, 0))
+	c.waitFor(2*time.Second, "the metadata on "+f.ID(), func() bool {
+		var n int
+		f.fsm.Read(func(r *fsm.Registry) {
+			if e := r.Get("MD", "i1"); e != nil {
+				n = e.Instance.Metadata.Len()
+			}
+		})
+		return n == 2
+	})
+	c.loseQuorum(f)
+	time.Sleep(5 * time.Millisecond)                   // a registration time of its own
+	mustApply(t, leader, registerEntry(t, "MD", "i1")) // registered again, without metadata
+	if _, err := f.Apply(t.Context(), md(map[string]string{"c": "3"}, 2)); !errors.Is(err, fsm.ErrBadCommand) {
+		t.Fatalf("a third key past a bound of 2 without quorum: %v, want ErrBadCommand", err)
+	}
+	if err := f.checkOverlay(); err != nil || f.fb.journal.Len() != 0 {
+		t.Fatalf("after the refused write: %v, journal %d", err, f.fb.journal.Len())
+	}
+	c.heal(f)
+	mustApply(t, leader, registerEntry(t, "AFTER", "heal"))
+	for _, mn := range c.nodes {
+		c.waitFor(3*time.Second, "the heal on "+mn.ID(), func() bool { return inFSM(mn.Node, "AFTER", "heal") })
+		mn.fsm.Read(func(r *fsm.Registry) {
+			if e := r.Get("MD", "i1"); e == nil || e.Instance.Metadata.Map()["c"] != "" {
+				t.Errorf("%s: the refused metadata change was applied", mn.ID())
+			}
+		})
+	}
+}

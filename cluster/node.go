@@ -362,8 +362,8 @@ func (n *Node) apply(ctx context.Context, entry []byte) (uint64, error) {
 			if n.QuorumLost() {
 				break // quorum went away again: the fallback takes the write
 			}
-			if err == nil && try < 3 {
-				continue // more journal writes came in meanwhile
+			if err == nil && (try < 3 || n.fb.journal.Len() == 0) {
+				continue // more journal writes came in meanwhile, or none is left
 			}
 			if err == nil {
 				err = errors.New("journal keeps growing")

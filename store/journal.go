@@ -34,6 +34,7 @@ var ErrJournalFull = errors.New("journal full")
 // a node accepted in AP fallback until they are replayed through Raft.
 type Journal struct {
 	mu      sync.Mutex
+	path    string // the journal's name; f's own name is a temporary one after a rewrite
 	f       *os.File
 	records [][]byte
 	size    int64
@@ -85,7 +86,7 @@ func OpenJournal(dir string) (*Journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("seek journal: %w", err)
 	}
-	return &Journal{f: f, records: records, size: good}, nil
+	return &Journal{path: path, f: f, records: records, size: good}, nil
 }
 
 // readJournal returns the records and the offset after the last whole one.
@@ -170,14 +171,11 @@ func (j *Journal) Append(rec []byte) error {
 	if len(rec) > maxJournalRecord {
 		return fmt.Errorf("journal record of %d bytes is too large", len(rec))
 	}
-	buf := appendFrame(make([]byte, 0, 8+len(rec)), rec)
+	buf := appendFrame(make([]byte, 0, frameLen(len(rec))), rec)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.maxEntries > 0 && len(j.records) >= j.maxEntries {
-		return fmt.Errorf("%w: %d of %d entries", ErrJournalFull, len(j.records), j.maxEntries)
-	}
-	if j.maxBytes > 0 && j.size+int64(len(buf)) > j.maxBytes {
-		return fmt.Errorf("%w: %d bytes held, %d more exceed the limit of %d", ErrJournalFull, j.size, len(buf), j.maxBytes)
+	if err := j.room(len(buf)); err != nil {
+		return err
 	}
 	if err := fault("append journal", len(rec)); err != nil {
 		return j.disk.Check(fmt.Errorf("append journal: %w", err))
@@ -190,6 +188,26 @@ func (j *Journal) Append(rec []byte) error {
 	}
 	j.records = append(j.records, append([]byte(nil), rec...))
 	j.size += int64(len(buf))
+	return nil
+}
+
+// Room reports, with Append's ErrJournalFull, when a record of n bytes
+// would not fit the journal's limits now: a caller that must act before
+// the append (and undo nothing after it) asks first.
+func (j *Journal) Room(n int) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.room(frameLen(n))
+}
+
+// room is Room for a frame of n bytes; j.mu must be held.
+func (j *Journal) room(n int) error {
+	if j.maxEntries > 0 && len(j.records) >= j.maxEntries {
+		return fmt.Errorf("%w: %d of %d entries", ErrJournalFull, len(j.records), j.maxEntries)
+	}
+	if j.maxBytes > 0 && j.size+int64(n) > j.maxBytes {
+		return fmt.Errorf("%w: %d bytes held, %d more exceed the limit of %d", ErrJournalFull, j.size, n, j.maxBytes)
+	}
 	return nil
 }
 
@@ -246,23 +264,23 @@ func (j *Journal) DropFirst(n int) error {
 	}
 	// A new file renamed over the old one: cut in place, a failed rewrite
 	// (a full disk) left the records not replayed yet neither in the file
-	// nor anywhere else once the node stopped.
-	path := j.f.Name()
-	if err := WriteFileAtomic(path, buf); err != nil {
+	// nor anywhere else once the node stopped. The journal appends to the
+	// very file it renamed, kept open: a handle opened again after the
+	// rename could fail, and appends then synced to the old, unlinked
+	// file would be acknowledged and lost.
+	f, renamed, err := replaceFile(j.path, buf)
+	if !renamed {
 		return j.disk.Check(fmt.Errorf("rewrite journal: %w", err))
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
-	if err != nil {
-		return fmt.Errorf("reopen journal: %w", err)
-	}
-	if _, err := f.Seek(int64(len(buf)), io.SeekStart); err != nil {
-		f.Close()
-		return fmt.Errorf("seek journal: %w", err)
 	}
 	_ = j.f.Close()
 	j.f = f
 	j.records = append([][]byte(nil), rest...)
 	j.size = int64(len(buf))
+	if err != nil {
+		// The rename may not outlive a crash: the records dropped would
+		// then be replayed again, which replay allows (at least once).
+		return j.disk.Check(fmt.Errorf("rewrite journal: sync its directory: %w", err))
+	}
 	return nil
 }
 
@@ -272,6 +290,9 @@ func (j *Journal) Close() error {
 	defer j.mu.Unlock()
 	return j.f.Close()
 }
+
+// frameLen is the size on disk of a record of n bytes (appendFrame).
+func frameLen(n int) int { return 8 + n }
 
 // appendFrame appends rec to dst as the journal stores it: its length and
 // CRC-32C, 4 bytes each, big-endian, then its bytes.

@@ -114,31 +114,45 @@ func recordNodeID(dir, id string) error {
 // write leaves either the old file or the whole new one: a temporary file
 // beside it, synced, renamed into place, then the directory synced.
 func WriteFileAtomic(path string, data []byte) error {
+	f, _, err := replaceFile(path, data)
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// replaceFile is WriteFileAtomic that keeps the new file open (for reading
+// and writing, at its end) once it is renamed into place, error or not: a
+// failure after the rename (syncing the directory) leaves path naming the
+// new file, and a caller that keeps a handle must follow it there. f is
+// nil when path still names the old file.
+func replaceFile(path string, data []byte) (f *os.File, renamed bool, err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return err
+		return nil, false, err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	fail := func(err error) (*os.File, bool, error) {
 		tmp.Close()
-		return err
+		os.Remove(tmp.Name())
+		return nil, false, err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return fail(err)
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
+		return fail(err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
+		return fail(err)
 	}
 	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
-		return err
+		return tmp, true, err
 	}
 	defer d.Close()
-	return d.Sync()
+	return tmp, true, d.Sync()
 }
 
 // Store is an open data directory.
