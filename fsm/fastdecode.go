@@ -154,17 +154,30 @@ func (r *fastReader) object(field func(key []byte) bool) bool {
 	if !ok || n > maxObjectKeys {
 		return false
 	}
+	// A key is compared with the keys before it only when a cheap hash of
+	// it (128 buckets) was seen before: most of an Instance's thirty keys
+	// are not.
 	var seen [maxObjectKeys][]byte
+	var buckets [2]uint64
 	for i := range n {
 		key, ok := r.str()
 		if !ok {
 			return false
 		}
-		for _, k := range seen[:i] {
-			if len(k) == len(key) && bytes.Equal(k, key) {
-				return false
+		var x uint32
+		if len(key) > 0 {
+			x = uint32(len(key))<<16 | uint32(key[0])<<8 | uint32(key[len(key)-1])
+		}
+		h := x * 0x9e3779b1 >> 25 // Fibonacci hashing: the top 7 bits
+		word, bit := &buckets[h>>6], uint64(1)<<(h&63)
+		if *word&bit != 0 {
+			for _, k := range seen[:i] {
+				if bytes.Equal(k, key) {
+					return false
+				}
 			}
 		}
+		*word |= bit
 		seen[i] = key
 		if !field(key) {
 			return false
