@@ -268,8 +268,8 @@ func (j *Journal) DropFirst(n int) error {
 	// very file it renamed, kept open: a handle opened again after the
 	// rename could fail, and appends then synced to the old, unlinked
 	// file would be acknowledged and lost.
-	f, renamed, err := replaceFile(j.path, buf)
-	if !renamed {
+	f, err := replaceFile(j.path, buf)
+	if f == nil {
 		return j.disk.Check(fmt.Errorf("rewrite journal: %w", err))
 	}
 	_ = j.f.Close()

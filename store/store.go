@@ -114,7 +114,7 @@ func recordNodeID(dir, id string) error {
 // write leaves either the old file or the whole new one: a temporary file
 // beside it, synced, renamed into place, then the directory synced.
 func WriteFileAtomic(path string, data []byte) error {
-	f, _, err := replaceFile(path, data)
+	f, err := replaceFile(path, data)
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -126,17 +126,17 @@ func WriteFileAtomic(path string, data []byte) error {
 // replaceFile is WriteFileAtomic that keeps the new file open (for reading
 // and writing, at its end) once it is renamed into place, error or not: a
 // failure after the rename (syncing the directory) leaves path naming the
-// new file, and a caller that keeps a handle must follow it there. f is
-// nil when path still names the old file.
-func replaceFile(path string, data []byte) (f *os.File, renamed bool, err error) {
+// new file, and a caller that keeps a handle must follow it there. The
+// file is nil when path still names the old one.
+func replaceFile(path string, data []byte) (*os.File, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	fail := func(err error) (*os.File, bool, error) {
+	fail := func(err error) (*os.File, error) {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return nil, false, err
+		return nil, err
 	}
 	if _, err := tmp.Write(data); err != nil {
 		return fail(err)
@@ -149,10 +149,10 @@ func replaceFile(path string, data []byte) (f *os.File, renamed bool, err error)
 	}
 	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
-		return tmp, true, err
+		return tmp, err
 	}
 	defer d.Close()
-	return tmp, true, d.Sync()
+	return tmp, d.Sync()
 }
 
 // Store is an open data directory.
