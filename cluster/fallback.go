@@ -244,7 +244,7 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 	}
 	cmd, buf, err := fb.judge(entry, ov)
 	if err == nil {
-		err = fb.journalRoom(entry, len(buf))
+		err = fb.journalErr(entry, fb.journal.Room(len(buf)))
 	}
 	if err != nil {
 		fb.mu.Unlock()
@@ -273,17 +273,8 @@ func (fb *fallback) record(entry []byte) (uint64, error) {
 	return 0, nil
 }
 
-// journalRoom refuses, before the write touches the overlay, a record of
-// n bytes the journal has no room for.
-func (fb *fallback) journalRoom(entry []byte, n int) error {
-	if err := fb.journal.Room(n); err != nil {
-		return fb.journalErr(entry, err)
-	}
-	return nil
-}
-
-// journalErr names a journal's refusal of entry; a full journal is
-// counted and answered as ErrJournalFull.
+// journalErr names a journal's refusal of entry (nil: none); a full
+// journal is counted and answered as ErrJournalFull.
 func (fb *fallback) journalErr(entry []byte, err error) error {
 	if errors.Is(err, store.ErrJournalFull) {
 		fb.refused.Add(1)

@@ -67,23 +67,37 @@ func (n *Node) SaveSnapshot(ctx context.Context, w io.Writer, stale bool) error 
 // The cluster keeps its own members and mode: only the registry (instances,
 // leases, the delta queue and versions) comes from the snapshot. The leader
 // then gives every restored lease a full duration of grace, as after an
-// election.
-func (n *Node) RestoreSnapshot(ctx context.Context, r io.Reader) error {
+// election. It answers how many instances and applications the snapshot
+// held; the file is decoded and checked once here, and once more on the
+// leader when this node forwards it there.
+func (n *Node) RestoreSnapshot(ctx context.Context, r io.Reader) (instances, apps int, err error) {
 	ctx, cancel := withDefaultTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	data, err := io.ReadAll(io.LimitReader(r, MaxSnapshotBytes+1))
 	if err != nil {
-		return fmt.Errorf("read snapshot: %w", err)
+		return 0, 0, fmt.Errorf("read snapshot: %w", err)
 	}
 	if len(data) > MaxSnapshotBytes {
-		return fmt.Errorf("snapshot larger than %d bytes: %w", MaxSnapshotBytes, ErrBadSnapshot)
+		return 0, 0, fmt.Errorf("snapshot larger than %d bytes: %w", MaxSnapshotBytes, ErrBadSnapshot)
 	}
-	if _, err := fsm.ReadSnapshot(bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("restore: %v: %w", err, ErrBadSnapshot)
+	st, err := readRestored(data)
+	if err != nil {
+		return 0, 0, err
 	}
-	return n.snapshotCall(ctx, func() error { return n.restoreLocal(data) }, func(addr string) error {
+	instances, apps = len(st.Entries), st.Applications()
+	err = n.snapshotCall(ctx, func() error { return n.restoreState(st) }, func(addr string) error {
 		return n.peers().Restore(ctx, addr, data)
 	})
+	return instances, apps, err
+}
+
+// readRestored decodes and checks, in full, a snapshot to restore.
+func readRestored(data []byte) (*fsm.State, error) {
+	st, err := fsm.ReadSnapshot(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("restore: %v: %w", err, ErrBadSnapshot)
+	}
+	return st, nil
 }
 
 // snapshotCall runs local on the leader, or remote with the leader's HTTP
@@ -124,15 +138,24 @@ func (n *Node) saveLocal(w io.Writer) error {
 	return nil
 }
 
-// restoreLocal validates data, keeps this cluster's members and mode, and
-// hands the result to raft.Restore (leader only).
+// restoreLocal validates data, a snapshot a follower forwarded, and
+// restores it (restoreState).
 func (n *Node) restoreLocal(data []byte) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
-	st, err := fsm.ReadSnapshot(bytes.NewReader(data))
+	st, err := readRestored(data)
 	if err != nil {
-		return fmt.Errorf("restore: %v: %w", err, ErrBadSnapshot)
+		return err
+	}
+	return n.restoreState(st)
+}
+
+// restoreState keeps this cluster's members and mode in st and hands it to
+// raft.Restore (leader only).
+func (n *Node) restoreState(st *fsm.State) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
 	}
 	n.fsm.Read(func(r *fsm.Registry) {
 		st.Members = r.Members()

@@ -173,9 +173,9 @@ func (x *keyIndex) probe(app, id string, byHashes bool) (e *Entry, ok bool) {
 // lookupKeys are the two hashes of a heartbeat's lookup (probe with
 // byHashes): the key's hash, under which the index holds noRef,
 // collidedRef or an entry's place, and the check an entry held there
-// must carry to be the key's (heldByCheck). They let a caller look several keys up in steps
-// (Registry.renew): every hash, then every slot, then every entry, so
-// that the memory waits of one step overlap.
+// must carry to be the key's (heldByCheck). They let a caller look
+// several keys up in steps (Registry.renew): every hash, then every slot,
+// then every entry, so that the memory waits of one step overlap.
 func (x *keyIndex) lookupKeys(app, id string) (h uint64, check uint32) {
 	h, ha := x.hash(app, id)
 	return h, keyCheck(x.checkSeed, ha, id)

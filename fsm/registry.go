@@ -542,9 +542,9 @@ func (r *Registry) remove(app, id string) *Entry {
 
 // drop takes e out of a's entries, moving the last entry into its place,
 // and returns the entry it moved (nil when e was last), which came from
-// the position just past the entries left. An application that shrank to a quarter of its slice's
-// room gets a smaller one, so that a fleet scaled down does not keep the
-// room of its largest size.
+// the position just past the entries left. An application that shrank to
+// a quarter of its slice's room gets a smaller one, so that a fleet
+// scaled down does not keep the room of its largest size.
 func (a *Application) drop(e *Entry) (moved *Entry) {
 	last := len(a.entries) - 1
 	if m := a.entries[last]; m != e {

@@ -399,6 +399,15 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	return st, nil
 }
 
+// Applications is how many applications the state's entries belong to.
+func (st *State) Applications() int {
+	names := make(map[string]struct{})
+	for _, e := range st.Entries {
+		names[e.App] = struct{}{}
+	}
+	return len(names)
+}
+
 type snapshot struct{ state *State }
 
 // Persist implements raft.FSMSnapshot.

@@ -602,9 +602,5 @@ func describeSnapshot(file string, data []byte) (snapshotResult, error) {
 	if err != nil {
 		return snapshotResult{}, err
 	}
-	apps := map[string]bool{}
-	for _, e := range st.Entries {
-		apps[e.App] = true
-	}
-	return snapshotResult{File: file, Bytes: len(data), Instances: len(st.Entries), Applications: len(apps)}, nil
+	return snapshotResult{File: file, Bytes: len(data), Instances: len(st.Entries), Applications: st.Applications()}, nil
 }
