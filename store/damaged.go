@@ -92,15 +92,13 @@ func heldState(dir string) []string {
 	return held
 }
 
-// snapshotFileMeta is the part of hashicorp/raft's file snapshot meta.json
-// the check reads (raft's fileSnapshotMeta).
+// snapshotFileMeta is hashicorp/raft's file snapshot meta.json in raft's
+// own shape (its fileSnapshotMeta): a meta.json with any field raft cannot
+// decode is refused here, since raft's List would skip that snapshot
+// without a word and restore an older one.
 type snapshotFileMeta struct {
-	ID      string
-	Index   uint64
-	Term    uint64
-	Size    int64
-	Version raft.SnapshotVersion
-	CRC     []byte
+	raft.SnapshotMeta
+	CRC []byte
 }
 
 // newer orders snapshots as raft's file snapshot store does: by term, then

@@ -320,6 +320,22 @@ func TestOpen_DamagedSnapshotRefused(t *testing.T) {
 			path := filepath.Join(snap, "meta.json")
 			overwrite(t, path, 0, make([]byte, fileSize(t, path)))
 		}},
+		{"meta with a field raft cannot read", "meta.json", func(t *testing.T, snap string) {
+			// The check once read only the fields it compares: raft's
+			// List then skipped this snapshot and restored the older one.
+			path := filepath.Join(snap, "meta.json")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			damaged := bytes.Replace(b, []byte(`"ConfigurationIndex":1`), []byte(`"ConfigurationIndex":"1"`), 1)
+			if bytes.Equal(damaged, b) {
+				t.Fatalf("test setup: meta.json is %s", b)
+			}
+			if err := os.WriteFile(path, damaged, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"meta truncated to 0 bytes", "meta.json", func(t *testing.T, snap string) {
 			if err := os.Truncate(filepath.Join(snap, "meta.json"), 0); err != nil {
 				t.Fatal(err)

@@ -69,9 +69,18 @@ func (j *Journal) SetLimits(maxEntries int, maxBytes int64) {
 // ErrJournalCorrupt): the writes after it would be lost without a word.
 func OpenJournal(dir string) (*Journal, error) {
 	path := filepath.Join(dir, JournalFile)
+	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		// Appends are synced, the new file's name must be too: writes
+		// acknowledged into a journal the directory forgot would be lost.
+		if err := syncDir(dir); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("sync data directory after creating the journal: %w", err)
+		}
 	}
 	records, good, err := readJournal(f)
 	if err != nil {
@@ -113,7 +122,15 @@ func readJournal(r io.Reader) ([][]byte, int64, error) {
 			return nil, 0, fmt.Errorf("%w: record of %d bytes at offset %d", ErrJournalCorrupt, n, off)
 		}
 		rec := make([]byte, n)
-		if _, err := io.ReadFull(br, rec); err != nil {
+		if got, err := io.ReadFull(br, rec); err != nil {
+			// The file ends inside the record: a torn append, unless its
+			// length is what is damaged and a whole record follows the
+			// header (its bytes match the header's checksum). Cutting the
+			// file there would drop that record, and every one after it.
+			if _, whole := wholePrefix(rec[:got], binary.BigEndian.Uint32(head[4:])); whole {
+				return nil, 0, fmt.Errorf("%w: the record at offset %d says %d bytes, but %d bytes after it are a whole record",
+					ErrJournalCorrupt, off, n, got)
+			}
 			return out, off, nil // torn body
 		}
 		if crc32.Checksum(rec, crcTable) != binary.BigEndian.Uint32(head[4:]) {
@@ -127,6 +144,20 @@ func readJournal(r io.Reader) ([][]byte, int64, error) {
 		out = append(out, rec)
 		off += 8 + int64(n)
 	}
+}
+
+// wholePrefix finds the shortest non-empty prefix of b whose CRC-32C is
+// sum. One pass over b: a record is at most maxJournalRecord bytes, and
+// only a journal whose last record is cut short is read this way.
+func wholePrefix(b []byte, sum uint32) (int, bool) {
+	crc := uint32(0)
+	for i := range b {
+		crc = crc32.Update(crc, crcTable, b[i:i+1])
+		if crc == sum {
+			return i + 1, true
+		}
+	}
+	return 0, false
 }
 
 // allZeros reports whether b holds nothing but zero bytes.

@@ -81,9 +81,15 @@ func checkNodeID(dir, id string) error {
 	if id == "" {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, NodeIDFile))
+	path := filepath.Join(dir, NodeIDFile)
+	b, err := os.ReadFile(path)
 	switch held := strings.TrimSpace(string(b)); {
-	case err == nil && held != "" && held != id:
+	case err == nil && held == "":
+		// WriteFileAtomic writes the id or nothing: an empty record is
+		// damage, and adopting id would hand another node's Raft state
+		// (its votes, its place in the configuration) to this one.
+		return damaged(dir, path, errors.New("the node-id record is empty"))
+	case err == nil && held != id:
 		return fmt.Errorf("%w: %s holds node %q, not %q (start it with --node-id %s, or give this node its own data directory)",
 			ErrOtherNode, dir, held, id, held)
 	case err != nil && !errors.Is(err, os.ErrNotExist):
@@ -147,12 +153,18 @@ func replaceFile(path string, data []byte) (*os.File, error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fail(err)
 	}
-	d, err := os.Open(filepath.Dir(path))
+	return tmp, syncDir(filepath.Dir(path))
+}
+
+// syncDir makes dir's entries durable: a file created or renamed there,
+// however synced itself, may otherwise be gone after a power loss.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
-		return tmp, err
+		return err
 	}
 	defer d.Close()
-	return tmp, d.Sync()
+	return d.Sync()
 }
 
 // Store is an open data directory.
@@ -263,7 +275,7 @@ func (s *Store) openStores(cfg Config, info LogCheck, logPath string, log hclog.
 	s.Stable = WatchStable(s.mapped, s.Disk)
 	// bolt must see the log the check read: the same meta page, the same
 	// entries.
-	if err := noPanic("read", func() error { return s.checkBounds(info) }); err != nil {
+	if err := noPanic("read", func() error { return errors.Join(s.checkBounds(info), s.checkTerms()) }); err != nil {
 		return damaged(cfg.Dir, logPath, fmt.Errorf("the log store is damaged: %w", err))
 	}
 	if err := recordNodeID(cfg.Dir, cfg.NodeID); err != nil {
@@ -277,6 +289,27 @@ func (s *Store) openStores(cfg Config, info LogCheck, logPath string, log hclog.
 		return fmt.Errorf("open snapshot store: %w", err)
 	}
 	s.Snapshots = WatchSnapshots(snaps, s.Disk)
+	return nil
+}
+
+// stableTerms are the stable store's numbers raft reads (raft's
+// keyCurrentTerm and keyLastVoteTerm): 8 bytes each, or absent.
+var stableTerms = []string{"CurrentTerm", "LastVoteTerm"}
+
+// checkTerms checks that the terms raft will read are 8 bytes, or absent:
+// CheckLogFile checks the stable bucket's structure, not its values, and
+// raft-boltdb reads a shorter value by indexing past its end (a panic in
+// whoever reads it first: HasState at start-up, or raft).
+func (s *Store) checkTerms() error {
+	for _, key := range stableTerms {
+		v, err := s.mapped.Get([]byte(key))
+		if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
+			return fmt.Errorf("stable store %s: %w", key, err)
+		}
+		if err == nil && len(v) != 8 {
+			return fmt.Errorf("stable store %s holds %d bytes, not 8", key, len(v))
+		}
+	}
 	return nil
 }
 
