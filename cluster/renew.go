@@ -384,7 +384,14 @@ const (
 	forwardInterval    = 50 * time.Millisecond
 	maxPendingRenewals = 200_000
 	maxRenewBatchSend  = 20_000
+	// maxRenewBatchBytes bounds a batch's encoding (renewSize each) well
+	// below the body a leader reads (nodeapi, 8 MiB): 20,000 renewals of
+	// names near their 256-byte bound would be over 10 MB.
+	maxRenewBatchBytes = 4 << 20
 )
+
+// renewSize bounds a renewal's share of encodeRenewBatch's output.
+func renewSize(r renewRequest) int { return len(r.App) + len(r.ID) + 3*binary.MaxVarintLen64 }
 
 func newRenewForwarder(n *Node) *renewForwarder {
 	return &renewForwarder{n: n, pending: map[renewKey]renewRequest{}}
@@ -402,15 +409,17 @@ func (f *renewForwarder) add(req renewRequest) {
 	f.mu.Unlock()
 }
 
-func (f *renewForwarder) take(limit int) []renewRequest {
+func (f *renewForwarder) take(limit, maxBytes int) []renewRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]renewRequest, 0, min(len(f.pending), limit))
+	size := 0
 	for k, r := range f.pending {
-		if len(out) == limit {
+		if len(out) == limit || (len(out) > 0 && size+renewSize(r) > maxBytes) {
 			break
 		}
 		out = append(out, r)
+		size += renewSize(r)
 		delete(f.pending, k)
 	}
 	return out
@@ -437,7 +446,7 @@ func (f *renewForwarder) run(stop <-chan struct{}) {
 // batch comes back to be retried.
 func (f *renewForwarder) flush() {
 	for {
-		batch := f.take(maxRenewBatchSend)
+		batch := f.take(maxRenewBatchSend, maxRenewBatchBytes)
 		if len(batch) == 0 {
 			return
 		}
@@ -555,7 +564,7 @@ const (
 func encodeRenewBatch(reqs []renewRequest) []byte {
 	n := 0
 	for _, r := range reqs {
-		n += len(r.App) + len(r.ID) + 3*binary.MaxVarintLen64
+		n += renewSize(r)
 	}
 	buf := make([]byte, 0, n)
 	for _, r := range reqs {

@@ -45,6 +45,36 @@ func FuzzDecodeRenewBatch(f *testing.F) {
 // TestSplitReplicated: a forwarded batch goes out as its clients' renewals
 // and its replicated ones, each in the order taken; a batch without
 // replicated renewals goes out as it is.
+// A forwarded batch of renewals stays under the body a leader reads
+// (nodeapi's limit, 8 MiB) however long the names: 20,000 renewals with
+// names near their 256-byte bound encode to over 10 MB, which the leader
+// refuses whole, every 50 ms, while those leases run out.
+func TestRenewForwarder_BatchesStayUnderTheBodyLimit(t *testing.T) {
+	f := newRenewForwarder(nil)
+	long := strings.Repeat("x", 250)
+	for i := range maxRenewBatchSend {
+		f.add(renewRequest{App: "APP-" + long, ID: fmt.Sprintf("%05d-%s", i, long), LastDirtyTimestamp: 1718000000123})
+	}
+	total := 0
+	for {
+		batch := f.take(maxRenewBatchSend, maxRenewBatchBytes)
+		if len(batch) == 0 {
+			break
+		}
+		if n := len(encodeRenewBatch(batch)); n > maxRenewBatchBytes {
+			t.Fatalf("a batch of %d renewals encodes to %d bytes, over %d", len(batch), n, maxRenewBatchBytes)
+		}
+		total += len(batch)
+	}
+	if total != maxRenewBatchSend {
+		t.Fatalf("took %d renewals of %d", total, maxRenewBatchSend)
+	}
+	f.add(renewRequest{App: "A", ID: long})
+	if batch := f.take(10, 1); len(batch) != 1 {
+		t.Fatalf("a renewal larger than the bound is taken alone; got %d", len(batch))
+	}
+}
+
 func TestSplitReplicated(t *testing.T) {
 	plain := []renewRequest{{App: "A", ID: "1"}, {App: "A", ID: "2"}}
 	local, replicated := splitReplicated(plain)

@@ -54,7 +54,15 @@ func (n *Node) SaveSnapshot(ctx context.Context, w io.Writer, stale bool) error 
 			return fmt.Errorf("encode snapshot: %w", err)
 		}
 	} else if err := n.snapshotCall(ctx, func() error { return n.saveLocal(&buf) }, func(addr string) error {
-		return n.peers().FetchSnapshot(ctx, addr, &buf, MaxSnapshotBytes+1)
+		if err := n.peers().FetchSnapshot(ctx, addr, &buf, MaxSnapshotBytes+1); err != nil {
+			return err
+		}
+		if buf.Len() > MaxSnapshotBytes {
+			// The fetch stops at the limit: what it holds is cut short,
+			// and a backup that cannot be restored must not pass for one.
+			return fmt.Errorf("the leader's snapshot is larger than %d bytes; save it on the leader itself", MaxSnapshotBytes)
+		}
+		return nil
 	}); err != nil {
 		return fmt.Errorf("save snapshot: %w", err)
 	}

@@ -203,10 +203,16 @@ func readBody[T any](s *server, w http.ResponseWriter, r *http.Request, decode f
 	// Sized by the declared length: io.ReadAll grows from 512 bytes and
 	// leaves about twice a forwarded batch behind as garbage.
 	buf := bytes.NewBuffer(make([]byte, 0, bodySizeHint(r.ContentLength, maxBody)+bytes.MinRead))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxBody))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxBody+1))
 	body := buf.Bytes()
 	if err != nil {
 		s.write(w, Reply{}, fmt.Errorf("read body: %w", fsm.ErrBadCommand))
+		return zero, false
+	}
+	if len(body) > maxBody {
+		// Refused whole: a batch cut at the limit would apply its first
+		// entries and answer the call as failed.
+		s.write(w, Reply{}, errBodyOverLimit)
 		return zero, false
 	}
 	v, err := decode(body)
@@ -233,11 +239,18 @@ func bodySizeHint(n, limit int64) int {
 const maxBodyHint = 512 << 10
 
 func decodeJSON(r *http.Request, v any) error {
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(v); err != nil {
+	lr := &io.LimitedReader{R: r.Body, N: maxBody + 1}
+	if err := json.NewDecoder(lr).Decode(v); err != nil {
+		if lr.N == 0 {
+			return errBodyOverLimit
+		}
 		return fmt.Errorf("decode body: %v: %w", err, fsm.ErrBadCommand)
 	}
 	return nil
 }
+
+// errBodyOverLimit refuses a call whose body is longer than maxBody.
+var errBodyOverLimit = fmt.Errorf("call body over %d MiB: %w", maxBody>>20, fsm.ErrBadCommand)
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
