@@ -81,7 +81,27 @@ func (q *queue) push(t *task) (dropped kind, didDrop, lost bool) {
 	if t.kind == kindHeartbeat {
 		q.heartbeats++
 	}
+	q.compact()
 	return dropped, didDrop, false
+}
+
+// compact drops replaced tasks from order once they outnumber the live
+// ones. take clears them only up to the batch it takes: while a peer is
+// down and the tasks at the front are never replaced (a deploy's
+// registrations), each heartbeat replacing its predecessor behind them
+// would otherwise add one for good, and putBack copies them all.
+func (q *queue) compact() {
+	if len(q.order) <= 2*len(q.live)+64 {
+		return
+	}
+	kept := q.order[:0]
+	for _, t := range q.order {
+		if !t.dead {
+			kept = append(kept, t)
+		}
+	}
+	clear(q.order[len(kept):])
+	q.order = kept
 }
 
 func (q *queue) remove(t *task) {
@@ -142,4 +162,5 @@ func (q *queue) putBack(ts []*task) {
 		back = append(back, t)
 	}
 	q.order = append(back, q.order...)
+	q.compact()
 }
