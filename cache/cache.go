@@ -28,6 +28,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,8 +75,21 @@ type Key struct {
 	Format uint8
 }
 
-// InstanceName is the Name of an EntityInstance key.
-func InstanceName(app, id string) string { return app + "/" + id }
+// InstanceName is the Name of an EntityInstance key: the application's
+// length, then the application and the id. A separator alone would be
+// ambiguous: with strict input off, an application's name may hold any
+// byte, and "A/B" with id "x" must not be application "A" with id "B/x".
+func InstanceName(app, id string) string { return strconv.Itoa(len(app)) + ":" + app + id }
+
+// SplitInstanceName reads the application and id of an InstanceName.
+func SplitInstanceName(name string) (app, id string) {
+	n, rest, _ := strings.Cut(name, ":")
+	l, err := strconv.Atoi(n)
+	if err != nil || l < 0 || l > len(rest) {
+		return "", name // not an InstanceName
+	}
+	return rest[:l], rest[l:]
+}
 
 // Value is a finished document. Its body is the concatenation of
 // Segments: documents share the compressed pieces of unchanged
@@ -478,7 +492,7 @@ func (c *Cache) getRW(key Key, count bool) (*Value, error) {
 		c.shedKeys[key] = struct{}{}
 	}
 	if key.Entity == EntityInstance {
-		app, _, _ := strings.Cut(key.Name, "/")
+		app, _ := SplitInstanceName(key.Name)
 		if c.instKeys[app] == nil {
 			c.instKeys[app] = map[Key]struct{}{}
 		}
@@ -587,6 +601,15 @@ func (c *Cache) dropLocked(k Key, e *entry) {
 func (c *Cache) forgetLocked(k Key) {
 	delete(c.rw, k)
 	delete(c.shedKeys, k)
+	if k.Entity == EntityInstance {
+		app, _ := SplitInstanceName(k.Name)
+		if ks := c.instKeys[app]; ks != nil {
+			delete(ks, k)
+			if len(ks) == 0 {
+				delete(c.instKeys, app)
+			}
+		}
+	}
 }
 
 // Invalidate drops the readWrite entries a registry change affects: the
@@ -707,9 +730,21 @@ func (c *Cache) Refresh() {
 		if !dirty && old.BuiltAt.After(expiredBefore) {
 			return true
 		}
-		c.refreshKey(key, old)
+		if c.refreshKey(key, old) {
+			topics[topicOf(key)] = struct{}{}
+		}
 		return true
 	})
+	// Pacing records of documents readOnly no longer holds (shed, or gone
+	// when their rebuild failed) would otherwise stay until their topic
+	// changes: for a client-named VIP, never.
+	for _, l := range c.lanes {
+		for k := range l.pace {
+			if _, ok := c.ro.Load(k); !ok {
+				delete(l.pace, k)
+			}
+		}
+	}
 	c.stats.refreshes.Add(1)
 	c.notify(topics, all)
 }
@@ -727,7 +762,12 @@ func (c *Cache) Refresh() {
 // whose gzip form nobody read since the last rebuild does not (under a
 // stream of changes, the full registry would otherwise be recompressed for
 // no reader).
-func (c *Cache) refreshKey(key Key, old *Value) {
+//
+// It reports whether readOnly serves something else for key since (a new
+// document, or none): with the push off, Refresh wakes those watchers, or
+// a change that lands during the pass would be served without waking
+// them until the next one.
+func (c *Cache) refreshKey(key Key, old *Value) (published bool) {
 	lane := c.lanes[laneOf(topicOf(key))]
 	if old != nil && !old.read.Load() {
 		c.mu.Lock()
@@ -735,7 +775,7 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 		held := e != nil && e.val == old
 		if held && time.Since(old.BuiltAt) < c.cfg.AutoExpiration {
 			c.mu.Unlock()
-			return // still current: nothing to rebuild or drop
+			return false // still current: nothing to rebuild or drop
 		}
 		if held {
 			c.dropLocked(key, e)
@@ -744,7 +784,7 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 		c.ro.CompareAndDelete(key, old)
 		c.plain.drop(old)
 		delete(lane.pace, key)
-		return
+		return true
 	}
 	start := time.Now()
 	nv, err := c.getRW(key, false)
@@ -752,14 +792,18 @@ func (c *Cache) refreshKey(key Key, old *Value) {
 	case err != nil:
 		c.ro.Delete(key) // e.g. the application is gone: readers get the 404 from readWrite
 		c.plain.drop(old)
+		delete(lane.pace, key)
+		return true
 	case nv != old:
 		if old != nil && old.gzServed.Load() {
 			nv.gzip()
 		}
 		c.ro.Store(key, nv)
 		c.plain.drop(old) // readers now get nv: its own copy is made on its first plain read
+		published = true
 	}
 	lane.pace[key] = pace{at: start, cost: time.Since(start)}
+	return published
 }
 
 // Stats is a point-in-time copy of the cache counters.

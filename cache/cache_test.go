@@ -45,8 +45,18 @@ func (b *countingBuilder) build(k Key) ([]Segment, uint64, error) {
 		_ = e.App // the nil dereference a build bug would make
 	}
 	g := b.gen.Load()
-	body := fmt.Sprintf("%s/%s/%d@%d", k.Entity, k.Name, k.Format, g)
+	body := fmt.Sprintf("%s/%s/%d@%d", k.Entity, readableName(k), k.Format, g)
 	return PlainSegments([]byte(body[:3]), []byte(body[3:])), g, nil
+}
+
+// readableName is a key's name as the test documents show it: an
+// instance's as app/id.
+func readableName(k Key) string {
+	if k.Entity == EntityInstance {
+		app, id := SplitInstanceName(k.Name)
+		return app + "/" + id
+	}
+	return k.Name
 }
 
 func (b *countingBuilder) count(k Key) int {
@@ -424,7 +434,7 @@ func TestCache_InvalidationDuringBuildIsNotPublished(t *testing.T) {
 	c.build = func(k Key) ([]Segment, uint64, error) {
 		g := b.gen.Load() // the state this build reads...
 		once.Do(func() { close(started); <-release })
-		return PlainSegments([]byte(fmt.Sprintf("%s/%s/%d@%d", k.Entity, k.Name, k.Format, g))), g, nil // ...is what it returns
+		return PlainSegments([]byte(fmt.Sprintf("%s/%s/%d@%d", k.Entity, readableName(k), k.Format, g))), g, nil // ...is what it returns
 	}
 	done := make(chan string)
 	go func() { done <- mustGet(t, c, kAppA) }()

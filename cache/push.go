@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +18,7 @@ type topic struct {
 
 func topicOf(k Key) topic {
 	if k.Entity == EntityInstance {
-		app, _, _ := strings.Cut(k.Name, "/")
+		app, _ := SplitInstanceName(k.Name)
 		return topic{EntityInstance, app}
 	}
 	return topic{k.Entity, k.Name}
@@ -135,6 +134,18 @@ func (c *Cache) changed(ch fsm.Change) {
 		if c.cfg.PushWindow > 0 {
 			l.wake()
 		}
+	}
+	if c.cfg.PushWindow <= 0 && !ch.All {
+		// Without the push the topics queued above wait for the next
+		// Refresh; instance documents skip readOnly, so a read already
+		// sees the change: their watchers wake now.
+		var ts []topic
+		for _, t := range c.changeTopics(ch) {
+			if t.entity == EntityInstance {
+				ts = append(ts, t)
+			}
+		}
+		c.notifyList(ts)
 	}
 }
 
@@ -295,6 +306,19 @@ func (c *Cache) Watch(key Key) <-chan struct{} {
 	defer c.wmu.Unlock()
 	ch := c.watchers[t]
 	if ch == nil {
+		if len(c.watchers) >= c.cfg.MaxEntries {
+			// A channel is kept until its topic changes: client-named
+			// topics (VIPs, instances) that never do would pile up, one
+			// for each blocking read that timed out. Past the cache's
+			// bound they all go; their waiters, if any, wake as for a
+			// change ("may have changed") and watch again.
+			for t2, ch2 := range c.watchers {
+				if sheddable(t2.entity) {
+					close(ch2)
+					delete(c.watchers, t2)
+				}
+			}
+		}
 		ch = make(chan struct{})
 		c.watchers[t] = ch
 	}

@@ -82,6 +82,51 @@ func parseBlocking(c *gin.Context) (b blocking, ok bool, err error) {
 	return b, true, nil
 }
 
+// holdBlocking readies a request that is about to wait up to wait: the
+// server's read and write timeouts are meant for ordinary requests, and a
+// blocking one may legitimately last the whole wait; it counts as waiting
+// (Waiting, blocking_reads_waiting) until the function it returns is
+// called.
+func (s *Server) holdBlocking(c *gin.Context, wait time.Duration) (done func()) {
+	rc := http.NewResponseController(c.Writer)
+	deadline := time.Now().Add(wait)
+	_ = rc.SetReadDeadline(deadline.Add(blockingGrace))
+	_ = rc.SetWriteDeadline(deadline.Add(blockingGrace))
+	s.waiting.Add(1)
+	return func() { s.waiting.Add(-1) }
+}
+
+// gatePoll is how often a blocking read answered from the durable state
+// looks whether the read gate opened.
+const gatePoll = 100 * time.Millisecond
+
+// awaitGate is the wait of a blocking read answered from the durable state
+// (the gate closed since the node started): that state does not change, so
+// the read waits until the gate opens, b.wait passes, or the client goes
+// away (false). It never touches the cache, which must not be filled from
+// a partly replayed FSM, and a client repeating its read is not answered
+// at once each time.
+func (s *Server) awaitGate(c *gin.Context, b blocking) bool {
+	if b.wait <= 0 {
+		return true
+	}
+	defer s.holdBlocking(c, b.wait)()
+	timer := time.NewTimer(b.wait)
+	defer timer.Stop()
+	poll := time.NewTicker(gatePoll)
+	defer poll.Stop()
+	for !s.cluster.Ready() {
+		select {
+		case <-poll.C:
+		case <-timer.C:
+			return true
+		case <-c.Request.Context().Done():
+			return false
+		}
+	}
+	return true
+}
+
 // awaitNewer waits until the cached document of key has a version above
 // b.index, b.wait passes, or the client goes away (then it returns the
 // context's error). A document that is missing waits to appear when the
@@ -92,15 +137,7 @@ func (s *Server) awaitNewer(c *gin.Context, key cache.Key, b blocking) error {
 	if b.wait <= 0 {
 		return nil
 	}
-	// The server's read and write timeouts are meant for ordinary requests;
-	// a blocking one may legitimately last the whole wait.
-	rc := http.NewResponseController(c.Writer)
-	deadline := time.Now().Add(b.wait)
-	_ = rc.SetReadDeadline(deadline.Add(blockingGrace))
-	_ = rc.SetWriteDeadline(deadline.Add(blockingGrace))
-
-	s.waiting.Add(1)
-	defer s.waiting.Add(-1)
+	defer s.holdBlocking(c, b.wait)()
 	ctx := c.Request.Context()
 	timer := time.NewTimer(b.wait)
 	defer timer.Stop()
@@ -228,13 +265,15 @@ func (s *Server) park(c *gin.Context, key cache.Key, b blocking) bool {
 	_, reusable := conn.(reusableConn)
 	p.keep = reusable && c.Request.ProtoAtLeast(1, 1) && !c.Request.Close && brw.Reader.Buffered() == 0
 	s.waiting.Add(1)
-	p.timer = time.AfterFunc(b.wait, func() { l.release(p, true) })
-	l.add(p)
+	l.add(p, b.wait)
 	return true
 }
 
-// add registers p and makes sure its document has a watcher.
-func (l *parkingLot) add(p *parked) {
+// add registers p, starts its wait, and makes sure its document has a
+// watcher. The wait's timer starts once p is in the lot: one that fired
+// before (a wait of a nanosecond) would find nothing to release, and p
+// would then wait for a change with no timer.
+func (l *parkingLot) add(p *parked, wait time.Duration) {
 	l.mu.Lock()
 	pk := l.keys[p.key]
 	if pk == nil {
@@ -244,6 +283,7 @@ func (l *parkingLot) add(p *parked) {
 	}
 	pk.waiters[p] = struct{}{}
 	l.all[p] = struct{}{}
+	p.timer = time.AfterFunc(wait, func() { l.release(p, true) })
 	l.mu.Unlock()
 	// The watcher may have read the document before p arrived: make it
 	// look again.
@@ -299,6 +339,16 @@ func (l *parkingLot) release(p *parked, answer bool) {
 	delete(l.all, p)
 	if pk := l.keys[p.key]; pk != nil {
 		delete(pk.waiters, p)
+		if len(pk.waiters) == 0 {
+			// The watcher ends once it sees no waiter: wake it, or it
+			// waits (a goroutine and an entry of l.keys) until the
+			// document changes, for a document named by a client that
+			// may never change.
+			select {
+			case pk.kick <- struct{}{}:
+			default:
+			}
+		}
 	}
 	l.mu.Unlock()
 	p.timer.Stop()
@@ -372,6 +422,10 @@ func (s *Server) answerParked(p *parked, v *cache.Value, err error) {
 		status = errorStatus(err)
 		switch {
 		case status == http.StatusNotFound: // empty, as Eureka clients expect
+		case status == http.StatusServiceUnavailable:
+			// As fail answers a refused registry read: no body (fargo
+			// decodes one whatever the status), the reason in a header.
+			h.Set("X-Heureka-Error", err.Error())
 		case status == http.StatusInternalServerError:
 			s.log.Error("blocking read failed", "key", p.key.Name, "error", err)
 			body, _ = json.Marshal(gin.H{"error": "internal error"})

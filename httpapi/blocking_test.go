@@ -57,6 +57,37 @@ func async(t *testing.T, url string) <-chan answer {
 	return out
 }
 
+// newShortTimeoutServer is a server whose read and write timeouts (100
+// ms) end long before a blocking read's wait.
+func newShortTimeoutServer(t *testing.T) (*Server, *httptest.Server) {
+	s := newBareServer(t)
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ReadTimeout = 100 * time.Millisecond
+	ts.Config.WriteTimeout = 100 * time.Millisecond
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return s, ts
+}
+
+// getAlone GETs url on a connection of its own (Go's client would
+// silently retry a GET that failed on a reused one, hiding a cut-off
+// answer) and sends the answer, or the error as its body.
+func getAlone(url string) <-chan answer {
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := client.Get(url)
+		if err != nil {
+			got <- answer{body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- answer{resp.StatusCode, string(b), resp.Header}
+	}()
+	return got
+}
+
 // waitParked waits until n reads are parked in the server.
 func waitParked(t *testing.T, s *Server, n int64) {
 	t.Helper()
@@ -205,27 +236,9 @@ func parseBlockingQuery(raw string) (blocking, bool, error) {
 // timeouts (short here, 30 s and 60 s in `heureka serve`) must not cut a
 // blocking read off before its wait ends.
 func TestBlocking_OutlastsServerTimeouts(t *testing.T) {
-	s := newBareServer(t)
-	ts := httptest.NewUnstartedServer(s.Handler())
-	ts.Config.ReadTimeout = 100 * time.Millisecond
-	ts.Config.WriteTimeout = 100 * time.Millisecond
-	ts.Start()
-	t.Cleanup(ts.Close)
+	s, ts := newShortTimeoutServer(t)
 	register(t, ts.URL, "A", "a-1")
-	// A connection of its own: Go's client would silently retry a GET that
-	// failed on a reused one, hiding a cut-off answer.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	got := make(chan answer, 1)
-	go func() {
-		resp, err := client.Get(ts.URL + "/eureka/apps/A?index=1&wait=2s")
-		if err != nil {
-			got <- answer{body: err.Error()}
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		got <- answer{resp.StatusCode, string(b), resp.Header}
-	}()
+	got := getAlone(ts.URL + "/eureka/apps/A?index=1&wait=2s")
 	waitParked(t, s, 1)
 	time.Sleep(500 * time.Millisecond) // past both timeouts
 	if s.Waiting() != 1 {

@@ -144,7 +144,9 @@ func (s *Server) eurekaApps(c *gin.Context, segs []string, m string) {
 	case n == 4 && segs[3] == "metadata" && m == http.MethodPut:
 		route(c, "eureka_metadata", func() { s.updateMetadata(c, appName(segs[1]), segs[2]) })
 	default:
-		s.fail(c, routeError(n <= 4))
+		// 405 for a known path asked with another method; an unknown
+		// instance subresource is no path at all (404).
+		s.fail(c, routeError(n <= 3 || n == 4 && (segs[3] == "status" || segs[3] == "metadata")))
 	}
 }
 
@@ -624,10 +626,16 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		s.fail(c, err)
 		return
 	}
-	if blocks {
-		if src == fromCache && s.park(c, key, block) {
-			return // the parking lot answers on the connection it took over
+	switch {
+	case !blocks:
+	case src == fromDurable:
+		if !s.awaitGate(c, block) {
+			c.Abort() // the client went away
+			return
 		}
+	case src == fromCache && s.park(c, key, block):
+		return // the parking lot answers on the connection it took over
+	default:
 		if err := s.awaitNewer(c, key, block); err != nil {
 			c.Abort() // the client went away
 			return
@@ -712,7 +720,7 @@ var (
 		}
 		return v
 	}()
-	varyValue = []string{"Accept, Accept-Encoding"}
+	varyValue = []string{"Accept, Accept-Encoding, X-Eureka-Accept"} // the compact form answers X-Eureka-Accept: compact
 	gzipValue = []string{"gzip"}
 )
 

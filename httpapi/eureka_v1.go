@@ -53,25 +53,71 @@ func (w *v1Writer) Written() bool { return w.status != 0 || w.buf.Len() > 0 }
 func (w *v1Writer) Size() int     { return w.buf.Len() }
 
 var (
-	v1From = [][]byte{[]byte("<status>OUT_OF_SERVICE</status>"), []byte("<status>UNKNOWN</status>")}
-	v1To   = []byte("<status>DOWN</status>")
+	v1Instance = []byte("<instance>")
+	v1Status   = []byte("<status>")
+	v1From     = [][]byte{[]byte("<status>OUT_OF_SERVICE</status>"), []byte("<status>UNKNOWN</status>")}
+	v1To       = []byte("<status>DOWN</status>")
+	// v1Before are the elements the encoder writes just before an
+	// instance's status (ipAddr, and sid when it has one).
+	v1Before = [][]byte{[]byte("</ipAddr>"), []byte("</sid>")}
 )
 
 // v1Statuses rewrites the statuses of a v1 read's body of the given
-// content type (only XML is rewritten; see v1Writer).
+// content type (only XML is rewritten; see v1Writer). Only each instance's
+// own status is rewritten: the first <status> after its <instance>, right
+// after its ipAddr or sid (the encoder's order, before its metadata). A
+// metadata entry named status is the instance's data, and stays as it is.
 func v1Statuses(contentType string, body []byte) []byte {
-	if strings.Contains(contentType, "xml") {
-		for _, from := range v1From {
-			body = bytes.ReplaceAll(body, from, v1To)
+	if !strings.Contains(contentType, "xml") {
+		return body
+	}
+	var out []byte
+	done := 0 // body[:done] is in out
+	for from := 0; ; {
+		i := bytes.Index(body[from:], v1Instance)
+		if i < 0 {
+			break
+		}
+		from += i + len(v1Instance)
+		j := bytes.Index(body[from:], v1Status)
+		if j < 0 {
+			break
+		}
+		at := from + j
+		from = at + len(v1Status)
+		if !hasAnySuffix(body[:at], v1Before) {
+			continue
+		}
+		for _, old := range v1From {
+			if bytes.HasPrefix(body[at:], old) {
+				out = append(append(out, body[done:at]...), v1To...)
+				done = at + len(old)
+				from = done
+				break
+			}
 		}
 	}
-	return body
+	if out == nil {
+		return body
+	}
+	return append(out, body[done:]...)
+}
+
+// hasAnySuffix reports whether b ends with one of suffixes.
+func hasAnySuffix(b []byte, suffixes [][]byte) bool {
+	for _, s := range suffixes {
+		if bytes.HasSuffix(b, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // v1Rewrite wraps the response of a v1 XML read so that its statuses are
 // rewritten (see v1Writer); it returns the function that sends the result.
-// Only the instance's own <status> element is rewritten: overriddenstatus is
-// spelt differently, and metadata and text are escaped by the encoder.
+// Only the instance's own <status> element is rewritten (v1Statuses):
+// overriddenstatus is spelt differently, and text is escaped by the
+// encoder.
 func (s *Server) v1Rewrite(c *gin.Context) (finish func(), ok bool) {
 	if !strings.HasPrefix(c.Request.URL.Path, "/eureka/v1/") || eureka.ResponseFormat(c.GetHeader("Accept")) != eureka.XML {
 		return nil, false

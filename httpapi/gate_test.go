@@ -47,7 +47,9 @@ func (g *gateCluster) ReadDurable(fn func(*fsm.Registry)) {
 	g.durable.Read(fn)
 }
 
-func TestReadGate(t *testing.T) {
+// durableWithI1 is a durable state holding instance i1 of GATE.
+func durableWithI1(t *testing.T) *fsm.FSM {
+	t.Helper()
 	durable := fsm.New(0, nil)
 	entry, err := fsm.Encode(fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{
 		InstanceID: "i1", HostName: "h1", App: "GATE", IPAddr: "10.0.0.1", Status: fsm.StatusUp, VIPAddress: "gate"}})
@@ -56,6 +58,11 @@ func TestReadGate(t *testing.T) {
 	}
 	_ = fsm.Stamp(entry, time.Now().UnixMilli())
 	durable.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: entry})
+	return durable
+}
+
+func TestReadGate(t *testing.T) {
+	durable := durableWithI1(t)
 	g := &gateCluster{fakeCluster: &fakeCluster{fsm: fsm.New(0, nil)}, durable: durable}
 	ts, s := startTestServer(t, DefaultConfig(), g, nil) // readOnly cache on, 30 s refresh
 

@@ -27,7 +27,7 @@ func TestServe_DocHeadersPerDocument(t *testing.T) {
 		if got := h.Get("Content-Length"); got != strconv.Itoa(len(body)) {
 			t.Errorf("%s gzip=%v: Content-Length %q for a body of %d bytes", accept, gz, got, len(body))
 		}
-		if got := h.Values("Vary"); len(got) != 1 || got[0] != "Accept, Accept-Encoding" {
+		if got := h.Values("Vary"); len(got) != 1 || got[0] != "Accept, Accept-Encoding, X-Eureka-Accept" {
 			t.Errorf("%s gzip=%v: Vary %q", accept, gz, got)
 		}
 		if got := h.Get("Content-Type"); got != accept {

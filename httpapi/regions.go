@@ -341,15 +341,20 @@ func (s *Server) serveDeltaAfter(c *gin.Context, raw string) {
 		s.fail(c, err)
 		return
 	}
-	if _, err := s.readGate(c); err != nil {
+	src, err := s.readGate(c)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if blocks && !s.awaitVersion(c, block) {
+	vw, await := s.views, s.awaitVersion
+	if src == fromDurable { // never the partly replayed FSM
+		vw, await = s.durableViews, s.awaitGate
+	}
+	if blocks && !await(c, block) {
 		c.Abort() // the client went away
 		return
 	}
-	segs, version, seq, err := s.views.deltaAfter(f, after)
+	segs, version, seq, err := vw.deltaAfter(f, after)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -413,6 +418,7 @@ func (w *changeSignal) wait() <-chan struct{} {
 // awaitVersion waits until the local registry's version is above
 // b.index or b.wait passes; false when the client went away.
 func (s *Server) awaitVersion(c *gin.Context, b blocking) bool {
+	defer s.holdBlocking(c, b.wait)()
 	timer := time.NewTimer(b.wait)
 	defer timer.Stop()
 	for {

@@ -115,7 +115,7 @@ func (v *views) build(k cache.Key) ([]cache.Segment, uint64, error) {
 	case cache.EntityVIP, cache.EntitySVIP:
 		return v.vip(f, k.Entity == cache.EntitySVIP, k.Name)
 	case cache.EntityInstance:
-		app, id, _ := strings.Cut(k.Name, "/")
+		app, id := cache.SplitInstanceName(k.Name)
 		return v.instance(f, app, id)
 	}
 	return nil, 0, fmt.Errorf("no builder for %s", k.Entity)
