@@ -159,4 +159,12 @@ func TestClusterBeyondLoopbackNeedsSecret(t *testing.T) {
 		t.Fatalf("restart on all interfaces: exit %d, stderr %q", res.ExitCode, res.Stderr)
 	}
 	t.Logf("refused: %s", strings.TrimSpace(res.Stderr))
+	// The same member restarted with basic auth and no secret: its peers'
+	// calls would be refused, as for a new node given --auth-file.
+	res = RunBinary(t, 20*time.Second, nil, "serve", "--node-id", nd.ID, "--data-dir", nd.DataDir,
+		"--http-addr", nd.HTTPAddr, "--raft-addr", nd.RaftAddr, "--auth-file", auFile(t))
+	if res.ExitCode != 2 || !strings.Contains(res.Stderr, "3-member cluster") || !strings.Contains(res.Stderr, "--cluster-secret") {
+		t.Fatalf("restart with --auth-file and no secret: exit %d (timed out %v), stderr %q", res.ExitCode, res.TimedOut, res.Stderr)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(res.Stderr))
 }

@@ -273,6 +273,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Nodes: cfg.Nodes}
 	for _, mode := range cfg.Modes {
+		if err := ctx.Err(); err != nil {
+			return rep, fmt.Errorf("lab: %w", err)
+		}
 		mr, err := runMode(ctx, cfg, mode, progress)
 		if err != nil {
 			return rep, fmt.Errorf("lab %s: %w", mode, err)
@@ -295,7 +298,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 		return nil, err
 	}
 	var lead *launch.Node
-	if err := waitFor(15*time.Second, func() bool { lead = c.leader(); return lead != nil }); err != nil {
+	if err := waitFor(ctx, 15*time.Second, func() bool { lead = c.leader(); return lead != nil }); err != nil {
 		return nil, fmt.Errorf("no leader at start: %w", err)
 	}
 	var ids []string
@@ -318,7 +321,9 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 		wg.Add(1)
 		go func(nd *launch.Node) { defer wg.Done(); rec.client(wctx, nd) }(nd)
 	}
-	time.Sleep(2 * time.Second)
+	if err := sleep(ctx, 2*time.Second); err != nil {
+		return nil, err
+	}
 
 	// Fault 1: the leader is partitioned away from every other node.
 	isolated := lead
@@ -326,7 +331,9 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	endPartition := rec.tl.fault("partition", isolated.ID)
 	c.proxy.Isolate(isolated.ID)
 	rec.setPhase("leader partitioned away", sides(isolated.ID, "minority", "majority"))
-	time.Sleep(cfg.Phase)
+	if err := sleep(ctx, cfg.Phase); err != nil {
+		return nil, err
+	}
 	progress("[%s] healing", mode)
 	rec.setPhase("healing", all)
 	c.proxy.Heal()
@@ -353,13 +360,16 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 		return true
 	}
 	mark()
-	if err := waitFor(30*time.Second, recovered); err != nil {
+	if err := waitFor(ctx, 30*time.Second, recovered); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		progress("[%s] did not recover within 30s after healing", mode)
 	}
 	mr.RecoverPartition = time.Since(healed)
 
 	// Fault 2: the leader is killed, then restarted.
-	if err := waitFor(15*time.Second, func() bool { lead = c.leader(); return lead != nil }); err != nil {
+	if err := waitFor(ctx, 15*time.Second, func() bool { lead = c.leader(); return lead != nil }); err != nil {
 		return nil, fmt.Errorf("no leader before the kill: %w", err)
 	}
 	killed := lead
@@ -367,7 +377,9 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	endKill := rec.tl.fault("kill", killed.ID)
 	killed.Kill()
 	rec.setPhase("leader killed", sides(killed.ID, "killed node", "survivors"))
-	time.Sleep(cfg.Phase)
+	if err := sleep(ctx, cfg.Phase); err != nil {
+		return nil, err
+	}
 	progress("[%s] restarting %s", mode, killed.ID)
 	rec.setPhase("restart", all)
 	restarted := time.Now()
@@ -377,13 +389,18 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	if err := killed.Start(); err != nil {
 		return nil, err
 	}
-	if err := waitFor(30*time.Second, recovered); err != nil {
+	if err := waitFor(ctx, 30*time.Second, recovered); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		progress("[%s] did not recover within 30s after the restart: %s", mode, c.describe(rec))
 	}
 	mr.RecoverKill = time.Since(restarted)
 	endRestart()
 	// A little steady state after recovery, so the timeline shows it.
-	time.Sleep(time.Second)
+	if err := sleep(ctx, time.Second); err != nil {
+		return nil, err
+	}
 	stopWork()
 	wg.Wait()
 	mr.Timeline = rec.tl.finish()
@@ -392,7 +409,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress func(string,
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	var sets []map[string]bool
-	_ = waitFor(10*time.Second, func() bool {
+	_ = waitFor(ctx, 10*time.Second, func() bool {
 		sets = sets[:0]
 		for _, nd := range c.nodes {
 			have, err := idsOn(nd)

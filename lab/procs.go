@@ -65,14 +65,30 @@ func logTail(nd *launch.Node) string {
 
 var errTimeout = errors.New("timed out")
 
-// waitFor polls cond every 50 ms until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) error {
+// waitFor polls cond every 50 ms until it holds, d passes (errTimeout) or
+// ctx ends (its error).
+func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		if cond() {
 			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
 	}
 	return errTimeout
+}
+
+// sleep waits d, or until ctx ends (its error): an interrupted run stops
+// in its current phase instead of playing the rest.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

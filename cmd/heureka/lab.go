@@ -38,6 +38,10 @@ func runLab(args []string) int {
 		fmt.Fprintln(os.Stderr, "heureka lab: --nodes must be 3 or 5")
 		return 2
 	}
+	if *phase <= 0 {
+		fmt.Fprintf(os.Stderr, "heureka lab: --phase %s: want a positive duration\n", *phase)
+		return 2
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "heureka lab: %v\n", err)
@@ -47,6 +51,12 @@ func runLab(args []string) int {
 	defer cancel()
 	start := time.Now()
 	rep, err := lab.Run(ctx, lab.Config{Binary: bin, Nodes: *nodes, Modes: modeList, Phase: *phase, Progress: os.Stderr})
+	if ctx.Err() != nil {
+		// Interrupted: the nodes are stopped, and no report is written
+		// for a run that did not play every phase.
+		fmt.Fprintln(os.Stderr, "heureka lab: interrupted; no report")
+		return 130
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "heureka lab: %v\n", err)
 		return 1

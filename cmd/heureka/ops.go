@@ -155,7 +155,7 @@ func newOps(name string, args []string, def time.Duration, extra func(fs *flag.F
 	}
 	c.base = strings.TrimRight(c.base, "/")
 	if err := checkOpsAddr(c.base); err != nil {
-		return nil, nil, fmt.Errorf("%w: --addr %q: %v", errUsage, c.base, err)
+		return nil, nil, fmt.Errorf("%w: --addr %q: %v", errUsage, redactedAddr(c.base), err)
 	}
 	c.client = &http.Client{Timeout: timeout, Transport: tr}
 	return c, pos, nil
@@ -166,6 +166,10 @@ func newOps(name string, args []string, def time.Duration, extra func(fs *flag.F
 func checkOpsAddr(base string) error {
 	u, err := url.Parse(base)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err // without the URL, which may carry a password
+		}
 		return err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
@@ -180,6 +184,33 @@ func checkOpsAddr(base string) error {
 		}
 	}
 	return nil
+}
+
+// redactedAddr is a node URL as a message may show it: a password in it
+// (--addr is the documented way to pass one) is replaced by "xxxxx", even
+// in a URL that does not parse.
+func redactedAddr(addr string) string {
+	if u, err := url.Parse(addr); err == nil {
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(addr, "://")
+	if !ok {
+		return addr
+	}
+	authority, path, _ := strings.Cut(rest, "/")
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return addr
+	}
+	user, _, hasPassword := strings.Cut(authority[:at], ":")
+	if !hasPassword {
+		return addr
+	}
+	out := scheme + "://" + user + ":xxxxx" + authority[at:]
+	if len(authority) < len(rest) {
+		out += "/" + path
+	}
+	return out
 }
 
 // opsExit prints err for command and returns the exit code.

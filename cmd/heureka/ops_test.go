@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -126,6 +127,20 @@ func TestRun_UsageErrors(t *testing.T) {
 	} {
 		if got := run(tc.args); got != tc.want {
 			t.Errorf("heureka %q: exit %d, want %d", tc.args, got, tc.want)
+		}
+	}
+}
+
+// A node URL refused as a usage error is shown without its password.
+func TestOps_BadAddrDoesNotShowItsPassword(t *testing.T) {
+	for _, addr := range []string{"http://ops:hunter2-secret@127.0.0.1:99999", "http://ops:hunter2-secret@127.0.0.1:8761/eur%zz", "ftp://ops:hunter2-secret@host/"} {
+		_, _, err := newOps("status", []string{"--addr", addr}, time.Second, nil)
+		if err == nil || strings.Contains(err.Error(), "hunter2-secret") || !strings.Contains(err.Error(), "ops:xxxxx@") {
+			t.Errorf("--addr %s: %v", addr, err)
+		}
+		var stderr bytes.Buffer
+		if code := importCmd([]string{"--from", addr}, &bytes.Buffer{}, &stderr); code != 2 || strings.Contains(stderr.String(), "hunter2-secret") {
+			t.Errorf("import --from %s: exit %d, %s", addr, code, stderr.String())
 		}
 	}
 }

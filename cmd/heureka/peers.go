@@ -93,7 +93,7 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, u := range []struct{ name, url string }{{"--from", *from}, {"--to", *to}} {
 		if err := checkOpsAddr(u.url); err != nil {
-			fmt.Fprintf(stderr, "heureka import: %s %q: %v\n", u.name, u.url, err)
+			fmt.Fprintf(stderr, "heureka import: %s %q: %v\n", u.name, redactedAddr(u.url), err)
 			return 2
 		}
 	}

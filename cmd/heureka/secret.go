@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -33,7 +34,10 @@ func secretCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := newFlagSet("secret init")
 	owner := fs.String("owner", "", "UID:GID to give a new file")
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
+	if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, secretUsage)
+		return 0
+	} else if err != nil || fs.NArg() != 1 {
 		fmt.Fprint(stderr, secretUsage)
 		return 2
 	}
@@ -61,8 +65,14 @@ func secretCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if created {
 		fmt.Fprintf(stdout, "wrote a new cluster secret to %s\n", file)
-	} else {
-		fmt.Fprintf(stdout, "%s already holds a cluster secret; left as it is\n", file)
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s already holds a cluster secret; left as it is\n", file)
+	if st, err := os.Stat(file); err == nil && st.Mode().Perm()&0o077 != 0 {
+		// Whoever can read the secret can call every node's internal
+		// endpoints and join its Raft cluster.
+		fmt.Fprintf(stderr, "heureka secret init: warning: %s is readable by others than its owner (mode %04o); chmod 600 it\n",
+			file, st.Mode().Perm())
 	}
 	return 0
 }
@@ -86,6 +96,9 @@ func initSecretFile(file string) (bool, error) {
 		return false, err
 	}
 	_, err = f.WriteString(base64.RawURLEncoding.EncodeToString(raw) + "\n")
+	if err == nil {
+		err = f.Sync() // a crash must not leave an empty file that init then refuses
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

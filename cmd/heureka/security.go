@@ -47,7 +47,7 @@ func (c *serveConfig) checkSecurity() error {
 	members, _ := cluster.ParseInitialCluster(c.initialCluster)
 	multiNode := c.join != "" || len(members) > 1
 	if c.users != nil && c.secret == "" && multiNode {
-		return errors.New("--auth-file on a multi-node cluster needs --cluster-secret (or --cluster-secret-file) for node-to-node calls")
+		return errAuthNeedsSecret
 	}
 	// Without a secret, the Raft port and the internal endpoints take
 	// anyone who can reach them: a cluster spread over hosts must not run
@@ -79,6 +79,10 @@ func (c *serveConfig) checkSecurity() error {
 // would listen beyond loopback without a cluster secret and without
 // --insecure-cluster: its Raft port and internal endpoints would take
 // anyone who reaches them.
+// errAuthNeedsSecret: with basic auth on, node-to-node calls pass only
+// with the cluster secret.
+var errAuthNeedsSecret = errors.New("--auth-file on a multi-node cluster needs --cluster-secret (or --cluster-secret-file) for node-to-node calls")
+
 func (c *serveConfig) checkOpenCluster(what string) error {
 	if c.secret != "" || c.api.InsecureCluster {
 		return nil

@@ -174,3 +174,59 @@ func TestSecretInit(t *testing.T) {
 		}
 	}
 }
+
+// The secret given one way on serve's command line wins over the other
+// way's variable, as in the operator CLI.
+func TestParseServe_SecretFlagBeatsTheOtherVariable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secret")
+	if code := secretCmd([]string{"init", file}, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 {
+		t.Fatal("secret init failed")
+	}
+	fromFile, err := readClusterSecret("", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HEUREKA_CLUSTER_SECRET": "0123456789abcdef-from-env"}
+	sc, _, err := parseServe([]string{"--cluster-secret-file", file}, func(k string) string { return env[k] })
+	if err != nil || sc.secret != fromFile {
+		t.Fatalf("--cluster-secret-file beside HEUREKA_CLUSTER_SECRET: %v (secret %q)", err, sc.secret)
+	}
+	env = map[string]string{"HEUREKA_CLUSTER_SECRET_FILE": file}
+	sc, _, err = parseServe([]string{"--cluster-secret", "0123456789abcdef-from-flag"}, func(k string) string { return env[k] })
+	if err != nil || sc.secret != "0123456789abcdef-from-flag" {
+		t.Fatalf("--cluster-secret beside HEUREKA_CLUSTER_SECRET_FILE: %v (secret %q)", err, sc.secret)
+	}
+	if _, _, err := parseServe([]string{"--cluster-secret", "0123456789abcdef-from-flag", "--cluster-secret-file", file},
+		func(string) string { return "" }); err == nil {
+		t.Fatal("both flags given: accepted")
+	}
+}
+
+// secret init's --help is help (exit 0, usage on stdout), as every other
+// command's; and a secret file others can read is pointed out.
+func TestSecretInit_HelpAndAReadableFile(t *testing.T) {
+	for _, args := range [][]string{{"init", "--help"}, {"init", "-h"}} {
+		var out, errb bytes.Buffer
+		if code := secretCmd(args, &out, &errb); code != 0 || !strings.Contains(out.String(), "heureka secret init") {
+			t.Errorf("%v: exit %d, stdout %q", args, code, out.String())
+		}
+	}
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte("0123456789abcdef0123456789abcdef\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := secretCmd([]string{"init", file}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "readable by others") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := secretCmd([]string{"init", file}, &out, &errb); code != 0 || errb.Len() != 0 {
+		t.Fatalf("a private file: exit %d, stderr %q", code, errb.String())
+	}
+}

@@ -141,6 +141,13 @@ func parseServe(args []string, env func(string) string) (*serveConfig, *flag.Fla
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	// The secret given one way on the command line wins over the other
+	// way's variable, as in the operator CLI: a shell that exported
+	// HEUREKA_CLUSTER_SECRET for the CLI can still start a node with
+	// --cluster-secret-file.
+	if given["cluster-secret"] || given["cluster-secret-file"] {
+		given["cluster-secret"], given["cluster-secret-file"] = true, true
+	}
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "HEUREKA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -319,23 +326,28 @@ func serve(args []string) int {
 	stopMemory := startMemoryLimit(c, log)
 	defer stopMemory()
 
+	// The HTTP port first: a start that fails on a port in use must not
+	// have claimed a new data directory for its node id (store.Open
+	// records it), or the corrected command is refused.
+	ln, err := net.Listen("tcp", c.httpAddr)
+	if err != nil {
+		log.Error("listen http", "addr", c.httpAddr, "error", err)
+		return 1
+	}
 	st, code := openStore(c, log)
 	if st == nil {
+		ln.Close()
 		return code
 	}
 	defer st.Close()
 	if err := checkStoredCluster(c, st); err != nil {
+		ln.Close()
 		fmt.Fprintf(os.Stderr, "heureka serve: %v\n", err)
 		return 2
 	}
 
 	cc, peers, synced := createClusterConfig(c)
 	f := fsm.New(c.deltaRetention, log)
-	ln, err := net.Listen("tcp", c.httpAddr)
-	if err != nil {
-		log.Error("listen http", "addr", c.httpAddr, "error", err)
-		return 1
-	}
 	node, err := cluster.New(cc, cluster.Deps{Store: st}, f, log)
 	if err != nil {
 		ln.Close()
@@ -414,9 +426,13 @@ func openStore(c *serveConfig, log hclog.Logger) (*store.Store, int) {
 // checkStoredCluster: a node restarted from its data directory has no
 // cluster flags; its stored configuration says whether it is one of
 // several, and such a node may listen beyond loopback only as
-// checkOpenCluster allows.
+// checkOpenCluster allows, and serve basic auth only with the cluster
+// secret, as the flags' check (checkSecurity) asks of a new one.
 func checkStoredCluster(c *serveConfig, st *store.Store) error {
 	if n, err := st.ConfiguredServers(); err == nil && n > 1 {
+		if c.users != nil && c.secret == "" {
+			return fmt.Errorf("a node of the %d-member cluster in %s: %w", n, c.dataDir, errAuthNeedsSecret)
+		}
 		return c.checkOpenCluster(fmt.Sprintf("a node of the %d-member cluster in %s", n, c.dataDir))
 	}
 	return nil
