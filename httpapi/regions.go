@@ -210,7 +210,9 @@ func (v *views) regionApps(f eureka.Format, regions []string) ([]cache.Segment, 
 // else the entries are read.
 func (v *views) regionWholeApp(r *fsm.Registry, f eureka.Format, region, name string) part {
 	p := part{name: name, version: r.AppVersion(name), whole: true, region: region}
-	if fr, ok := v.frag(fragKey{name, f, region}); ok && fr.version == p.version {
+	fr, gen, ok := v.frag(fragKey{name, f, region})
+	p.gen = gen
+	if ok && fr.version == p.version {
 		p.current, p.hasCurrent = fr, true
 	} else {
 		p.entries = r.AppEntries(name)

@@ -37,6 +37,11 @@ type views struct {
 	// outside it.
 	fmu   sync.Mutex
 	frags map[fragKey]fragment
+	// gen counts forget's clears (fmu): a fragment encoded from a state
+	// read before a restore is stored only while gen is the one its part
+	// was read under. Stored after the clear, it would be taken for the
+	// restored application of the same version, for good.
+	gen uint64
 	// deltaInst keeps, per format, the compressed instances of the last
 	// delta build that no current fragment holds (deleted or since
 	// replaced), and deltaRuns its compressed runs of current instances:
@@ -89,6 +94,7 @@ func (v *views) forget(ch fsm.Change) {
 		v.mu.Lock()
 		v.fmu.Lock()
 		clear(v.frags)
+		v.gen++
 		v.fmu.Unlock()
 		clear(v.deltaInst)
 		clear(v.deltaRuns)
@@ -137,6 +143,8 @@ type part struct {
 	// it in the store.
 	current    fragment
 	hasCurrent bool
+	// gen is the views' generation the part was read under (views.gen).
+	gen uint64
 }
 
 // wholeApp describes local application name for a document; call it
@@ -145,12 +153,12 @@ func (v *views) wholeApp(r *fsm.Registry, f eureka.Format, name string) part {
 	return v.regionWholeApp(r, f, "", name)
 }
 
-// frag returns the stored fragment of k.
-func (v *views) frag(k fragKey) (fragment, bool) {
+// frag returns the stored fragment of k and the views' generation.
+func (v *views) frag(k fragKey) (fragment, uint64, bool) {
 	v.fmu.Lock()
 	defer v.fmu.Unlock()
 	fr, ok := v.frags[k]
-	return fr, ok
+	return fr, v.gen, ok
 }
 
 // dropFrag deletes the stored fragment of k.
@@ -198,12 +206,12 @@ func (v *views) fragment(f eureka.Format, p part) fragment {
 		return p.current
 	}
 	k := fragKey{p.name, f, p.region}
-	if fr, ok := v.frag(k); ok && fr.version == p.version {
+	if fr, gen, ok := v.frag(k); ok && fr.version == p.version && gen == p.gen {
 		return fr
 	}
 	fr := fragment{version: p.version, piece: encodeApp(f, p.name, p.entries), entries: p.entries}
 	v.fmu.Lock()
-	if old, ok := v.frags[k]; !ok || old.version <= fr.version {
+	if old, ok := v.frags[k]; v.gen == p.gen && (!ok || old.version <= fr.version) {
 		v.frags[k] = fr
 	}
 	v.fmu.Unlock()

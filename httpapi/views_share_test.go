@@ -408,3 +408,43 @@ func TestViews_WideBuildKeepsTheFragmentItRead(t *testing.T) {
 		t.Fatalf("the wide build's part of APP-000 is not the fragment it read:\n%.300s\nwant\n%.300s", got, want)
 	}
 }
+
+// A restore that lands between an application document's read of the
+// registry and its storing of the fragment: the fragment of the state
+// before must not be kept, or the restored application, at the same
+// version with other instances, would be served from it for good.
+func TestViews_FragmentReadBeforeARestoreIsNotKept(t *testing.T) {
+	registry := func(host string) *fsm.FSM {
+		f := fsm.New(0, nil)
+		var idx uint64
+		applyCmd(t, f, &idx, fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{InstanceID: "i-1",
+			HostName: host, App: "APP", IPAddr: "10.0.0.1", Status: fsm.StatusUp, VIPAddress: "app"}})
+		return f
+	}
+	before, restored := registry("host-before"), registry("host-restored")
+	current := before
+	var v *views
+	restoreAfterRead := false
+	v = newViews(func(fn func(*fsm.Registry)) {
+		current.Read(fn)
+		if restoreAfterRead { // the restore swaps the state, then its change reaches the views
+			restoreAfterRead = false
+			current = restored
+			v.forget(fsm.Change{All: true})
+		}
+	}, DefaultConfig())
+	body := func() string {
+		segs, _, err := v.app(eureka.JSON, "APP")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(cache.NewValue(segs, 0).Bytes())
+	}
+	restoreAfterRead = true
+	if got := body(); !strings.Contains(got, "host-before") {
+		t.Fatalf("the build that read before the restore: %s", got)
+	}
+	if got := body(); !strings.Contains(got, "host-restored") {
+		t.Fatalf("after the restore, the application is served from the fragment of the state before: %s", got)
+	}
+}
