@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -53,6 +54,11 @@ func errorStatus(err error) int {
 		return http.StatusMethodNotAllowed
 	case errors.Is(err, errMediaType):
 		return http.StatusUnsupportedMediaType
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// The request's own time ran out, or its client left: its fate is
+		// unknown, which a retry settles (and a client that left reads
+		// nothing). Not a server fault to log as one.
+		return http.StatusServiceUnavailable
 	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoQuorum),
 		errors.Is(err, cluster.ErrNotReady), errors.Is(err, cluster.ErrJournalFull), errors.Is(err, cluster.ErrRemoved),
 		errors.Is(err, cluster.ErrDiskFull):

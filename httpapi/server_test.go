@@ -296,6 +296,8 @@ func TestServer_ErrorMapping(t *testing.T) {
 		{fmt.Errorf("x: %w", fsm.ErrBadCommand), 400},
 		{badRequestf("x"), 400},
 		{errBodyTooLarge, 413},
+		{fmt.Errorf("forward register: %w", context.DeadlineExceeded), 503},
+		{fmt.Errorf("apply register: %w", context.Canceled), 503},
 		{errors.New("boom"), 500},
 	} {
 		if got := errorStatus(tc.err); got != tc.want {
