@@ -507,19 +507,24 @@ func (s *Server) getVIP(c *gin.Context, secure bool, vip string) {
 }
 
 func (s *Server) getInstance(c *gin.Context, app, id string) {
-	if err := s.liveLease(app, id); err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.serve(c, cache.EntityInstance, cache.InstanceName(app, id))
+	s.serveChecked(c, cache.EntityInstance, cache.InstanceName(app, id), s.leaseCheck(app, id))
 }
 
 func (s *Server) getInstanceByID(c *gin.Context, id string) {
-	if err := s.liveLease("", id); err != nil {
-		s.fail(c, err)
-		return
+	s.serveChecked(c, cache.EntityInstance, cache.InstanceName("", id), s.leaseCheck("", id))
+}
+
+// leaseCheck is an instance read's check of its lease (liveLease), once
+// the read gate said where the answer comes from: an answer from the
+// durable state (the FSM partly replayed) is not judged by the FSM's
+// leases, whose renewals may not be replayed yet.
+func (s *Server) leaseCheck(app, id string) func(readSource) error {
+	return func(src readSource) error {
+		if src == fromDurable {
+			return nil
+		}
+		return s.liveLease(app, id)
 	}
-	s.serve(c, cache.EntityInstance, cache.InstanceName("", id))
 }
 
 // Read consistency levels a request may ask for with ?consistency=.
@@ -614,6 +619,12 @@ const (
 // serve answers a read from the response cache, gzipped when the client
 // accepts it.
 func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
+	s.serveChecked(c, ent, name, nil)
+}
+
+// serveChecked is serve with check (nil: none), which may refuse the read
+// once the read gate let it through.
+func (s *Server) serveChecked(c *gin.Context, ent cache.Entity, name string, check func(readSource) error) {
 	f := responseFormat(c, ent)
 	key := cache.Key{Entity: ent, Name: name, Format: uint8(f)}
 	block, blocks, err := parseBlocking(c)
@@ -622,6 +633,9 @@ func (s *Server) serve(c *gin.Context, ent cache.Entity, name string) {
 		return
 	}
 	src, err := s.readGate(c)
+	if err == nil && check != nil {
+		err = check(src)
+	}
 	if err != nil {
 		s.fail(c, err)
 		return

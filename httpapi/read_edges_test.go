@@ -198,3 +198,25 @@ func TestServe_InstanceKeyKeepsAppAndIDApart(t *testing.T) {
 		t.Fatalf("GET /apps/A%%2FB/x (no application A/B): %d %s", code, got)
 	}
 }
+
+// An instance read answered from the durable state (the gate closed since
+// the node started) is not judged by the partly replayed FSM's leases,
+// whose renewals may not be replayed yet: here every lease in the FSM
+// looks an hour old.
+func TestReadGate_InstanceFromTheDurableStateIgnoresTheFSMsLeases(t *testing.T) {
+	g := &gateCluster{fakeCluster: &fakeCluster{fsm: durableWithI1(t)}, durable: durableWithI1(t)}
+	cfg := DefaultConfig()
+	cfg.Now = func() time.Time { return time.Now().Add(time.Hour) }
+	ts, _ := startTestServer(t, cfg, g, nil)
+	for _, path := range []string{"/eureka/apps/GATE/i1", "/eureka/instances/i1"} {
+		code, body, hdr := do(t, "GET", ts.URL+path+"?consistency=stale", "", "", "Accept", "application/json")
+		if code != 200 || !strings.Contains(body, `"i1"`) || hdr.Get("X-Heureka-Stale") != "true" {
+			t.Errorf("GET %s from the durable state: %d %s", path, code, body)
+		}
+	}
+	g.ready.Store(true)
+	g.once.Store(true)
+	if code, _, _ := do(t, "GET", ts.URL+"/eureka/apps/GATE/i1", "", "", "Accept", "application/json"); code != 404 {
+		t.Errorf("gate open, lease expired in the FSM: %d, want 404", code)
+	}
+}
