@@ -131,6 +131,11 @@ func readClusterSecret(secret, file string) (string, error) {
 	if secret != "" && len(secret) < minSecretLen {
 		return "", fmt.Errorf("the cluster secret must be at least %d characters", minSecretLen)
 	}
+	if i := strings.IndexFunc(secret, func(r rune) bool { return r < '!' || r > '~' }); i >= 0 {
+		// It travels in a header: Go's client refuses to send one with a
+		// control character, and every node-to-node call would fail.
+		return "", fmt.Errorf("the cluster secret holds a space or a character other than printable ASCII (at byte %d)", i)
+	}
 	return secret, nil
 }
 

@@ -230,3 +230,20 @@ func TestSecretInit_HelpAndAReadableFile(t *testing.T) {
 		t.Fatalf("a private file: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// A secret travels in a header: one with a space or a control character
+// inside would make every node-to-node call fail, so it is refused.
+func TestReadClusterSecret_PrintableASCIIOnly(t *testing.T) {
+	for _, secret := range []string{"0123456789abcdef\n0123456789abcdef", "0123456789abcdef 0123456789abcdef", "0123456789abcdef\x000123456789abcdef", "0123456789abcdefé0123456789abcdef"} {
+		if _, err := readClusterSecret(secret, ""); err == nil {
+			t.Errorf("%q accepted", secret)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte("  0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readClusterSecret("", file); err != nil || got != "0123456789abcdef0123456789abcdef" {
+		t.Errorf("a file's surrounding space is trimmed: %q, %v", got, err)
+	}
+}

@@ -500,7 +500,11 @@ func waitForStop(serveErr <-chan error, log hclog.Logger) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case s := <-sigs:
-		log.Info("shutting down", "signal", s.String())
+		// A second signal takes its default course (the process ends):
+		// a shutdown that hangs can still be interrupted. Every write
+		// acknowledged is already synced to the log.
+		signal.Stop(sigs)
+		log.Info("shutting down (a second signal ends the process at once)", "signal", s.String())
 		return 0
 	case err := <-serveErr:
 		log.Error("http server failed", "error", err)
