@@ -164,6 +164,10 @@ func parseServe(args []string, env func(string) string) (*serveConfig, *flag.Fla
 	return c, fs, c.check()
 }
 
+// maxWriteBody bounds --max-body-bytes: half of what a leader reads of a
+// forwarded call (nodeapi), room for the entry's framing.
+const maxWriteBody = 4 << 20
+
 func (c *serveConfig) check() error {
 	if _, err := hclogLevel(c.logLevel); err != nil {
 		return err
@@ -189,6 +193,20 @@ func (c *serveConfig) check() error {
 	}
 	if c.api.MaxBodyBytes < 1024 {
 		return errors.New("--max-body-bytes must be at least 1024")
+	}
+	if c.api.MaxBodyBytes > maxWriteBody {
+		// A follower forwards a write to the leader in a call the leader
+		// reads up to 8 MiB of: a larger registration accepted here could
+		// never be applied through a follower.
+		return fmt.Errorf("--max-body-bytes must be at most %d (%d MiB)", maxWriteBody, maxWriteBody>>20)
+	}
+	for _, peer := range splitList(c.eurekaPeers) {
+		if err := checkOpsAddr(peer); err != nil {
+			return fmt.Errorf("--eureka-peers %q: %v", redactedAddr(peer), err)
+		}
+	}
+	if c.eurekaPeers != "" && c.eurekaSyncTimeout <= 0 {
+		return errors.New("--eureka-sync-timeout must be positive")
 	}
 	// Loops that run this often would spin (a ticker of a nanosecond).
 	for _, m := range []struct {
