@@ -70,7 +70,7 @@ func CheckMetadata(n int, entries iter.Seq2[string, string]) error {
 			return refuse(fmt.Sprintf("metadata value of %q is %d bytes long; at most %d are allowed", k, len(v), MaxMetadataValueBytes))
 		}
 		for _, r := range k {
-			if r < 0x20 || r == 0x7f {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) { // as CheckName: C0, DEL and C1
 				return refuse("metadata key " + strconv.Quote(k) + " holds a control character")
 			}
 		}

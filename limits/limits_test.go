@@ -2,6 +2,7 @@ package limits
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -65,5 +66,14 @@ func TestCheckCommand(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Errorf("%s: CheckCommand = %v, want ok %v", c.name, err, c.ok)
 		}
+	}
+}
+
+// A metadata key is refused for the control characters a name is refused
+// for, C1 (NEL, which log readers take for a line break) included.
+func TestCheckMetadata_C1ControlInAKey(t *testing.T) {
+	md := map[string]string{"a\u0085b": "v"}
+	if err := CheckMetadata(len(md), maps.All(md)); err == nil {
+		t.Fatal(`CheckMetadata accepted key "a\u0085b" (C1 control NEL)`)
 	}
 }

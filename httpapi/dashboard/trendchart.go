@@ -13,12 +13,11 @@ import (
 // back as far as the sampler's ring.
 
 const (
-	chartW, chartH          = 560, 150
-	chartLeft, chartRight   = 44, 8
-	chartTop, chartBottom   = 10, 22
-	chartPlotW, chartPlotH  = chartW - chartLeft - chartRight, chartH - chartTop - chartBottom
-	chartYTicks             = 4
-	chartMinutesBetweenTick = 10
+	chartW, chartH         = 560, 150
+	chartLeft, chartRight  = 44, 8
+	chartTop, chartBottom  = 10, 22
+	chartPlotW, chartPlotH = chartW - chartLeft - chartRight, chartH - chartTop - chartBottom
+	chartYTicks            = 4
 )
 
 // trendChart is one chart the dashboard template draws.
@@ -113,9 +112,12 @@ func buildChart(id, title, note string, pts []trendPoint, now time.Time, window 
 		v := top * float64(i) / chartYTicks
 		c.YTicks = append(c.YTicks, chartTick{Pos: y(v), Label: num(v)})
 	}
-	// Ticks count minutes back from now, at most one per 60 px.
-	step := time.Duration(chartMinutesBetweenTick) * time.Minute
-	for _, s := range []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute} {
+	// Ticks count time back from now, at most one per 60 px: a step from
+	// the list, or whole hours for the long windows of a long
+	// --dashboard-trend-interval (360 samples a day apart make a year).
+	step := time.Duration(math.Ceil(60*float64(window)/chartPlotW/float64(time.Hour))) * time.Hour
+	for _, s := range []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 10 * time.Minute,
+		15 * time.Minute, 30 * time.Minute, time.Hour} {
 		if float64(chartPlotW)*float64(s)/float64(window) >= 60 {
 			step = s
 			break
