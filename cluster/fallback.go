@@ -426,6 +426,13 @@ func (fb *fallback) trimReplayed() error {
 	err := fb.journal.DropFirst(n)
 	if err == nil {
 		fb.replayed = 0
+		// Before the gate first opens, reads without the overlay come
+		// from the durable view, built once from the FSM and the log as
+		// they were then: without the replayed writes, which this node
+		// acknowledged. Built again on the next read, it takes them from
+		// the FSM or the log (throughLeader waited for this node to apply
+		// them, a second at most; replicated, they are in its log).
+		fb.n.dropDurableView()
 	}
 	fb.rebuildOverlay()
 	fb.mu.Unlock()

@@ -53,6 +53,13 @@ func (n *Node) memberView(id string) (nodeapi.MemberView, error) {
 // this node is still a member, and answers ErrRemoved when a peer in touch
 // with a leader says it is not.
 func (n *Node) confirmMember(ctx context.Context) error {
+	n.refreshMembership(ctx)
+	return n.memberState()
+}
+
+// refreshMembership asks the peers whether this node is a member, unless
+// they were asked less than memberCheckTTL ago.
+func (n *Node) refreshMembership(ctx context.Context) {
 	mc := &n.mcheck
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
@@ -60,7 +67,6 @@ func (n *Node) confirmMember(ctx context.Context) error {
 		n.askPeers(ctx)
 		mc.at = time.Now()
 	}
-	return n.checkMember()
 }
 
 // askPeers asks every peer this node knows of (its own configuration's

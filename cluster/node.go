@@ -395,7 +395,20 @@ func (n *Node) apply(ctx context.Context, entry []byte) (uint64, error) {
 // this, a removed node in AP mode would count its quorum as lost and
 // acknowledge writes into its fallback journal that no cluster ever
 // replays.
+//
+// A node the leader re-admitted while it was out of reach never heard so
+// (the leader tells it once): once it is in touch with a leader again it
+// asks its peers (at most once per memberCheckTTL), and takes writes again
+// when they say it is a member.
 func (n *Node) checkMember() error {
+	if n.removed.Load() && n.raft.State() != raft.Shutdown && n.HasQuorum() {
+		n.refreshMembership(context.Background())
+	}
+	return n.memberState()
+}
+
+// memberState is ErrRemoved when this node is out, as far as it knows.
+func (n *Node) memberState() error {
 	if n.removed.Load() || n.raft.State() == raft.Shutdown {
 		return ErrRemoved
 	}

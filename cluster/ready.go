@@ -462,6 +462,13 @@ func (n *Node) durableView() *fsm.Registry {
 	return reg
 }
 
+// dropDurableView makes the next durable read build the view again.
+func (n *Node) dropDurableView() {
+	n.rd.mu.Lock()
+	n.rd.durable = nil
+	n.rd.mu.Unlock()
+}
+
 // readBase returns a private copy of the registry new local state should
 // start from, and the FSM index it holds: the FSM once the gate has opened,
 // else the durable state (durable set), so that an AP fallback overlay made

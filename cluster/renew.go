@@ -75,8 +75,12 @@ func (n *Node) renewWithoutQuorum(req renewRequest) error {
 	if n.Mode() == ModeCP {
 		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, ErrNoQuorum)
 	}
+	// Judged by what this node's reads show: after a start, before the
+	// gate opened, that is the durable state, not the bare snapshot the
+	// FSM holds (an instance cancelled since would be renewed, 200, and
+	// its client would never register again).
 	var e *fsm.Entry
-	n.Read(func(r *fsm.Registry) { e = r.Get(req.App, req.ID) })
+	n.ReadDurable(func(r *fsm.Registry) { e = r.Get(req.App, req.ID) })
 	if e == nil {
 		return fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
 	}
@@ -104,6 +108,12 @@ func (n *Node) judgeRenewal(req renewRequest) (renew, held bool, err error) {
 }
 
 func (n *Node) renewFollower(req renewRequest) error {
+	if !n.CaughtUpOnce() {
+		// The FSM is still catching up after a start: judged here, a
+		// heartbeat of an instance cancelled since the snapshot would be
+		// answered 200 and then skipped when applied. The leader judges.
+		return n.renewAtLeader(req)
+	}
 	renew, held, err := n.judgeRenewal(req)
 	if renew {
 		n.forwarder.add(req)

@@ -179,17 +179,27 @@ func (n *Node) restoreState(st *fsm.State) error {
 		return fmt.Errorf("encode snapshot: %w", err)
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: last, Term: n.raft.CurrentTerm(), Size: int64(buf.Len())}
+	// Restored leases were renewed on another clock: give them the grace a
+	// new leader gives. From before raft.Restore, which swaps the FSM's
+	// state in and then waits for a follower to install it: the lease
+	// keeper sees the restored leases from the swap on, and must not judge
+	// them by the old grace in that wait. And again once it returned, so
+	// the grace is whole when the cluster holds the state.
+	n.startLeaseGrace()
 	if err := n.raft.Restore(meta, &buf, n.cfg.ApplyTimeout); err != nil {
 		return fmt.Errorf("raft restore: %w", mapRaftErr(err))
 	}
-	// Restored leases were renewed on another clock: give them the grace a
-	// new leader gives.
-	now := time.Now()
-	n.leases.mu.Lock()
-	n.leases.leaderSince = now.UnixMilli()
-	n.leases.mu.Unlock()
+	n.startLeaseGrace()
 	n.log.Info("restored snapshot", "instances", len(st.Entries), "index", st.LastIndex)
 	return nil
+}
+
+// startLeaseGrace starts a full lease duration of grace for every lease
+// from now.
+func (n *Node) startLeaseGrace() {
+	n.leases.mu.Lock()
+	n.leases.leaderSince = time.Now().UnixMilli()
+	n.leases.mu.Unlock()
 }
 
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
