@@ -34,6 +34,11 @@ const (
 	// is written with CmdIgnoreUnknown set: a node that predates it serves
 	// no remote region, and its local registry is the same without it.
 	CmdRegionUpdate CmdType = 12
+	// CmdBatch packs client writes a leader took together into one entry
+	// (packed.go), applied in order under its index as one step. Written
+	// only while every server's member record says it reads log format
+	// LogFormatPacked: a node that predates it stops on it.
+	CmdBatch CmdType = 13
 
 	// CmdIgnoreUnknown, set on a type byte, tells an older FSM that does not
 	// know the command that skipping it is safe. Without it an unknown command
@@ -44,6 +49,9 @@ const (
 func (t CmdType) String() string {
 	if spec, ok := commands[t&^CmdIgnoreUnknown]; ok {
 		return spec.name
+	}
+	if t == CmdBatch {
+		return "batch"
 	}
 	return fmt.Sprintf("cmd(%d)", byte(t))
 }
@@ -170,6 +178,10 @@ type Member struct {
 	ID       string `codec:"id" json:"id"`
 	RaftAddr string `codec:"r" json:"raft_addr"`
 	HTTPAddr string `codec:"h" json:"http_addr"`
+	// LogFormat is the newest log format the member's release reads
+	// (LogFormat); 0 for a release that predates the field. A leader
+	// writes what every server reads.
+	LogFormat int `codec:"lf,omitempty" json:"log_format,omitempty"`
 }
 
 // ClusterIDBody names the cluster (CmdSetClusterID).

@@ -25,6 +25,10 @@ type FSM struct {
 	// log-volume measurements).
 	appliedBytes   atomic.Uint64
 	appliedEntries atomic.Uint64
+	// appliedCommands counts the commands applied (a packed entry's each),
+	// and snapCommands what it was at the last snapshot or restore: the
+	// log a restart replays is counted in commands (CommandsSinceSnapshot).
+	appliedCommands, snapCommands atomic.Uint64
 
 	obsMu     sync.RWMutex
 	observers []func(Change)
@@ -82,6 +86,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.appliedBytes.Add(uint64(len(l.Data)))
 	f.appliedEntries.Add(1)
+	if TypeOf(l.Data) == CmdBatch {
+		return f.applyBatch(l)
+	}
+	f.appliedCommands.Add(1)
 	cmd, err := decodeApplied(l.Data)
 	if err != nil {
 		if errors.Is(err, ErrBadCommand) && cmd.Type&CmdIgnoreUnknown != 0 {
@@ -112,7 +120,16 @@ func (f *FSM) applyLocked(idx uint64, cmd Command, c *Change) error {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	f.snapCommands.Store(f.appliedCommands.Load())
 	return &snapshot{state: f.reg.export(f.lastIndex)}, nil
+}
+
+// CommandsSinceSnapshot is how many commands the FSM applied since its
+// last snapshot (or restore): what a restart would replay from the log.
+// Raft's snapshot threshold counts entries, and a packed entry holds many
+// commands.
+func (f *FSM) CommandsSinceSnapshot() uint64 {
+	return f.appliedCommands.Load() - f.snapCommands.Load()
 }
 
 // Restore implements raft.FSM: it builds a new registry from the snapshot
@@ -127,6 +144,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.reg = reg
 	f.lastIndex = st.LastIndex
+	f.snapCommands.Store(f.appliedCommands.Load())
 	f.mu.Unlock()
 	f.log.Info("restored snapshot", "last_index", st.LastIndex, "instances", reg.count)
 	f.publish(Change{Index: st.LastIndex, All: true})
