@@ -97,6 +97,9 @@ type testHooks struct {
 	beforeReplayBatch func(entries [][]byte) error
 	// transport wraps the node-to-node HTTP transport.
 	transport func(http.RoundTripper) http.RoundTripper
+	// logFormat, when set, is the log format the node records as the
+	// newest it reads (a release before packed entries: 0).
+	logFormat *int
 }
 
 // DefaultConfig returns production defaults (hashicorp/raft's timings).

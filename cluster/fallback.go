@@ -535,8 +535,13 @@ func (fb *fallback) applyBatch(ctx context.Context, entries [][]byte) ([]error, 
 // answered, and a forwarded batch's are views of the request's body.
 func (n *Node) applyBatchLocal(ctx context.Context, entries [][]byte) ([]error, uint64, error) {
 	copies := make([][]byte, len(entries))
+	packable := true
 	for i, e := range entries {
 		copies[i] = append([]byte(nil), e...)
+		packable = packable && fsm.Packable(fsm.TypeOf(e))
+	}
+	if packable && n.packingAllowed() {
+		return n.applyBatchInLine(copies)
 	}
 	results, last, err := n.applyEntries(ctx, "journal batch", copies)
 	if last > 0 {

@@ -160,7 +160,7 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 		// Addresses are names only: nothing listens on them, memNet and the
 		// in-memory transports route by them.
 		members[i] = fsm.Member{ID: fmt.Sprintf("m%d", i+1),
-			RaftAddr: fmt.Sprintf("127.0.0.1:%d", 17001+i), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 18001+i)}
+			RaftAddr: fmt.Sprintf("127.0.0.1:%d", 17001+i), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 18001+i), LogFormat: fsm.LogFormat}
 	}
 	for _, m := range members {
 		c.nodes = append(c.nodes, &memNode{self: m, logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()})
@@ -170,6 +170,9 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 		cfg := fastConfig(mn.self, members, mode, &testHooks{})
 		if tune != nil {
 			tune(i, &cfg)
+		}
+		if f := cfg.hooks.logFormat; f != nil {
+			mn.self.LogFormat = *f // a node of an older release
 		}
 		from := mn.self.HTTPAddr
 		cfg.hooks.transport = func(http.RoundTripper) http.RoundTripper { return &memRoundTripper{net: c.net, from: from} }
@@ -432,18 +435,20 @@ func (mn *memNode) committed(t *testing.T, app string) []string {
 		if err := mn.logs.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
 			continue
 		}
-		cmd, err := fsm.Decode(l.Data)
+		cmds, err := fsm.DecodeEntry(l.Data) // a packed entry's writes, in order
 		if err != nil {
 			continue
 		}
-		switch body := cmd.Body.(type) {
-		case *fsm.RegisterBody:
-			if body.Instance.App == app {
-				out = append(out, cmd.Type.String()+" "+body.Instance.InstanceID)
-			}
-		case *fsm.KeyBody:
-			if body.App == app {
-				out = append(out, cmd.Type.String()+" "+body.ID)
+		for _, cmd := range cmds {
+			switch body := cmd.Body.(type) {
+			case *fsm.RegisterBody:
+				if body.Instance.App == app {
+					out = append(out, cmd.Type.String()+" "+body.Instance.InstanceID)
+				}
+			case *fsm.KeyBody:
+				if body.App == app {
+					out = append(out, cmd.Type.String()+" "+body.ID)
+				}
 			}
 		}
 	}

@@ -78,6 +78,9 @@ type Node struct {
 	lw leaderWorkers
 	// nudger hurries commits of document changes to followers.
 	nudger *commitNudger
+	// line packs the client writes that reach the leader together
+	// (packline.go).
+	line writeLine
 	// health is which servers fail this leader's heartbeats (joins).
 	health *peerHealth
 	// removed is set while the leader says this node is out of the
@@ -260,6 +263,7 @@ func (n *Node) startBackground() {
 		func() { defer n.wg.Done(); n.fb.monitor(n.stopCh) },
 		func() { defer n.wg.Done(); n.forwarder.run(n.stopCh) },
 		func() { defer n.wg.Done(); n.followSnapshotThreshold(n.stopCh) },
+		func() { defer n.wg.Done(); n.snapshotByCommands(n.stopCh) },
 	}
 	n.wg.Add(len(background))
 	for _, run := range background {
@@ -284,7 +288,11 @@ func (n *Node) bootstrap() error {
 }
 
 func (n *Node) selfMember() fsm.Member {
-	return fsm.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.advertiseRaft(), HTTPAddr: n.cfg.HTTPAdvertise}
+	m := fsm.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.advertiseRaft(), HTTPAddr: n.cfg.HTTPAdvertise, LogFormat: fsm.LogFormat}
+	if h := n.cfg.hooks; h != nil && h.logFormat != nil {
+		m.LogFormat = *h.logFormat
+	}
+	return m
 }
 
 // ID is this node's id.
@@ -502,6 +510,10 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 		return 0, err
 	}
 	buf := append([]byte(nil), entry...)
+	if fsm.Packable(fsm.TypeOf(buf)) && n.packingAllowed() {
+		results, idx := n.applyInLine([][]byte{buf})
+		return idx, results[0]
+	}
 	if err := fsm.Stamp(buf, time.Now().UnixMilli()); err != nil {
 		return 0, err
 	}

@@ -520,12 +520,14 @@ func (n *Node) buildDurable() *fsm.Registry {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		cmd, err := fsm.Decode(l.Data)
+		cmds, err := fsm.DecodeEntry(l.Data) // a packed entry's commands too
 		if err != nil {
 			continue
 		}
-		_ = reg.Apply(i, cmd, &fsm.Change{})
-		applied++
+		for _, cmd := range cmds {
+			_ = reg.Apply(i, cmd, &fsm.Change{})
+		}
+		applied += len(cmds)
 	}
 	n.log.Info("built the durable view for reads while catching up",
 		"from_index", from, "to_index", last, "commands", applied, "instances", reg.Count())

@@ -45,6 +45,8 @@ func (n *Node) Status() Status {
 		LogBytes:          n.deps.logSize(),
 	}
 	st.AppliedEntries, st.AppliedBytes = n.fsm.AppliedVolume()
+	st.Packing = n.packingAllowed()
+	st.PackedEntries, st.PackedWrites = n.line.entries.Load(), n.line.writes.Load()
 	n.diskStatus(&st)
 	if first, err := n.deps.logs.FirstIndex(); err == nil {
 		st.FirstLogIndex = first

@@ -97,6 +97,13 @@ type NodeStatus struct {
 	// since it started, and their encoded size.
 	AppliedEntries uint64 `json:"applied_entries"`
 	AppliedBytes   uint64 `json:"applied_bytes"`
+	// Packing is set while every server reads packed log entries, so that
+	// a leader packs the client writes that reach it together into one
+	// entry; PackedEntries and PackedWrites count what this node packed
+	// as leader.
+	Packing       bool   `json:"packing"`
+	PackedEntries uint64 `json:"packed_entries"`
+	PackedWrites  uint64 `json:"packed_writes"`
 }
 
 // LeaseStatus is the leader's view of leases and self-preservation
