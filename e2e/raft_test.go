@@ -377,26 +377,31 @@ func TestSnapshotTruncatesLogAndRestores(t *testing.T) {
 			filepath.Join(n1.DataDir, "snapshots"), listTree(filepath.Join(n1.DataDir, "snapshots"), 3))
 	}
 
-	// Write a tail that only the log holds. raft snapshots once the log has
-	// grown by the threshold (100) since the last snapshot, so first let any
-	// pending snapshot happen, then make sure the tail cannot reach the
-	// threshold (topping up past it first when it is too close).
+	// Write a tail that only the log holds. A node snapshots once the log
+	// has grown by the threshold (100) since the last snapshot, counted in
+	// entries or in commands (a packed entry holds several writes), so
+	// first let any pending snapshot happen, then make sure the tail cannot
+	// reach the threshold (topping up past it first when it is too close).
 	const threshold, tailLen = 100, 5
+	pending := func(st Status) uint64 {
+		return max(st.CommitIndex-st.LastSnapshotIndex, st.CommandsSinceSnapshot)
+	}
 	var st Status
 	for attempt := 0; ; attempt++ {
 		WaitFor(t, 20*time.Second, func() bool {
 			var err error
 			st, err = n1.TryStatus()
-			return err == nil && st.CommitIndex-st.LastSnapshotIndex < threshold
-		}, "no snapshot pending (fewer than 100 entries since the last)")
-		if st.CommitIndex-st.LastSnapshotIndex+tailLen < threshold {
+			return err == nil && pending(st) < threshold
+		}, "no snapshot pending (fewer than 100 entries and commands since the last)")
+		if pending(st)+tailLen < threshold {
 			break
 		}
 		if attempt == 3 {
-			t.Fatalf("could not leave room for a %d-entry log tail: commit %d, snapshot %d", tailLen, st.CommitIndex, st.LastSnapshotIndex)
+			t.Fatalf("could not leave room for a %d-entry log tail: commit %d, snapshot %d, commands since %d",
+				tailLen, st.CommitIndex, st.LastSnapshotIndex, st.CommandsSinceSnapshot)
 		}
 		var filler []reg
-		for i := range threshold - int(st.CommitIndex-st.LastSnapshotIndex) {
+		for i := range threshold - int(pending(st)) {
 			filler = append(filler, reg{app: "snap-filler", id: fmt.Sprintf("f%d-%d", attempt, i)})
 		}
 		registerAll(t, n1.BaseURL(), filler, 4)

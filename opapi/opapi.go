@@ -104,6 +104,10 @@ type NodeStatus struct {
 	Packing       bool   `json:"packing"`
 	PackedEntries uint64 `json:"packed_entries"`
 	PackedWrites  uint64 `json:"packed_writes"`
+	// CommandsSinceSnapshot is how many commands the FSM applied since its
+	// last snapshot (a packed entry's each): the node snapshots once this
+	// or the log entries since reach the snapshot threshold.
+	CommandsSinceSnapshot uint64 `json:"commands_since_snapshot"`
 }
 
 // LeaseStatus is the leader's view of leases and self-preservation
