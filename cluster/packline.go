@@ -22,7 +22,7 @@ import (
 // appends, replicates and applies one entry where it did one per write,
 // and each of those costs a msgpack encoding, a bolt key and a transport
 // frame on every node: W1 (19,500 registrations by 64 writers over three
-// nodes) took 26 % less CPU of the nodes a registration and ran 24 %
+// nodes) took 23 % less CPU of the nodes a registration and ran 22 %
 // faster (docs/benchmarks/2026-12-06-c-one-entry-for-a-burst.md). A lone
 // write waits for nothing.
 //

@@ -90,10 +90,10 @@ func (n *Node) renewWithoutQuorum(req renewRequest) error {
 // judgeRenewal applies docs/eureka-api.md, "Renew" to a heartbeat against this node's state:
 // whether it renews the lease, whether the node holds the instance at all
 // (a 404 for one it holds, with status UNKNOWN, is already the answer), and
-// the answer the client gets.
-func (n *Node) judgeRenewal(req renewRequest) (renew, held bool, err error) {
+// the answer the client gets. read is the state it judges by.
+func (n *Node) judgeRenewal(req renewRequest, read func(func(*fsm.Registry))) (renew, held bool, err error) {
 	var e *fsm.Entry
-	n.fsm.Read(func(r *fsm.Registry) { e = r.Lease(req.App, req.ID) })
+	read(func(r *fsm.Registry) { e = r.Lease(req.App, req.ID) })
 	switch {
 	case e == nil:
 		return false, false, fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
@@ -108,13 +108,18 @@ func (n *Node) judgeRenewal(req renewRequest) (renew, held bool, err error) {
 }
 
 func (n *Node) renewFollower(req renewRequest) error {
+	read := n.fsm.Read
 	if !n.CaughtUpOnce() {
-		// The FSM is still catching up after a start: judged here, a
+		// The FSM is still catching up after a start: judged by it, a
 		// heartbeat of an instance cancelled since the snapshot would be
-		// answered 200 and then skipped when applied. The leader judges.
-		return n.renewAtLeader(req)
+		// answered 200 and then skipped when applied. The durable view
+		// (the snapshot and the log) holds the cancel; an instance it
+		// does not hold is asked of the leader, below. Asking the leader
+		// for every heartbeat instead would send it a call for each of
+		// this node's clients' heartbeats while it catches up.
+		read = n.ReadDurable
 	}
-	renew, held, err := n.judgeRenewal(req)
+	renew, held, err := n.judgeRenewal(req, read)
 	if renew {
 		n.forwarder.add(req)
 		return err
@@ -168,7 +173,7 @@ func (n *Node) renewLocal(req renewRequest) error {
 	var renew bool
 	var err error
 	if _, werr := n.holdsOnceCaughtUp(func() (held bool) {
-		renew, held, err = n.judgeRenewal(req)
+		renew, held, err = n.judgeRenewal(req, n.fsm.Read)
 		return held
 	}); werr != nil {
 		return werr

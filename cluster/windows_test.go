@@ -172,10 +172,11 @@ func TestMem_RestartedCutOffNodeRenewsOnlyWhatItShows(t *testing.T) {
 	}
 }
 
-// A follower that restarted and has not caught up lets the leader judge a
-// heartbeat: judged by its snapshot, one of an instance cancelled since
-// was answered 200 and then skipped when applied.
-func TestMem_RestartedFollowerLetsTheLeaderJudgeHeartbeats(t *testing.T) {
+// A follower that restarted and has not caught up judges a heartbeat by
+// its durable view, and asks the leader of an instance that does not hold:
+// judged by its snapshot, one of an instance cancelled since was answered
+// 200 and then skipped when applied.
+func TestMem_RestartedFollowerJudgesHeartbeatsByWhatItHolds(t *testing.T) {
 	for _, mode := range []string{ModeCP, ModeAP} {
 		_, f := restartedAfterCancel(t, mode, false)
 		if f.CaughtUpOnce() {
