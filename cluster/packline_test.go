@@ -193,13 +193,13 @@ func TestMem_PackedBurstIsSnapshottedByItsWrites(t *testing.T) {
 	if last >= 400 {
 		t.Skipf("the burst took %d entries: packed too little to tell the triggers apart", last)
 	}
+	// A snapshot may come mid-burst, with more writes after it: once the
+	// burst is over, each node's snapshot covers all but fewer than the
+	// threshold's commands, a snapshot interval or two later.
 	for _, mn := range c.nodes {
-		c.waitFor(5*time.Second, "a snapshot on "+mn.ID(), func() bool {
+		c.waitFor(5*time.Second, "a snapshot on "+mn.ID()+" covering the burst but for fewer than 400 commands", func() bool {
 			metas, err := mn.snaps.List()
-			return err == nil && len(metas) > 0
+			return err == nil && len(metas) > 0 && mn.fsm.CommandsSinceSnapshot() < 400
 		})
-		if n := mn.fsm.CommandsSinceSnapshot(); n >= 400 {
-			t.Fatalf("%s: %d commands since its snapshot", mn.ID(), n)
-		}
 	}
 }
