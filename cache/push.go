@@ -119,12 +119,16 @@ func (c *Cache) changed(ch fsm.Change) {
 		}
 		return
 	}
+	var topics []topic
+	if !ch.All {
+		topics = c.changeTopics(ch)
+	}
 	for i, l := range c.lanes {
 		l.pmu.Lock()
 		if ch.All {
 			l.all = true
 		} else {
-			for _, t := range c.changeTopics(ch) {
+			for _, t := range topics {
 				if laneOf(t) == i {
 					l.pending[t] = struct{}{}
 				}
@@ -140,7 +144,7 @@ func (c *Cache) changed(ch fsm.Change) {
 		// Refresh; instance documents skip readOnly, so a read already
 		// sees the change: their watchers wake now.
 		var ts []topic
-		for _, t := range c.changeTopics(ch) {
+		for _, t := range topics {
 			if t.entity == EntityInstance {
 				ts = append(ts, t)
 			}

@@ -556,10 +556,7 @@ func (n *Node) applyBatchLocal(ctx context.Context, entries [][]byte) ([]error, 
 // the caller's to give away: the renewal batcher encodes its entries, a
 // second of heartbeats each, for this call alone.
 func (n *Node) applyEntries(ctx context.Context, what string, entries [][]byte) ([]error, uint64, error) {
-	if n.raft.State() != raft.Leader {
-		return nil, 0, ErrNotLeader
-	}
-	if err := n.diskFull(what); err != nil {
+	if err := n.canAppend(what); err != nil {
 		return nil, 0, err
 	}
 	now := time.Now().UnixMilli()
@@ -587,6 +584,16 @@ func (n *Node) applyEntries(ctx context.Context, what string, entries [][]byte) 
 		results[i] = err
 	}
 	return results, last, nil
+}
+
+// canAppend refuses a batch of entries (named what) on a node that does
+// not lead (ErrNotLeader: the caller finds the leader) or whose disk is
+// full.
+func (n *Node) canAppend(what string) error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	return n.diskFull(what)
 }
 
 // monitor watches quorum and replays the journal once quorum is back.

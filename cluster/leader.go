@@ -171,13 +171,21 @@ func (k *leaseKeeper) status(now time.Time) LeaseStatus {
 	return st
 }
 
+// startGrace gives every lease a full duration of grace from now: a new
+// leader's, or a restore's, whose leases were renewed on another clock.
+func (k *leaseKeeper) startGrace(now time.Time) {
+	k.mu.Lock()
+	k.leaderSince = now.UnixMilli()
+	k.mu.Unlock()
+}
+
 // run evicts expired leases while this node leads: at their deadlines,
 // which it tracks in a heap, and in a full pass every eviction interval
 // (Eureka's schedule, now only the upper bound).
 func (k *leaseKeeper) run(stop <-chan struct{}) {
 	now := time.Now()
+	k.startGrace(now)
 	k.mu.Lock()
-	k.leaderSince = now.UnixMilli()
 	k.lastExpired = 0
 	k.window.reset()
 	k.mu.Unlock()

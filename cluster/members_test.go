@@ -139,19 +139,27 @@ func TestMem_RemoveTheLeader(t *testing.T) {
 	}
 }
 
+// removedFollower starts an AP cluster holding KEPT/k-1 on every node and
+// removes a follower (gone) from it.
+func removedFollower(t *testing.T) (c *memCluster, leader, gone *memNode) {
+	t.Helper()
+	c = startMemCluster(t, 3, ModeAP, nil)
+	leader = c.leader()
+	mustApply(t, leader, registerEntry(t, "KEPT", "k-1"))
+	gone = c.followers()[0]
+	c.waitFor(2*time.Second, "KEPT/k-1 on "+gone.ID(), func() bool { return inFSM(gone.Node, "KEPT", "k-1") })
+	if err := leader.Remove(t.Context(), gone.ID()); err != nil {
+		t.Fatal(err)
+	}
+	return c, leader, gone
+}
+
 // TestMem_RemovedNodeTakesNoWrites checks that a node taken out of an AP
 // cluster refuses writes and renewals (ErrRemoved) instead of counting its
 // quorum as lost and acknowledging them into a fallback journal that no
 // cluster would ever replay.
 func TestMem_RemovedNodeTakesNoWrites(t *testing.T) {
-	c := startMemCluster(t, 3, ModeAP, nil)
-	leader := c.leader()
-	mustApply(t, leader, registerEntry(t, "KEPT", "k-1"))
-	gone := c.followers()[0]
-	c.waitFor(2*time.Second, "KEPT/k-1 on "+gone.ID(), func() bool { return inFSM(gone.Node, "KEPT", "k-1") })
-	if err := leader.Remove(t.Context(), gone.ID()); err != nil {
-		t.Fatal(err)
-	}
+	c, leader, gone := removedFollower(t)
 	// Told by the leader: Raft itself does not tell a removed follower.
 	if _, err := gone.Apply(t.Context(), registerEntry(t, "GHOST", "g-1")); !errors.Is(err, ErrRemoved) {
 		t.Errorf("write on the removed node: %v, want ErrRemoved", err)

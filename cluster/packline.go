@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/heureka-registry/heureka/fsm"
 )
 
@@ -208,10 +206,7 @@ func answerLine(ws []*lineWrite, idx uint64, results fsm.BatchResults, err error
 // lost office before any of them went to raft answers ErrNotLeader for the
 // call, as applyEntries does, so that the caller finds the new leader.
 func (n *Node) applyBatchInLine(entries [][]byte) ([]error, uint64, error) {
-	if n.raft.State() != raft.Leader {
-		return nil, 0, ErrNotLeader
-	}
-	if err := n.diskFull("forwarded batch"); err != nil {
+	if err := n.canAppend("journal batch"); err != nil {
 		return nil, 0, err
 	}
 	results, last := n.applyInLine(entries)

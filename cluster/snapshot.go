@@ -185,21 +185,13 @@ func (n *Node) restoreState(st *fsm.State) error {
 	// keeper sees the restored leases from the swap on, and must not judge
 	// them by the old grace in that wait. And again once it returned, so
 	// the grace is whole when the cluster holds the state.
-	n.startLeaseGrace()
+	n.leases.startGrace(time.Now())
 	if err := n.raft.Restore(meta, &buf, n.cfg.ApplyTimeout); err != nil {
 		return fmt.Errorf("raft restore: %w", mapRaftErr(err))
 	}
-	n.startLeaseGrace()
+	n.leases.startGrace(time.Now())
 	n.log.Info("restored snapshot", "instances", len(st.Entries), "index", st.LastIndex)
 	return nil
-}
-
-// startLeaseGrace starts a full lease duration of grace for every lease
-// from now.
-func (n *Node) startLeaseGrace() {
-	n.leases.mu.Lock()
-	n.leases.leaderSince = time.Now().UnixMilli()
-	n.leases.mu.Unlock()
 }
 
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

@@ -18,14 +18,7 @@ import (
 // it, takes writes and heartbeats again once it is back in touch: it asks
 // its peers, instead of refusing everything until it restarts.
 func TestMem_NodeReadmittedOutOfReachTakesWritesAgain(t *testing.T) {
-	c := startMemCluster(t, 3, ModeAP, nil)
-	leader := c.leader()
-	mustApply(t, leader, registerEntry(t, "KEPT", "k-1"))
-	gone := c.followers()[0]
-	c.waitFor(2*time.Second, "KEPT/k-1 on "+gone.ID(), func() bool { return inFSM(gone.Node, "KEPT", "k-1") })
-	if err := leader.Remove(t.Context(), gone.ID()); err != nil {
-		t.Fatal(err)
-	}
+	c, leader, gone := removedFollower(t)
 	if _, err := gone.Apply(t.Context(), registerEntry(t, "GHOST", "g-1")); !errors.Is(err, ErrRemoved) {
 		t.Fatalf("write on the removed node: %v, want ErrRemoved", err)
 	}

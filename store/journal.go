@@ -127,7 +127,7 @@ func readJournal(r io.Reader) ([][]byte, int64, error) {
 			// length is what is damaged and a whole record follows the
 			// header (its bytes match the header's checksum). Cutting the
 			// file there would drop that record, and every one after it.
-			if _, whole := wholePrefix(rec[:got], binary.BigEndian.Uint32(head[4:])); whole {
+			if holdsWholeRecord(rec[:got], binary.BigEndian.Uint32(head[4:])) {
 				return nil, 0, fmt.Errorf("%w: the record at offset %d says %d bytes, but %d bytes after it are a whole record",
 					ErrJournalCorrupt, off, n, got)
 			}
@@ -146,18 +146,17 @@ func readJournal(r io.Reader) ([][]byte, int64, error) {
 	}
 }
 
-// wholePrefix finds the shortest non-empty prefix of b whose CRC-32C is
+// holdsWholeRecord reports whether a non-empty prefix of b has the CRC-32C
 // sum. One pass over b: a record is at most maxJournalRecord bytes, and
 // only a journal whose last record is cut short is read this way.
-func wholePrefix(b []byte, sum uint32) (int, bool) {
+func holdsWholeRecord(b []byte, sum uint32) bool {
 	crc := uint32(0)
 	for i := range b {
-		crc = crc32.Update(crc, crcTable, b[i:i+1])
-		if crc == sum {
-			return i + 1, true
+		if crc = crc32.Update(crc, crcTable, b[i:i+1]); crc == sum {
+			return true
 		}
 	}
-	return 0, false
+	return false
 }
 
 // allZeros reports whether b holds nothing but zero bytes.

@@ -193,24 +193,16 @@ func redactedAddr(addr string) string {
 	if u, err := url.Parse(addr); err == nil {
 		return u.Redacted()
 	}
-	scheme, rest, ok := strings.Cut(addr, "://")
-	if !ok {
-		return addr
-	}
-	authority, path, _ := strings.Cut(rest, "/")
+	// Unparsable: whatever follows the user in the authority's user
+	// information is hidden.
+	scheme, rest, _ := strings.Cut(addr, "://")
+	authority, _, _ := strings.Cut(rest, "/")
 	at := strings.LastIndex(authority, "@")
-	if at < 0 {
+	user, _, hasPassword := strings.Cut(authority[:max(at, 0)], ":")
+	if at < 0 || !hasPassword {
 		return addr
 	}
-	user, _, hasPassword := strings.Cut(authority[:at], ":")
-	if !hasPassword {
-		return addr
-	}
-	out := scheme + "://" + user + ":xxxxx" + authority[at:]
-	if len(authority) < len(rest) {
-		out += "/" + path
-	}
-	return out
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
 // opsExit prints err for command and returns the exit code.
