@@ -100,6 +100,9 @@ type testHooks struct {
 	// logFormat, when set, is the log format the node records as the
 	// newest it reads (a release before packed entries: 0).
 	logFormat *int
+	// registerRetry, when set, replaces registerRetry: how often a node
+	// tries again to record itself without news of a leader.
+	registerRetry time.Duration
 }
 
 // DefaultConfig returns production defaults (hashicorp/raft's timings).

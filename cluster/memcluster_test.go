@@ -150,9 +150,45 @@ func fastConfig(self fsm.Member, members []fsm.Member, mode string, hooks *testH
 	return cfg
 }
 
-// startMemCluster starts size nodes in mode; tune, when set, adjusts each
-// node's config (hooks are kept: the memNet transport is added to them).
+// startMemCluster starts size nodes in mode and records every member;
+// tune, when set, adjusts each node's config (hooks are kept: the memNet
+// transport is added to them).
 func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *Config)) *memCluster {
+	t.Helper()
+	c := startMemNodes(t, size, mode, tune)
+	leader := c.leader()
+	// Record every member's addresses at once (each node does so itself,
+	// as it sees a leader, but may find none yet), so that no node
+	// journals its own record while a test cuts it off.
+	for _, mn := range c.nodes {
+		entry, err := fsm.Encode(fsm.CmdSetMember, &mn.self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leader.Apply(t.Context(), entry); err != nil {
+			t.Fatalf("record member %s: %v", mn.self.ID, err)
+		}
+	}
+	c.waitMembersRecorded(2 * time.Second)
+	// Each node's own attempt (on seeing the leader) may have crossed
+	// the records above: wait for them all to end, and count the calls
+	// of the test from here.
+	for _, mn := range c.nodes {
+		select {
+		case <-mn.selfRecorded:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s did not find its own member record", mn.ID())
+		}
+	}
+	c.net.mu.Lock()
+	clear(c.net.calls)
+	c.net.mu.Unlock()
+	return c
+}
+
+// startMemNodes starts size nodes in mode, as startMemCluster does, and
+// leaves recording the members to the nodes.
+func startMemNodes(t *testing.T, size int, mode string, tune func(i int, cfg *Config)) *memCluster {
 	t.Helper()
 	c := &memCluster{t: t, net: &memNet{handlers: map[string]http.Handler{}, cut: map[string]bool{}, calls: map[string]int{}}}
 	members := make([]fsm.Member, size)
@@ -181,21 +217,15 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 			t.Fatalf("start %s: %v", mn.self.ID, err)
 		}
 	}
-	leader := c.leader()
-	// Record every member's addresses at once (each node does so itself,
-	// but only on a half-second retry after it found no leader at start),
-	// so that no node journals its own record while a test cuts it off.
+	return c
+}
+
+// waitMembersRecorded waits until every node's FSM holds every node's
+// member record as the node states it.
+func (c *memCluster) waitMembersRecorded(within time.Duration) {
+	c.t.Helper()
 	for _, mn := range c.nodes {
-		entry, err := fsm.Encode(fsm.CmdSetMember, &mn.self)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := leader.Apply(t.Context(), entry); err != nil {
-			t.Fatalf("record member %s: %v", mn.self.ID, err)
-		}
-	}
-	for _, mn := range c.nodes {
-		waitFor(t, 2*time.Second, "member records on "+mn.ID(), func() bool {
+		waitFor(c.t, within, "member records on "+mn.ID(), func() bool {
 			all := true
 			mn.fsm.Read(func(r *fsm.Registry) {
 				for _, o := range c.nodes {
@@ -207,7 +237,6 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 			return all
 		})
 	}
-	return c
 }
 
 // startNode starts mn on its Raft stores (behind fullDiskLogs), its

@@ -203,3 +203,13 @@ func TestMem_PackedBurstIsSnapshottedByItsWrites(t *testing.T) {
 		})
 	}
 }
+
+// A new cluster's nodes record themselves as they see the leader, not on
+// their retry, and the leader packs from then on (it packs nothing until
+// every server's record is in). The retry is an hour here: only the news
+// of the leader can bring the records in.
+func TestMem_NodesRecordThemselvesOnSeeingTheLeader(t *testing.T) {
+	c := startMemNodes(t, 3, ModeCP, func(_ int, cfg *Config) { cfg.hooks.registerRetry = time.Hour })
+	c.waitMembersRecorded(5 * time.Second)
+	c.waitFor(5*time.Second, "every server reads packed entries", c.leader().packingAllowed)
+}
