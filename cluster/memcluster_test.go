@@ -150,36 +150,23 @@ func fastConfig(self fsm.Member, members []fsm.Member, mode string, hooks *testH
 	return cfg
 }
 
-// startMemCluster starts size nodes in mode and records every member;
-// tune, when set, adjusts each node's config (hooks are kept: the memNet
-// transport is added to them).
+// startMemCluster starts size nodes in mode and waits until each has
+// recorded itself as a member (it does so as it sees the leader), so
+// that no node journals its own record while a test cuts it off; the
+// test's internal calls are counted from then on. tune, when set,
+// adjusts each node's config (hooks are kept: the memNet transport is
+// added to them).
 func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *Config)) *memCluster {
 	t.Helper()
 	c := startMemNodes(t, size, mode, tune)
-	leader := c.leader()
-	// Record every member's addresses at once (each node does so itself,
-	// as it sees a leader, but may find none yet), so that no node
-	// journals its own record while a test cuts it off.
-	for _, mn := range c.nodes {
-		entry, err := fsm.Encode(fsm.CmdSetMember, &mn.self)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := leader.Apply(t.Context(), entry); err != nil {
-			t.Fatalf("record member %s: %v", mn.self.ID, err)
-		}
-	}
-	c.waitMembersRecorded(2 * time.Second)
-	// Each node's own attempt (on seeing the leader) may have crossed
-	// the records above: wait for them all to end, and count the calls
-	// of the test from here.
 	for _, mn := range c.nodes {
 		select {
 		case <-mn.selfRecorded:
-		case <-time.After(2 * time.Second):
-			t.Fatalf("%s did not find its own member record", mn.ID())
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not record itself as a member", mn.ID())
 		}
 	}
+	c.waitMembersRecorded(2 * time.Second)
 	c.net.mu.Lock()
 	clear(c.net.calls)
 	c.net.mu.Unlock()
