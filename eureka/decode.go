@@ -63,16 +63,16 @@ type Application struct {
 // cannot read back. See the package documentation for how dataCenterInfo is
 // represented. Every error is a *BadRequestError naming the field.
 func DecodeInstance(body []byte, f Format, nowMs int64) (*fsm.Instance, error) {
-	n, err := parseRoot(body, f, "instance")
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{xml: f == XML, now: nowMs, register: true}
-	e, err := d.instance(n)
-	if err != nil {
-		return nil, err
-	}
-	return e.Instance, nil
+	var in *fsm.Instance
+	err := withRoot(body, f, "instance", func(n *node) error {
+		d := decoder{xml: f == XML, now: nowMs, register: true}
+		e, err := d.instance(n)
+		if err == nil {
+			in = e.Instance
+		}
+		return err
+	})
+	return in, err
 }
 
 // ValidateInstance applies Eureka's register checks (docs/eureka-api.md, "Register") in order and
@@ -135,24 +135,28 @@ func upperASCII(s string) string {
 // actionType and isCoordinatingDiscoveryServer go into the Entry, whose App
 // and ID are taken from the instance. An absent lastDirtyTimestamp stays 0.
 func DecodeEntry(body []byte, f Format) (*fsm.Entry, error) {
-	n, err := parseRoot(body, f, "instance")
+	var e *fsm.Entry
+	err := withRoot(body, f, "instance", func(n *node) (err error) {
+		d := decoder{xml: f == XML, full: true}
+		e, err = d.instance(n)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	d := decoder{xml: f == XML, full: true}
-	return d.instance(n)
+	return e, nil
 }
 
 // DecodeApplication decodes an application document ({"application":{...}}
 // or bare in JSON, <application> in XML). A single instance object in place
 // of an array is accepted.
 func DecodeApplication(body []byte, f Format) (*Application, error) {
-	n, err := parseRoot(body, f, "application")
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{xml: f == XML, full: true}
-	a, err := d.application(n)
+	var a Application
+	err := withRoot(body, f, "application", func(n *node) (err error) {
+		d := decoder{xml: f == XML, full: true}
+		a, err = d.application(n)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -163,22 +167,20 @@ func DecodeApplication(body []byte, f Format) (*Application, error) {
 // or bare in JSON, <applications> in XML). Single objects in place of the
 // application and instance arrays are accepted, as old servers wrote them.
 func DecodeApplications(body []byte, f Format) (*Applications, error) {
-	n, err := parseRoot(body, f, "applications")
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{xml: f == XML, full: true}
 	apps := &Applications{}
-	err = d.members("applications", n, func(name string, v *node) (err error) {
-		switch name {
-		case "versions__delta":
-			apps.VersionsDelta, err = d.text(name, v)
-		case "apps__hashcode":
-			apps.AppsHashCode, err = d.text(name, v)
-		case "application":
-			err = eachInto(v, &apps.Applications, d.application)
-		}
-		return err
+	err := withRoot(body, f, "applications", func(n *node) error {
+		d := decoder{xml: f == XML, full: true}
+		return d.members("applications", n, func(name string, v *node) (err error) {
+			switch name {
+			case "versions__delta":
+				apps.VersionsDelta, err = d.text(name, v)
+			case "apps__hashcode":
+				apps.AppsHashCode, err = d.text(name, v)
+			case "application":
+				err = eachInto(v, &apps.Applications, d.application)
+			}
+			return err
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -186,33 +188,32 @@ func DecodeApplications(body []byte, f Format) (*Applications, error) {
 	return apps, nil
 }
 
-// parseRoot parses body and returns the content of its root. JSON accepts
-// {"<root>": {...}} or the bare object; XML requires the <root> element.
-func parseRoot(body []byte, f Format, root string) (*node, error) {
+// withRoot parses body and calls fn with the content of its root, valid
+// only during the call (withJSON). JSON accepts {"<root>": {...}} or the
+// bare object; XML requires the <root> element.
+func withRoot(body []byte, f Format, root string, fn func(*node) error) error {
 	if f == XML {
 		name, n, err := parseXML(body)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if name != root {
-			return nil, badRequest("malformed XML: root element is <%s>, expected <%s>", name, root)
+			return badRequest("malformed XML: root element is <%s>, expected <%s>", name, root)
 		}
-		return &n, nil
+		return fn(&n)
 	}
-	n, err := parseJSON(body)
-	if err != nil {
-		return nil, err
-	}
-	if n.kind != kObj {
-		return nil, badRequest("%s: expected an object, got %s", root, n.describe())
-	}
-	if w := n.get(root); w != nil {
-		if w.kind != kObj {
-			return nil, badRequest("%s: expected an object, got %s", root, w.describe())
+	return withJSON(body, func(n *node) error {
+		if n.kind != kObj {
+			return badRequest("%s: expected an object, got %s", root, n.describe())
 		}
-		return w, nil
-	}
-	return &n, nil
+		if w := n.get(root); w != nil {
+			if w.kind != kObj {
+				return badRequest("%s: expected an object, got %s", root, w.describe())
+			}
+			return fn(w)
+		}
+		return fn(n)
+	})
 }
 
 // each calls fn for every element of an array, or once for a single value

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/heureka-registry/heureka/fsm"
@@ -137,10 +141,17 @@ func TestParseJSONAgreesWithEncodingJSON(t *testing.T) {
 	}
 }
 
+// parseJSON parses body with a parser of its own, so that the tree stays
+// valid after the call.
+func parseJSON(body []byte) (node, error) {
+	var p jsonParser
+	return p.parse(body)
+}
+
 // A parser comes back from its pool with nothing of the documents it
 // parsed: each parse gives what a fresh parser gives, however deep or wide
 // the documents before it were, and a pooled parser holds no string of
-// them.
+// them, in its stacks or its arenas.
 func TestParseJSON_PooledParserKeepsNothing(t *testing.T) {
 	docs := []string{
 		`{"a":{"b":[1,{"c":"x","d":[true,null]}],"e":"y"},"f":[[],{},"z"]}`,
@@ -148,39 +159,79 @@ func TestParseJSON_PooledParserKeepsNothing(t *testing.T) {
 		`[1,2,3,{"k":"v"}]`,
 		`{"a":{"b":{"c":{"d":{"e":"deep"}}}},"w1":1,"w2":2,"w3":3,"w4":4,"w5":5}`,
 		`"scalar"`,
-	}
-	fresh := func(s string) node {
-		p := &jsonParser{s: s}
-		n, err := p.value(0)
-		if err != nil {
-			t.Fatalf("fresh parse of %s: %v", s, err)
-		}
-		return n
+		// Past the arenas' bound: members and items of their own.
+		"[" + strings.Repeat(`{"k":"v","n":[1,2]},`, 3*maxPooledStack) + `{}]`,
 	}
 	for round := range 3 {
 		for _, s := range docs {
-			got, err := parseJSON([]byte(s))
+			want, err := parseJSON([]byte(s))
+			if err != nil {
+				t.Fatalf("fresh parse of %s: %v", s, err)
+			}
+			err = withJSON([]byte(s), func(got *node) error {
+				if !reflect.DeepEqual(*got, want) {
+					t.Fatalf("round %d, %s: pooled parse %+v, fresh %+v", round, s, *got, want)
+				}
+				return nil
+			})
 			if err != nil {
 				t.Fatalf("round %d, %s: %v", round, s, err)
-			}
-			if want := fresh(s); !reflect.DeepEqual(got, want) {
-				t.Fatalf("round %d, %s: pooled parse %+v, fresh %+v", round, s, got, want)
 			}
 		}
 	}
 	p := parsers.Get().(*jsonParser)
 	defer parsers.Put(p)
-	for _, f := range p.fields[:cap(p.fields)] {
-		if f.name != "" || f.val.text != "" || f.val.fields != nil || f.val.items != nil {
-			t.Fatalf("a pooled parser holds a member of an earlier document: %+v", f)
+	for _, fs := range [][]field{p.fields[:cap(p.fields)], p.treeFields[:cap(p.treeFields)]} {
+		for _, f := range fs {
+			if f.name != "" || f.val.text != "" || f.val.fields != nil || f.val.items != nil {
+				t.Fatalf("a pooled parser holds a member of an earlier document: %+v", f)
+			}
 		}
 	}
-	for _, it := range p.items[:cap(p.items)] {
-		if it.text != "" || it.fields != nil || it.items != nil {
-			t.Fatalf("a pooled parser holds an item of an earlier document: %+v", it)
+	for _, items := range [][]node{p.items[:cap(p.items)], p.treeItems[:cap(p.treeItems)]} {
+		for _, it := range items {
+			if it.text != "" || it.fields != nil || it.items != nil {
+				t.Fatalf("a pooled parser holds an item of an earlier document: %+v", it)
+			}
 		}
 	}
-	if p.s != "" {
+	if p.s != "" || len(p.treeFields) != 0 || len(p.treeItems) != 0 {
 		t.Fatal("a pooled parser holds an earlier document")
 	}
+	if c := max(cap(p.treeFields), cap(p.treeItems)); c > 2*maxPooledStack {
+		t.Fatalf("a pooled parser keeps an arena of %d elements", c)
+	}
+}
+
+// Trees parsed at once on many goroutines, each read while others parse
+// and release: a tree never shows another document's members (the arenas
+// of a parser in use are its own until its caller is done).
+func TestWithJSON_ConcurrentTreesStayTheirOwn(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				doc := fmt.Sprintf(`{"g":"%d","i":"%d","nested":{"a":["%d","%d"],"b":{"c":"%d"}}}`, g, i, g, i, g)
+				want, err := parseJSON([]byte(doc))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				err = withJSON([]byte(doc), func(got *node) error {
+					runtime.Gosched()
+					if !reflect.DeepEqual(*got, want) {
+						return fmt.Errorf("goroutine %d, doc %d: tree %+v, want %+v", g, i, *got, want)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

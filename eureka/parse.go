@@ -82,12 +82,25 @@ const maxDepth = 64
 
 // --- JSON ----------------------------------------------------------------
 
-// parseJSON parses one JSON value (RFC 8259, after an optional UTF-8 BOM).
-// Strings are decoded as encoding/json does: invalid UTF-8 and unpaired
-// surrogates become U+FFFD.
-func parseJSON(body []byte) (node, error) {
+// withJSON parses one JSON value (RFC 8259, after an optional UTF-8 BOM)
+// and calls fn with it. Strings are decoded as encoding/json does: invalid
+// UTF-8 and unpaired surrogates become U+FFFD.
+//
+// The tree is valid only during fn: its objects' members and arrays' items
+// live in the parser's arenas, which the next document parsed reuses. fn
+// must keep nothing of it but strings (which come from a copy of body).
+func withJSON(body []byte, fn func(*node) error) error {
 	p := parsers.Get().(*jsonParser)
 	defer p.release()
+	n, err := p.parse(body)
+	if err != nil {
+		return err
+	}
+	return fn(&n)
+}
+
+// parse parses body into a tree held in p's arenas.
+func (p *jsonParser) parse(body []byte) (node, error) {
 	p.s, p.i = string(trimBOM(body)), 0
 	p.space()
 	n, err := p.value(0)
@@ -105,27 +118,38 @@ type jsonParser struct {
 	s string
 	i int
 	// fields and items are scratch stacks: an object's members (an
-	// array's items) are gathered on top and copied out, at their exact
-	// count, when it closes, so a document of a few dozen members costs
-	// one slice per object instead of a doubling series of them (the
-	// parse of a registration body allocated four times its size). Slots
-	// are cleared as they are popped, so a pooled parser keeps no
-	// document alive.
+	// array's items) are gathered on top and moved to the arenas, at
+	// their exact count, when it closes. Slots are cleared as they are
+	// popped.
 	fields []field
 	items  []node
+	// treeFields and treeItems are the arenas the tree's objects and
+	// arrays point into, emptied and cleared when the parser goes back
+	// to its pool: a registration body parsed into slices of its own made
+	// one allocation per object, several times the body's size, for a
+	// tree dropped as soon as it was read. An arena that grows leaves the
+	// objects already in it on its old array, which they keep alive; it
+	// grows to maxPooledStack elements at most (moveTo).
+	treeFields []field
+	treeItems  []node
 }
 
-// parsers keeps jsonParsers for their scratch stacks.
+// parsers keeps jsonParsers for their stacks and arenas.
 var parsers = sync.Pool{New: func() any { return new(jsonParser) }}
 
-// maxPooledStack bounds the stacks a pooled parser keeps: one grown by a
-// document of a hundred thousand members is left to the collector.
+// maxPooledStack bounds the stacks and arenas a pooled parser keeps: one
+// grown by a document of a hundred thousand members is left to the
+// collector.
 const maxPooledStack = 4096
 
-// release returns p to parsers.
+// release empties p, so that a pooled parser keeps no document alive, and
+// returns it to parsers.
 func (p *jsonParser) release() {
 	p.s = ""
-	if cap(p.fields) > maxPooledStack || cap(p.items) > maxPooledStack {
+	clear(p.treeFields)
+	clear(p.treeItems)
+	p.treeFields, p.treeItems = p.treeFields[:0], p.treeItems[:0]
+	if max(cap(p.fields), cap(p.items)) > maxPooledStack {
 		return
 	}
 	parsers.Put(p)
@@ -226,7 +250,7 @@ func (p *jsonParser) object(depth int) (node, error) {
 		return node{}, err
 	}
 	if len(p.fields) > mark {
-		n.fields = slices.Clone(p.fields[mark:])
+		n.fields = moveTo(&p.treeFields, p.fields[mark:])
 	}
 	return n, nil
 }
@@ -247,9 +271,23 @@ func (p *jsonParser) array(depth int) (node, error) {
 		return node{}, err
 	}
 	if len(p.items) > mark {
-		n.items = slices.Clone(p.items[mark:])
+		n.items = moveTo(&p.treeItems, p.items[mark:])
 	}
 	return n, nil
+}
+
+// moveTo appends elems to the arena and returns them there, capped at
+// their count so that nothing appended to the result can reach a
+// neighbour. Past maxPooledStack elements they get a slice of their own
+// instead: a large document (a peer's full registry) then costs its
+// exact size, not the arrays an arena doubling to its size leaves behind.
+func moveTo[T any](arena *[]T, elems []T) []T {
+	if len(*arena)+len(elems) > maxPooledStack {
+		return slices.Clone(elems)
+	}
+	start := len(*arena)
+	*arena = append(*arena, elems...)
+	return (*arena)[start:len(*arena):len(*arena)]
 }
 
 // sequence parses an object's members or an array's items, elem parsing
