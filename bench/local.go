@@ -245,28 +245,30 @@ func cpuSeconds(pids []int) float64 {
 
 // machineTicks reads the first line of /proc/stat: the clock ticks all of
 // the machine's CPUs spent busy and in all (idle and waiting for I/O count
-// as not busy; guest time is already in user time).
-func machineTicks() (busy, total float64, ok bool) {
+// as not busy; guest time is already in user time), and of the busy ones
+// those stolen: ticks a virtual CPU wanted to run and the hypervisor ran
+// something else.
+func machineTicks() (busy, total, stolen float64, ok bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	// user nice system idle iowait irq softirq steal
 	var v [8]float64
 	for i := range v {
 		if v[i], err = strconv.ParseFloat(f[i+1], 64); err != nil {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 	}
 	for _, x := range v {
 		total += x
 	}
-	return total - v[3] - v[4], total, true
+	return total - v[3] - v[4], total, v[7], true
 }
 
 // cpuMeter adds up the CPU time a set of processes spends in measured
@@ -278,17 +280,18 @@ type cpuMeter struct {
 	pids    []int
 	seconds float64
 	ok      bool
-	// driver is the bench process's CPU seconds in the phases; busy and
-	// total the machine's clock ticks (all CPUs) busy and in all.
-	driver, busy, total float64
-	machineOK           bool
+	// driver is the bench process's CPU seconds in the phases; busy,
+	// total and stolen the machine's clock ticks (all CPUs) busy, in all
+	// and stolen by the hypervisor.
+	driver, busy, total, stolen float64
+	machineOK                   bool
 }
 
 // newCPUMeter meters pids; the machine's figures only beside servers on
 // this machine (a remote cluster's machine is not the one read here).
 func newCPUMeter(pids []int) *cpuMeter {
 	ok := cpuSeconds(pids) >= 0
-	_, _, mok := machineTicks()
+	_, _, _, mok := machineTicks()
 	return &cpuMeter{pids: pids, ok: ok, machineOK: ok && mok}
 }
 
@@ -296,16 +299,17 @@ func newCPUMeter(pids []int) *cpuMeter {
 func (m *cpuMeter) measure(f func()) {
 	self := []int{os.Getpid()}
 	before, dBefore := cpuSeconds(m.pids), cpuSeconds(self)
-	bBefore, tBefore, ok1 := machineTicks()
+	bBefore, tBefore, sBefore, ok1 := machineTicks()
 	f()
 	after, dAfter := cpuSeconds(m.pids), cpuSeconds(self)
-	bAfter, tAfter, ok2 := machineTicks()
+	bAfter, tAfter, sAfter, ok2 := machineTicks()
 	if !ok1 || !ok2 || dBefore < 0 || dAfter < 0 {
 		m.machineOK = false
 	} else {
 		m.driver += dAfter - dBefore
 		m.busy += bAfter - bBefore
 		m.total += tAfter - tBefore
+		m.stolen += sAfter - sBefore
 	}
 	if before < 0 || after < 0 {
 		m.ok = false
@@ -322,6 +326,18 @@ func (m *cpuMeter) machine(ops int64) (driverPerOp time.Duration, busy float64) 
 		return 0, 0
 	}
 	return time.Duration(m.driver / float64(ops) * float64(time.Second)), m.busy / m.total
+}
+
+// stolenShare is the fraction of the machine's CPU time in the measured
+// phases that the hypervisor gave to others while this machine's CPUs
+// wanted it (counted in busy): on a shared host, a phase with much of it
+// ran on fewer cores than the machine has, and its rate says so, not the
+// system's. Zero when unknown or none.
+func (m *cpuMeter) stolenShare() float64 {
+	if !m.machineOK || m.total <= 0 {
+		return 0
+	}
+	return m.stolen / m.total
 }
 
 // perOp is the CPU time per operation, or 0 when unknown.

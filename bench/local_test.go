@@ -43,6 +43,9 @@ func TestProcReaders_OwnProcess(t *testing.T) {
 	if driver < 5*time.Millisecond || busy <= 0 || busy > 1 {
 		t.Fatalf("machine(10) = driver %s a write, machine %.3f busy; want about 10 ms, and a fraction", driver, busy)
 	}
+	if st := m.stolenShare(); st < 0 || st > busy {
+		t.Fatalf("stolen share %.3f of a phase %.3f busy: steal is part of busy time", st, busy)
+	}
 	if d, b := (&cpuMeter{}).machine(10); d != 0 || b != 0 {
 		t.Fatal("a meter that measured nothing must report no machine figures")
 	}

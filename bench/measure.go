@@ -101,9 +101,10 @@ func (s *Suite) registered(ctx context.Context, system, what string, sys *System
 	m := FromResult(res)
 	m.CPUPerOp = cpu.perOp(res.Requests)
 	m.DriverCPUPerOp, m.MachineBusy = cpu.machine(res.Requests)
+	m.MachineStolen = cpu.stolenShare()
 	if m.MachineBusy > 0 {
-		s.logf(system, "W1: the machine was %.0f %% busy; the driver used %s CPU a write, the servers %s",
-			m.MachineBusy*100, fmtCPU(m.DriverCPUPerOp), fmtCPU(m.CPUPerOp))
+		s.logf(system, "W1: the machine was %.0f %% busy (%.0f %% stolen by the hypervisor); the driver used %s CPU a write, the servers %s",
+			m.MachineBusy*100, m.MachineStolen*100, fmtCPU(m.DriverCPUPerOp), fmtCPU(m.CPUPerOp))
 	}
 	if res.Requests < int64(wl.Instances) {
 		m.Note = fmt.Sprintf("only %s of %s within %s", group(res.Requests), group(int64(wl.Instances)), s.RegisterTimeout)

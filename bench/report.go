@@ -170,9 +170,11 @@ type Measurement struct {
 	// and MachineBusy the fraction of the machine's CPU time (all cores)
 	// that was busy during the phase, for W1 of servers on the bench's
 	// machine: near 1, the servers and the driver were racing for the
-	// cores.
+	// cores. MachineStolen is the part of it the hypervisor took for
+	// others (steal time): a shared host gave the phase fewer cores.
 	DriverCPUPerOp time.Duration `json:"driver_cpu_per_op_ns,omitempty"`
 	MachineBusy    float64       `json:"machine_busy,omitempty"`
+	MachineStolen  float64       `json:"machine_stolen,omitempty"`
 	Nodes          []NodeMemory  `json:"nodes,omitempty"`
 	Note           string        `json:"note,omitempty"`
 	FirstError     string        `json:"first_error,omitempty"`
@@ -348,6 +350,9 @@ func FormatCell(k Kind, m Measurement) string {
 		}
 		if m.MachineBusy > 0 {
 			parts = append(parts, fmt.Sprintf("machine %d %% busy", int(math.Round(m.MachineBusy*100))))
+		}
+		if stolen := int(math.Round(m.MachineStolen * 100)); stolen > 0 {
+			parts = append(parts, fmt.Sprintf("%d %% stolen", stolen))
 		}
 	case KindLatency:
 		if m.Count == 0 {

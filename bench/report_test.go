@@ -13,7 +13,7 @@ func sampleReport(instances int, scale float64) *Report {
 		Readers: 32, Duration: 5 * time.Second, Samples: 300, CrashInstances: 100, CrashLeaseSecs: 2}
 	h := &System{Name: ColumnHeureka, Settings: "3 local nodes", Events: []string{"Raft term went from 2 to 3 (a leader election)"}}
 	h.Set(RowRegister, Measurement{PerSec: 2000 * scale, P99: 40 * time.Millisecond, CPUPerOp: 450 * time.Microsecond,
-		DriverCPUPerOp: 90 * time.Microsecond, MachineBusy: 0.964})
+		DriverCPUPerOp: 90 * time.Microsecond, MachineBusy: 0.964, MachineStolen: 0.254})
 	h.Set(RowRenew, Measurement{PerSec: 9000 * scale, P99: 5 * time.Millisecond})
 	h.Set(RowFull, Measurement{PerSec: 300 * scale, P99: 80 * time.Millisecond, BodyBytes: 3 << 20})
 	h.Set(RowFullLinear, NotApplicable("— (no linearizable read)"))
@@ -60,17 +60,17 @@ func TestTable_RowsColumnsAndRatios(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"| 2,000/s · p99 40 ms · 450 µs CPU/op · machine 96 % busy |", // W1 heureka
-		"| 300/s · p99 80 ms · 3.0 MiB |",                             // W3 heureka, with the body size
-		"| 400/s · p99 50 ms · 3.0 MiB | 0.75 |",                      // W3 limit and the ratio
-		"| 10,000/s · p99 4.0 ms | 0.90 |",                            // W2 limit and the ratio
-		"12,346/s · p99 1.5 ms · 8.8 KiB · holds 20 instances",        // W4 note
-		"| 20,000/s · p99 1.0 ms | 0.62 |",                            // W4 ratio
-		"not run (etcd not installed)",                                // the etcd column
-		"p50 0.80 ms · p99 12 ms · n=300",                             // W6
-		"n1 100 / n2 120 / n3 ? MiB",                                  // W7
-		"p50 2.50 s · p99 3.90 s · n=98 · 2 timed out",                // W8
-		"— (no linearizable read)",                                    // W3L heureka
+		"| 2,000/s · p99 40 ms · 450 µs CPU/op · machine 96 % busy · 25 % stolen |", // W1 heureka
+		"| 300/s · p99 80 ms · 3.0 MiB |",                                           // W3 heureka, with the body size
+		"| 400/s · p99 50 ms · 3.0 MiB | 0.75 |",                                    // W3 limit and the ratio
+		"| 10,000/s · p99 4.0 ms | 0.90 |",                                          // W2 limit and the ratio
+		"12,346/s · p99 1.5 ms · 8.8 KiB · holds 20 instances",                      // W4 note
+		"| 20,000/s · p99 1.0 ms | 0.62 |",                                          // W4 ratio
+		"not run (etcd not installed)",                                              // the etcd column
+		"p50 0.80 ms · p99 12 ms · n=300",                                           // W6
+		"n1 100 / n2 120 / n3 ? MiB",                                                // W7
+		"p50 2.50 s · p99 3.90 s · n=98 · 2 timed out",                              // W8
+		"— (no linearizable read)",                                                  // W3L heureka
 		"- etcd: not run (etcd not installed)",
 		"- heureka, during the run: Raft term went from 2 to 3 (a leader election)",
 		"- machine: 2 CPUs (Test CPU), 4.0 GiB memory; load average 0.5 0.4 0.3 at start, 1.0 0.8 0.6 at end; run took 3m20s",
