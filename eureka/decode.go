@@ -63,16 +63,12 @@ type Application struct {
 // cannot read back. See the package documentation for how dataCenterInfo is
 // represented. Every error is a *BadRequestError naming the field.
 func DecodeInstance(body []byte, f Format, nowMs int64) (*fsm.Instance, error) {
-	var in *fsm.Instance
-	err := withRoot(body, f, "instance", func(n *node) error {
-		d := decoder{xml: f == XML, now: nowMs, register: true}
-		e, err := d.instance(n)
-		if err == nil {
-			in = e.Instance
-		}
-		return err
-	})
-	return in, err
+	d := decoder{xml: f == XML, now: nowMs, register: true}
+	e, err := decodeRoot(body, f, "instance", d.instance)
+	if err != nil {
+		return nil, err
+	}
+	return e.Instance, nil
 }
 
 // ValidateInstance applies Eureka's register checks (docs/eureka-api.md, "Register") in order and
@@ -135,12 +131,8 @@ func upperASCII(s string) string {
 // actionType and isCoordinatingDiscoveryServer go into the Entry, whose App
 // and ID are taken from the instance. An absent lastDirtyTimestamp stays 0.
 func DecodeEntry(body []byte, f Format) (*fsm.Entry, error) {
-	var e *fsm.Entry
-	err := withRoot(body, f, "instance", func(n *node) (err error) {
-		d := decoder{xml: f == XML, full: true}
-		e, err = d.instance(n)
-		return err
-	})
+	d := decoder{xml: f == XML, full: true}
+	e, err := decodeRoot(body, f, "instance", d.instance)
 	if err != nil {
 		return nil, err
 	}
@@ -151,12 +143,8 @@ func DecodeEntry(body []byte, f Format) (*fsm.Entry, error) {
 // or bare in JSON, <application> in XML). A single instance object in place
 // of an array is accepted.
 func DecodeApplication(body []byte, f Format) (*Application, error) {
-	var a Application
-	err := withRoot(body, f, "application", func(n *node) (err error) {
-		d := decoder{xml: f == XML, full: true}
-		a, err = d.application(n)
-		return err
-	})
+	d := decoder{xml: f == XML, full: true}
+	a, err := decodeRoot(body, f, "application", d.application)
 	if err != nil {
 		return nil, err
 	}
@@ -167,10 +155,10 @@ func DecodeApplication(body []byte, f Format) (*Application, error) {
 // or bare in JSON, <applications> in XML). Single objects in place of the
 // application and instance arrays are accepted, as old servers wrote them.
 func DecodeApplications(body []byte, f Format) (*Applications, error) {
-	apps := &Applications{}
-	err := withRoot(body, f, "applications", func(n *node) error {
-		d := decoder{xml: f == XML, full: true}
-		return d.members("applications", n, func(name string, v *node) (err error) {
+	d := decoder{xml: f == XML, full: true}
+	return decodeRoot(body, f, "applications", func(n *node) (*Applications, error) {
+		apps := &Applications{}
+		err := d.members("applications", n, func(name string, v *node) (err error) {
 			switch name {
 			case "versions__delta":
 				apps.VersionsDelta, err = d.text(name, v)
@@ -181,39 +169,52 @@ func DecodeApplications(body []byte, f Format) (*Applications, error) {
 			}
 			return err
 		})
+		if err != nil {
+			return nil, err
+		}
+		return apps, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return apps, nil
 }
 
-// withRoot parses body and calls fn with the content of its root, valid
-// only during the call (withJSON). JSON accepts {"<root>": {...}} or the
-// bare object; XML requires the <root> element.
-func withRoot(body []byte, f Format, root string, fn func(*node) error) error {
+// decodeRoot parses body and decodes the content of its root with decode,
+// while the parsed tree is valid (withJSON). JSON accepts {"<root>":
+// {...}} or the bare object; XML requires the <root> element.
+func decodeRoot[T any](body []byte, f Format, root string, decode func(*node) (T, error)) (T, error) {
+	var v T
 	if f == XML {
 		name, n, err := parseXML(body)
 		if err != nil {
-			return err
+			return v, err
 		}
 		if name != root {
-			return badRequest("malformed XML: root element is <%s>, expected <%s>", name, root)
+			return v, badRequest("malformed XML: root element is <%s>, expected <%s>", name, root)
 		}
-		return fn(&n)
+		return decode(&n)
 	}
-	return withJSON(body, func(n *node) error {
-		if n.kind != kObj {
-			return badRequest("%s: expected an object, got %s", root, n.describe())
+	err := withJSON(body, func(n *node) error {
+		r, err := jsonRoot(n, root)
+		if err != nil {
+			return err
 		}
-		if w := n.get(root); w != nil {
-			if w.kind != kObj {
-				return badRequest("%s: expected an object, got %s", root, w.describe())
-			}
-			return fn(w)
-		}
-		return fn(n)
+		v, err = decode(r)
+		return err
 	})
+	return v, err
+}
+
+// jsonRoot is the content of a JSON document's root: the object under
+// root, or the bare object.
+func jsonRoot(n *node, root string) (*node, error) {
+	if n.kind != kObj {
+		return nil, badRequest("%s: expected an object, got %s", root, n.describe())
+	}
+	if w := n.get(root); w != nil {
+		if w.kind != kObj {
+			return nil, badRequest("%s: expected an object, got %s", root, w.describe())
+		}
+		return w, nil
+	}
+	return n, nil
 }
 
 // each calls fn for every element of an array, or once for a single value

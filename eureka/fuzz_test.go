@@ -209,9 +209,7 @@ func TestParseJSON_PooledParserKeepsNothing(t *testing.T) {
 func TestWithJSON_ConcurrentTreesStayTheirOwn(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 300 {
 				doc := fmt.Sprintf(`{"g":"%d","i":"%d","nested":{"a":["%d","%d"],"b":{"c":"%d"}}}`, g, i, g, i, g)
 				want, err := parseJSON([]byte(doc))
@@ -231,7 +229,7 @@ func TestWithJSON_ConcurrentTreesStayTheirOwn(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

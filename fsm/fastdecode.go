@@ -205,10 +205,10 @@ func (r *fastReader) bool() (bool, bool) {
 		return false, false
 	}
 	switch r.b[r.i] {
-	case 0xc2:
+	case mpFalse:
 		r.i++
 		return false, true
-	case 0xc3:
+	case mpTrue:
 		r.i++
 		return true, true
 	}

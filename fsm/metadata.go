@@ -215,11 +215,7 @@ func (m *Metadata) UnmarshalJSON(data []byte) error {
 // (metadata_test.go) fail if an upgrade changes what they write or read.
 func (m Metadata) CodecEncodeSelf(e *codec.Encoder) {
 	ge, _ := codec.GenHelperEncoder(e)
-	if m.b == "" {
-		ge.WriteStr("\xc0")
-		return
-	}
-	ge.WriteStr(m.canonical())
+	ge.WriteStr(metadataBlock(m))
 }
 
 // CodecDecodeSelf keeps the encoded map as the block when it is already

@@ -49,7 +49,8 @@ const (
 	mpTrue  = 0xc3
 )
 
-// metadataBlock is what Metadata.CodecEncodeSelf writes for m.
+// metadataBlock is m as the log holds it (and Metadata.CodecEncodeSelf
+// writes it): the canonical block, or msgpack's nil.
 func metadataBlock(m Metadata) string {
 	if m.b == "" {
 		return "\xc0"
