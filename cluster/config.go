@@ -100,6 +100,10 @@ type testHooks struct {
 	// logFormat, when set, is the log format the node records as the
 	// newest it reads (a release before packed entries: 0).
 	logFormat *int
+	// beforeEvict, when set, runs between the leader's look at the leases
+	// it evicts and its eviction entry (the writes that may come in
+	// between).
+	beforeEvict func(expired []fsm.ExpiredLease)
 	// registerRetry, when set, replaces registerRetry: how often a node
 	// tries again to record itself without news of a leader.
 	registerRetry time.Duration

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -474,4 +476,125 @@ func TestLeaseKeeper_SelfPreservationCostsNoScans(t *testing.T) {
 			t.Fatalf("s%d, renewing again, was evicted", i)
 		}
 	}
+}
+
+// TestEviction_KeepsWhatChangedAfterTheLook drives the race an eviction
+// has with its clients: when the leader has found a lease expired, and
+// before its eviction entry reaches the log, the instance renews (or
+// registers again), and from then on renews every 200 ms (the hook runs
+// between the look and the append, for whichever eviction first names
+// the instance). Once every server reads CmdEvictLeases, the eviction
+// leaves both and removes only the lease nobody touched. A cluster with a
+// server of an older release writes CmdEvict, which removes all three, as
+// releases before it did: the live instances are gone, and their
+// heartbeats answered 404, until they register again.
+func TestEviction_KeepsWhatChangedAfterTheLook(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		logFormat int
+		keeps     bool
+	}{
+		{"every server reads evict_leases", fsm.LogFormat, true},
+		{"a server of an older release", fsm.LogFormatPacked, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var node atomic.Pointer[Node]
+			var mu sync.Mutex
+			acted := map[string]bool{}
+			bothActed := make(chan struct{})
+			stop := make(chan struct{})
+			var renewers sync.WaitGroup
+			defer renewers.Wait()
+			defer close(stop)
+			keepAlive := func(n *Node, id string) {
+				renewers.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						case <-time.After(200 * time.Millisecond):
+							_ = n.Renew(context.Background(), "RACE", id, 0) // 404 once evicted
+						}
+					}
+				})
+			}
+			// act runs on the leader's keeper goroutine: it reports with
+			// Errorf, never Fatal.
+			act := func(n *Node, id string) {
+				var err error
+				switch id {
+				case "renewed":
+					err = renewApplied(n, "RACE", id)
+				case "again":
+					err = n.applyLocalCmd(fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{
+						InstanceID: id, HostName: id, App: "RACE", IPAddr: "10.0.0.1", Status: fsm.StatusUp,
+						RenewalIntervalSecs: 1, DurationSecs: 2, LastDirtyTimestamp: time.Now().UnixMilli(),
+					}})
+				}
+				if err != nil {
+					t.Errorf("%s: %v", id, err)
+				}
+				keepAlive(n, id)
+			}
+			lease := DefaultLeaseConfig()
+			lease.SelfPreservation = false
+			n := singleNodeWith(t, func(c *Config) {
+				c.Lease = lease
+				format := tc.logFormat
+				c.hooks = &testHooks{logFormat: &format, beforeEvict: func(expired []fsm.ExpiredLease) {
+					mu.Lock()
+					defer mu.Unlock()
+					for _, l := range expired {
+						if l.App != "RACE" || l.ID == "quiet" || acted[l.ID] {
+							continue
+						}
+						acted[l.ID] = true
+						act(node.Load(), l.ID)
+						if len(acted) == 2 {
+							close(bothActed)
+						}
+					}
+				}}
+			})
+			node.Store(n)
+			registerN(t, n, "LONG", "l", 20, 90) // the cap allows the three
+			register(t, n, "RACE", "quiet", 1)
+			register(t, n, "RACE", "renewed", 2)
+			register(t, n, "RACE", "again", 2)
+			select {
+			case <-bothActed:
+			case <-time.After(15 * time.Second):
+				t.Fatal("no eviction named the two 2 s leases within 15 s")
+			}
+			waitUntil(t, "the untouched lease evicted", func() bool { return !has(n, "RACE", "quiet") })
+			time.Sleep(time.Second) // passes that come after the race
+			if kept := has(n, "RACE", "renewed") && has(n, "RACE", "again"); kept != tc.keeps {
+				t.Fatalf("renewed and registered again after the look, then kept alive: held %v, want %v", kept, tc.keeps)
+			}
+		})
+	}
+}
+
+// renewApplied renews app/id through n and waits, at most 5 s, until n's
+// registry shows the renewal.
+func renewApplied(n *Node, app, id string) error {
+	renewedAt := func() int64 {
+		var at int64
+		n.Read(func(r *fsm.Registry) {
+			if e := r.Get(app, id); e != nil {
+				at = e.RenewedAt()
+			}
+		})
+		return at
+	}
+	before := renewedAt()
+	if err := n.Renew(context.Background(), app, id, 0); err != nil {
+		return fmt.Errorf("renew: %w", err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); renewedAt() <= before; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("renewal of %s/%s not applied within 5 s", app, id)
+		}
+	}
+	return nil
 }

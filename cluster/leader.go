@@ -109,21 +109,21 @@ func (k *leaseKeeper) onChange(c fsm.Change) {
 // eviction pass) and returns them with the lease numbers, which then count
 // them. The scan allocates nothing per instance: at a million instances it
 // is the pass's whole cost.
-func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.KeyBody) {
+func (k *leaseKeeper) evaluate(now time.Time) (LeaseStatus, []fsm.ExpiredLease) {
 	k.mu.Lock()
 	since := k.leaderSince
 	k.mu.Unlock()
 	k.looks.Add(1)
 	pending := k.n.renew.pendingTimes()
 	nowMs := now.UnixMilli()
-	var expired []fsm.KeyBody
+	var expired []fsm.ExpiredLease
 	k.n.fsm.Read(func(r *fsm.Registry) {
 		r.Range(func(e *fsm.Entry) {
 			// A pending renewal only moves the lease later, so its key
 			// is looked up for a lease that expired without it.
 			if leaseExpired(e.RenewedAt(), e.DurationMs(), since, nowMs) &&
 				(len(pending) == 0 || leaseExpired(max(e.RenewedAt(), pending[renewKey{e.App, e.ID}]), e.DurationMs(), since, nowMs)) {
-				expired = append(expired, fsm.KeyBody{App: e.App, ID: e.ID})
+				expired = append(expired, fsm.ExpiredLeaseOf(e))
 			}
 		})
 	})
@@ -345,7 +345,7 @@ func (k *leaseKeeper) dueExpired(dl *deadlines, now time.Time) bool {
 }
 
 // retryLater schedules expired leases a pass did not evict.
-func (k *leaseKeeper) retryLater(dl *deadlines, left []fsm.KeyBody, now time.Time) {
+func (k *leaseKeeper) retryLater(dl *deadlines, left []fsm.ExpiredLease, now time.Time) {
 	at := now.Add(retryEvictAfter).UnixMilli()
 	for _, kb := range left {
 		dl.schedule(kb.App, at)
@@ -355,8 +355,10 @@ func (k *leaseKeeper) retryLater(dl *deadlines, left []fsm.KeyBody, now time.Tim
 // evict removes the expired leases the eviction budget allows (the cap
 // per evictionSpan, less what the span already evicted), chosen in random
 // order so no application is wiped first, in one log entry. It returns the
-// expired leases it left.
-func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int) []fsm.KeyBody {
+// expired leases it left: those over the budget, all of them when the
+// entry failed, and those the entry kept because they changed after the
+// look (renewed meanwhile: looked at again when they come due).
+func (k *leaseKeeper) evict(expired []fsm.ExpiredLease, size int) []fsm.ExpiredLease {
 	// The window is charged and read at the clock, not at the pass's time
 	// (a timer's value, older by however long the loop was busy): an
 	// eviction counts from when its entry applied, which is no earlier than
@@ -367,7 +369,7 @@ func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int) []fsm.KeyBody {
 	k.mu.Unlock()
 	limit := evictionBudget(size, spent, k.n.cfg.Lease.RenewalPercentThreshold)
 	rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
-	var left []fsm.KeyBody
+	var left []fsm.ExpiredLease
 	if len(expired) > limit {
 		// Warn when the cap bites; the retries that follow while earlier
 		// evictions have spent the window's budget (one a second per lease
@@ -383,14 +385,17 @@ func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int) []fsm.KeyBody {
 	if len(expired) == 0 {
 		return left
 	}
-	err := k.n.applyLocalCmd(fsm.CmdEvict, &fsm.EvictBody{Keys: expired})
+	if h := k.n.cfg.hooks; h != nil && h.beforeEvict != nil {
+		h.beforeEvict(expired)
+	}
+	evicted, err := k.n.applyEviction(expired)
 	// An eviction whose commit is unknown may still commit: it is charged
 	// too, so that it cannot come on top of a full budget.
 	if err == nil || errors.Is(err, errNotCommitted) {
 		k.mu.Lock()
-		k.window.record(time.Now(), len(expired))
+		k.window.record(time.Now(), evicted)
 		if err == nil {
-			k.evicted += uint64(len(expired))
+			k.evicted += uint64(evicted)
 		}
 		k.mu.Unlock()
 	}
@@ -398,8 +403,39 @@ func (k *leaseKeeper) evict(expired []fsm.KeyBody, size int) []fsm.KeyBody {
 		k.n.log.Warn("eviction failed", "instances", len(expired), "error", err)
 		return append(left, expired...)
 	}
-	k.n.log.Info("evicted expired leases", "instances", len(expired))
+	if kept := len(expired) - evicted; kept > 0 {
+		k.n.log.Info("evicted expired leases", "instances", evicted, "kept_renewed", kept)
+		k.n.fsm.Read(func(r *fsm.Registry) {
+			for _, l := range expired {
+				if r.Get(l.App, l.ID) != nil {
+					left = append(left, l)
+				}
+			}
+		})
+		return left
+	}
+	k.n.log.Info("evicted expired leases", "instances", evicted)
 	return left
+}
+
+// applyEviction appends the eviction of expired and returns how many it
+// evicted. Once every server reads it, the entry evicts each lease only as
+// it was found expired (fsm.EvictLeasesBody); until then it evicts every
+// instance it names, as older releases do.
+func (n *Node) applyEviction(expired []fsm.ExpiredLease) (int, error) {
+	if !n.everyServerReads(fsm.LogFormatEvictLeases) {
+		keys := make([]fsm.KeyBody, len(expired))
+		for i, l := range expired {
+			keys[i] = fsm.KeyBody{App: l.App, ID: l.ID}
+		}
+		return len(expired), n.applyLocalCmd(fsm.CmdEvict, &fsm.EvictBody{Keys: keys})
+	}
+	err := n.applyLocalCmd(fsm.CmdEvictLeases, &fsm.EvictLeasesBody{Leases: expired})
+	var kept *fsm.LeasesKept
+	if errors.As(err, &kept) {
+		return kept.Evicted, nil
+	}
+	return len(expired), err
 }
 
 // LeaseStatus returns the leader's lease numbers (asking the leader when

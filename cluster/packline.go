@@ -57,15 +57,19 @@ type lineWrite struct {
 }
 
 // packingAllowed reports whether every server in the configuration reads
-// packed entries: each records the log format its release reads in its
-// member record, as it joins or starts (registerSelf).
-func (n *Node) packingAllowed() bool {
+// packed entries.
+func (n *Node) packingAllowed() bool { return n.everyServerReads(fsm.LogFormatPacked) }
+
+// everyServerReads reports whether every server in the configuration
+// reads log format format: each records the newest its release reads in
+// its member record, as it joins or starts (registerSelf).
+func (n *Node) everyServerReads(format int) bool {
 	servers, err := n.servers()
 	if err != nil || len(servers) == 0 {
 		return false
 	}
 	for _, s := range servers {
-		if m, ok := n.memberRecord(string(s.ID)); !ok || m.LogFormat < fsm.LogFormatPacked {
+		if m, ok := n.memberRecord(string(s.ID)); !ok || m.LogFormat < format {
 			return false
 		}
 	}

@@ -37,6 +37,7 @@ func TestCheckFromPeer(t *testing.T) {
 		{"mode", enc(fsm.CmdSetMode, &fsm.ModeBody{Mode: ModeAP}), true},
 		{"mode bad", enc(fsm.CmdSetMode, &fsm.ModeBody{Mode: "ca"}), false},
 		{"evict", enc(fsm.CmdEvict, &fsm.EvictBody{Keys: []fsm.KeyBody{{App: "SVC", ID: "i-1"}}}), false},
+		{"evict leases", enc(fsm.CmdEvictLeases, &fsm.EvictLeasesBody{Leases: []fsm.ExpiredLease{{App: "SVC", ID: "i-1"}}}), false},
 		{"renew batch", enc(fsm.CmdRenewBatch, &fsm.RenewBatchBody{}), false},
 		{"remove member", enc(fsm.CmdRemoveMember, &fsm.KeyBody{ID: other.ID}), false},
 		{"own member record", enc(fsm.CmdSetMember, &other), true},

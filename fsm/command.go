@@ -39,6 +39,11 @@ const (
 	// only while every server's member record says it reads log format
 	// LogFormatPacked: a node that predates it stops on it.
 	CmdBatch CmdType = 13
+	// CmdEvictLeases evicts expired leases, each only if it is still the
+	// lease the leader found expired (EvictLeasesBody). Written only while
+	// every server reads log format LogFormatEvictLeases, in place of
+	// CmdEvict: a node that predates it stops on it.
+	CmdEvictLeases CmdType = 14
 
 	// CmdIgnoreUnknown, set on a type byte, tells an older FSM that does not
 	// know the command that skipping it is safe. Without it an unknown command
@@ -167,9 +172,51 @@ type MetadataBody struct {
 	JournaledAt  int64 `codec:"ja,omitempty"`
 }
 
-// EvictBody removes expired instances.
+// EvictBody removes expired instances, whatever happened to them after
+// the leader found them expired (see EvictLeasesBody).
 type EvictBody struct {
 	Keys []KeyBody `codec:"k"`
+}
+
+// EvictLeasesBody removes the instances whose leases the leader found
+// expired, each only if nothing changed it since: not a renewal, a
+// registration, nor any other write the log put between the leader's look
+// and the eviction. The leader looks at the registry, then appends the
+// eviction; a heartbeat that reaches the log in between renewed a live
+// lease, and an eviction that applied regardless (CmdEvict) removed the
+// instance its client had just kept alive, until its next heartbeat was
+// answered 404 and it registered again. The FSM compares the state the
+// leader saw with the state it holds, both from the log, so every node
+// keeps the same leases.
+type EvictLeasesBody struct {
+	Leases []ExpiredLease `codec:"l"`
+}
+
+// ExpiredLease is an instance whose lease the leader found expired, with
+// the lease as it found it: the record's last change (ModifyIndex) and
+// last renewal.
+type ExpiredLease struct {
+	App         string `codec:"a"`
+	ID          string `codec:"id"`
+	ModifyIndex uint64 `codec:"mi"`
+	RenewedAt   int64  `codec:"lr"`
+}
+
+// ExpiredLeaseOf is e's lease as the leader finds it expired.
+func ExpiredLeaseOf(e *Entry) ExpiredLease {
+	return ExpiredLease{App: e.App, ID: e.ID, ModifyIndex: e.ModifyIndex, RenewedAt: e.RenewedAt()}
+}
+
+// LeasesKept answers an eviction (CmdEvictLeases) that left some of its
+// leases, because they changed after the leader found them expired. It is
+// an answer, not a refusal: Evicted of them were evicted.
+type LeasesKept struct {
+	Evicted, Kept int
+}
+
+// Error says how many of the eviction's leases it evicted and kept.
+func (k *LeasesKept) Error() string {
+	return fmt.Sprintf("evicted %d leases; kept %d renewed or changed after they were found expired", k.Evicted, k.Kept)
 }
 
 // Member is a cluster member's addresses, kept in the FSM so that every node

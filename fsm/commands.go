@@ -105,6 +105,10 @@ var commands = map[CmdType]cmdSpec{
 			}
 			return nil
 		}},
+	CmdEvictLeases: {name: "evict_leases", newBody: func() any { return &EvictLeasesBody{} }, content: true,
+		apply: func(r *Registry, idx uint64, cmd Command, c *Change) error {
+			return r.evictLeases(idx, cmd.Ts, cmd.Body.(*EvictLeasesBody).Leases, c)
+		}},
 	CmdSetMember: {name: "set_member", newBody: func() any { return &Member{} },
 		apply: func(r *Registry, _ uint64, cmd Command, _ *Change) error {
 			r.setMember(*cmd.Body.(*Member))

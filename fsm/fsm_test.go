@@ -42,32 +42,62 @@ func randomCommands(t testing.TB, seed uint64, n int) [][]byte {
 	statuses := []string{StatusUp, StatusDown, StatusStarting, StatusOutOfService, StatusUnknown}
 	ts := int64(1_700_000_000_000)
 	out := make([][]byte, 0, n)
+	// leases is each instance's lease as the commands so far left it, as
+	// far as the generator can tell: an eviction names it or another.
+	leases := map[string]ExpiredLease{}
+	touch := func(app, id string, idx uint64, renewedAt int64) {
+		l, ok := leases[app+"/"+id]
+		if !ok {
+			return
+		}
+		if idx > 0 {
+			l.ModifyIndex = idx
+		}
+		if renewedAt > 0 {
+			l.RenewedAt = renewedAt
+		}
+		leases[app+"/"+id] = l
+	}
 	for i := 0; i < n; i++ {
 		ts += int64(rng.IntN(5000))
 		app := apps[rng.IntN(len(apps))]
 		id := fmt.Sprintf("i-%d", rng.IntN(12))
 		var e []byte
-		switch rng.IntN(10) {
+		switch rng.IntN(11) {
 		case 0, 1, 2:
 			in := testInstance(app, id, statuses[rng.IntN(len(statuses))], ts-int64(rng.IntN(10000)))
 			if rng.IntN(4) == 0 {
 				in.OverriddenStatus = StatusOutOfService
 			}
 			e = mustEncode(t, CmdRegister, ts, &RegisterBody{Instance: in})
+			leases[app+"/"+id] = ExpiredLease{App: app, ID: id, ModifyIndex: uint64(i + 1), RenewedAt: ts}
 		case 3:
 			e = mustEncode(t, CmdCancel, ts, &KeyBody{App: app, ID: id})
 		case 4:
 			e = mustEncode(t, CmdRenewBatch, ts, &RenewBatchBody{Renewals: []Renewal{{App: app, ID: id, Ts: ts}, {App: "NONE", ID: "x", Ts: ts}}})
+			touch(app, id, 0, ts)
 		case 5:
 			e = mustEncode(t, CmdSetOverride, ts, &OverrideBody{App: app, ID: id, Status: statuses[rng.IntN(4)], LastDirtyTimestamp: ts})
+			touch(app, id, uint64(i+1), 0)
 		case 6:
 			e = mustEncode(t, CmdDeleteOverride, ts, &OverrideBody{App: app, ID: id, Status: StatusUnknown})
+			touch(app, id, uint64(i+1), 0)
 		case 7:
 			e = mustEncode(t, CmdMetadata, ts, &MetadataBody{App: app, ID: id, Metadata: map[string]string{"k": fmt.Sprint(i)}})
+			touch(app, id, uint64(i+1), 0)
 		case 8:
 			e = mustEncode(t, CmdEvict, ts, &EvictBody{Keys: []KeyBody{{App: app, ID: id}}})
 		case 9:
 			e = mustEncode(t, CmdRegionUpdate|CmdIgnoreUnknown, ts, randomRegionUpdate(rng, app, id, ts))
+		case 10:
+			// The lease as the generator last left it (evicted unless a
+			// command it could not follow changed it), or one changed
+			// since (kept).
+			l, ok := leases[app+"/"+id]
+			if !ok || rng.IntN(3) == 0 {
+				l = ExpiredLease{App: app, ID: id, ModifyIndex: uint64(rng.IntN(i + 2)), RenewedAt: ts - int64(rng.IntN(5000))}
+			}
+			e = mustEncode(t, CmdEvictLeases, ts, &EvictLeasesBody{Leases: []ExpiredLease{l}})
 		}
 		out = append(out, e)
 	}
@@ -440,7 +470,12 @@ func FuzzDecodeCommand(f *testing.F) {
 // the command table (name, body, apply), so Decode, String and Apply agree.
 func TestCommandTableCoversEveryType(t *testing.T) {
 	names := map[string]bool{}
+	// CmdBatch is a frame of other commands (packed.go), not a row.
+	types := []CmdType{CmdEvictLeases}
 	for ct := CmdRegister; ct <= CmdRegionUpdate; ct++ {
+		types = append(types, ct)
+	}
+	for _, ct := range types {
 		spec, ok := commands[ct]
 		if !ok || spec.name == "" || spec.newBody == nil || spec.apply == nil {
 			t.Errorf("command type %d has no complete row in the command table", ct)
@@ -454,8 +489,8 @@ func TestCommandTableCoversEveryType(t *testing.T) {
 			t.Errorf("%d with the ignore bit: String() = %q, want %q", ct, got, spec.name)
 		}
 	}
-	if len(commands) != int(CmdRegionUpdate) {
-		t.Errorf("the table has %d rows for %d command types", len(commands), CmdRegionUpdate)
+	if len(commands) != len(types) {
+		t.Errorf("the table has %d rows for %d command types", len(commands), len(types))
 	}
 }
 

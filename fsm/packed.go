@@ -15,8 +15,10 @@ import (
 const (
 	// LogFormatPacked adds CmdBatch.
 	LogFormatPacked = 2
+	// LogFormatEvictLeases adds CmdEvictLeases.
+	LogFormatEvictLeases = 3
 	// LogFormat is the newest log format this release reads.
-	LogFormat = LogFormatPacked
+	LogFormat = LogFormatEvictLeases
 )
 
 // A CmdBatch entry is the usual header (type, version, the leader's

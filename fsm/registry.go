@@ -701,6 +701,28 @@ func (r *Registry) cancel(idx uint64, ts int64, app, id string, c *Change) error
 	return nil
 }
 
+// evictLeases removes each of leases whose record and last renewal are as
+// the leader found them (EvictLeasesBody), and answers *LeasesKept when it
+// left any that changed.
+func (r *Registry) evictLeases(idx uint64, ts int64, leases []ExpiredLease, c *Change) error {
+	evicted, kept := 0, 0
+	for _, l := range leases {
+		e := r.Get(l.App, l.ID)
+		switch {
+		case e == nil: // already gone
+		case e.ModifyIndex != l.ModifyIndex || e.RenewedAt() != l.RenewedAt:
+			kept++
+		default:
+			_ = r.cancel(idx, ts, l.App, l.ID, c)
+			evicted++
+		}
+	}
+	if kept > 0 {
+		return &LeasesKept{Evicted: evicted, Kept: kept}
+	}
+	return nil
+}
+
 // renew records heartbeats. Unknown instances are skipped: the leader already
 // answered their clients with 404. Renewals change no content (no delta, no
 // cache invalidation).
