@@ -480,28 +480,31 @@ func TestLeaseKeeper_SelfPreservationCostsNoScans(t *testing.T) {
 
 // TestEviction_KeepsWhatChangedAfterTheLook drives the race an eviction
 // has with its clients: when the leader has found a lease expired, and
-// before its eviction entry reaches the log, the instance renews (or
-// registers again), and from then on renews every 200 ms (the hook runs
+// before its eviction entry reaches the log, the instance renews (the
+// renewal applied, or only answered and waiting in the leader's batch) or
+// registers again, and from then on renews every 200 ms (the hook runs
 // between the look and the append, for whichever eviction first names
 // the instance). Once every server reads CmdEvictLeases, the eviction
-// leaves both and removes only the lease nobody touched. A cluster with a
-// server of an older release writes CmdEvict, which removes all three, as
-// releases before it did: the live instances are gone, and their
-// heartbeats answered 404, until they register again.
+// leaves all three and removes only the lease nobody touched. A cluster
+// with a server of an older release writes CmdEvict, which removes the
+// renewed and the registered again, as releases before it did (their
+// heartbeats then answered 404 until they register again); the heartbeat
+// still waiting in the batch is kept either way, by the leader.
 func TestEviction_KeepsWhatChangedAfterTheLook(t *testing.T) {
+	touched := []string{"renewed", "again", "heartbeat"}
 	for _, tc := range []struct {
 		name      string
 		logFormat int
-		keeps     bool
+		keeps     []bool // touched's, in order
 	}{
-		{"every server reads evict_leases", fsm.LogFormat, true},
-		{"a server of an older release", fsm.LogFormatPacked, false},
+		{"every server reads evict_leases", fsm.LogFormat, []bool{true, true, true}},
+		{"a server of an older release", fsm.LogFormatPacked, []bool{false, false, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var node atomic.Pointer[Node]
 			var mu sync.Mutex
 			acted := map[string]bool{}
-			bothActed := make(chan struct{})
+			allActed := make(chan struct{})
 			stop := make(chan struct{})
 			var renewers sync.WaitGroup
 			defer renewers.Wait()
@@ -525,6 +528,8 @@ func TestEviction_KeepsWhatChangedAfterTheLook(t *testing.T) {
 				switch id {
 				case "renewed":
 					err = renewApplied(n, "RACE", id)
+				case "heartbeat": // answered, waiting in the batch
+					err = n.Renew(context.Background(), "RACE", id, 0)
 				case "again":
 					err = n.applyLocalCmd(fsm.CmdRegister, &fsm.RegisterBody{Instance: &fsm.Instance{
 						InstanceID: id, HostName: id, App: "RACE", IPAddr: "10.0.0.1", Status: fsm.StatusUp,
@@ -550,26 +555,29 @@ func TestEviction_KeepsWhatChangedAfterTheLook(t *testing.T) {
 						}
 						acted[l.ID] = true
 						act(node.Load(), l.ID)
-						if len(acted) == 2 {
-							close(bothActed)
+						if len(acted) == len(touched) {
+							close(allActed)
 						}
 					}
 				}}
 			})
 			node.Store(n)
-			registerN(t, n, "LONG", "l", 20, 90) // the cap allows the three
+			registerN(t, n, "LONG", "l", 30, 90) // the cap allows the four
 			register(t, n, "RACE", "quiet", 1)
-			register(t, n, "RACE", "renewed", 2)
-			register(t, n, "RACE", "again", 2)
+			for _, id := range touched {
+				register(t, n, "RACE", id, 2)
+			}
 			select {
-			case <-bothActed:
+			case <-allActed:
 			case <-time.After(15 * time.Second):
-				t.Fatal("no eviction named the two 2 s leases within 15 s")
+				t.Fatal("no eviction named the three 2 s leases within 15 s")
 			}
 			waitUntil(t, "the untouched lease evicted", func() bool { return !has(n, "RACE", "quiet") })
 			time.Sleep(time.Second) // passes that come after the race
-			if kept := has(n, "RACE", "renewed") && has(n, "RACE", "again"); kept != tc.keeps {
-				t.Fatalf("renewed and registered again after the look, then kept alive: held %v, want %v", kept, tc.keeps)
+			for i, id := range touched {
+				if held := has(n, "RACE", id); held != tc.keeps[i] {
+					t.Errorf("%s after the look, then kept alive: held %v, want %v", id, held, tc.keeps[i])
+				}
 			}
 		})
 	}

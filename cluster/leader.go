@@ -355,9 +355,10 @@ func (k *leaseKeeper) retryLater(dl *deadlines, left []fsm.ExpiredLease, now tim
 // evict removes the expired leases the eviction budget allows (the cap
 // per evictionSpan, less what the span already evicted), chosen in random
 // order so no application is wiped first, in one log entry. It returns the
-// expired leases it left: those over the budget, all of them when the
-// entry failed, and those the entry kept because they changed after the
-// look (renewed meanwhile: looked at again when they come due).
+// expired leases it left: those over the budget, those with a renewal
+// waiting since the look, all of them when the entry failed, and those the
+// entry kept because they changed after the look (looked at again when
+// they come due).
 func (k *leaseKeeper) evict(expired []fsm.ExpiredLease, size int) []fsm.ExpiredLease {
 	// The window is charged and read at the clock, not at the pass's time
 	// (a timer's value, older by however long the loop was busy): an
@@ -388,6 +389,15 @@ func (k *leaseKeeper) evict(expired []fsm.ExpiredLease, size int) []fsm.ExpiredL
 	if h := k.n.cfg.hooks; h != nil && h.beforeEvict != nil {
 		h.beforeEvict(expired)
 	}
+	// A heartbeat the leader answered since its look waits in the renewal
+	// batch, which reaches the log after this eviction: judged against the
+	// registry, which still held the instance, it was answered 200. Its
+	// lease is not evicted now but looked at again when it comes due.
+	expired, renewed := k.withoutPendingRenewals(expired)
+	left = append(left, renewed...)
+	if len(expired) == 0 {
+		return left
+	}
 	evicted, err := k.n.applyEviction(expired)
 	// An eviction whose commit is unknown may still commit: it is charged
 	// too, so that it cannot come on top of a full budget.
@@ -416,6 +426,20 @@ func (k *leaseKeeper) evict(expired []fsm.ExpiredLease, size int) []fsm.ExpiredL
 	}
 	k.n.log.Info("evicted expired leases", "instances", evicted)
 	return left
+}
+
+// withoutPendingRenewals splits expired into the leases with no renewal
+// waiting in the leader's batches and those with one.
+func (k *leaseKeeper) withoutPendingRenewals(expired []fsm.ExpiredLease) (evict, renewed []fsm.ExpiredLease) {
+	pending := k.n.renew.pendingAmong(expired)
+	for _, l := range expired {
+		if pending[renewKey{l.App, l.ID}] {
+			renewed = append(renewed, l)
+		} else {
+			evict = append(evict, l)
+		}
+	}
+	return evict, renewed
 }
 
 // applyEviction appends the eviction of expired and returns how many it

@@ -260,6 +260,28 @@ func (b *renewBatcher) pendingTimes() map[renewKey]int64 {
 	return out
 }
 
+// pendingAmong returns which of leases have a renewal waiting: in the
+// next batch or in the batch being written.
+func (b *renewBatcher) pendingAmong(leases []fsm.ExpiredLease) map[renewKey]bool {
+	want := make(map[renewKey]bool, len(leases))
+	for _, l := range leases {
+		want[renewKey{l.App, l.ID}] = false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := range want {
+		if _, ok := b.pending[k]; ok {
+			want[k] = true
+		}
+	}
+	for _, rn := range b.writing {
+		if _, ok := want[renewKey{rn.App, rn.ID}]; ok {
+			want[renewKey{rn.App, rn.ID}] = true
+		}
+	}
+	return want
+}
+
 func (b *renewBatcher) take() []fsm.Renewal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
