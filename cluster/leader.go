@@ -413,8 +413,9 @@ func (k *leaseKeeper) evict(expired []fsm.ExpiredLease, size int) []fsm.ExpiredL
 		k.n.log.Warn("eviction failed", "instances", len(expired), "error", err)
 		return append(left, expired...)
 	}
-	if kept := len(expired) - evicted; kept > 0 {
-		k.n.log.Info("evicted expired leases", "instances", evicted, "kept_renewed", kept)
+	kept := len(expired) - evicted
+	k.n.log.Info("evicted expired leases", "instances", evicted, "kept_renewed", kept)
+	if kept > 0 {
 		k.n.fsm.Read(func(r *fsm.Registry) {
 			for _, l := range expired {
 				if r.Get(l.App, l.ID) != nil {
@@ -422,9 +423,7 @@ func (k *leaseKeeper) evict(expired []fsm.ExpiredLease, size int) []fsm.ExpiredL
 				}
 			}
 		})
-		return left
 	}
-	k.n.log.Info("evicted expired leases", "instances", evicted)
 	return left
 }
 

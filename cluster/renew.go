@@ -264,19 +264,16 @@ func (b *renewBatcher) pendingTimes() map[renewKey]int64 {
 // next batch or in the batch being written.
 func (b *renewBatcher) pendingAmong(leases []fsm.ExpiredLease) map[renewKey]bool {
 	want := make(map[renewKey]bool, len(leases))
-	for _, l := range leases {
-		want[renewKey{l.App, l.ID}] = false
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for k := range want {
-		if _, ok := b.pending[k]; ok {
-			want[k] = true
-		}
+	for _, l := range leases {
+		k := renewKey{l.App, l.ID}
+		_, want[k] = b.pending[k]
 	}
 	for _, rn := range b.writing {
-		if _, ok := want[renewKey{rn.App, rn.ID}]; ok {
-			want[renewKey{rn.App, rn.ID}] = true
+		k := renewKey{rn.App, rn.ID}
+		if _, named := want[k]; named {
+			want[k] = true
 		}
 	}
 	return want
