@@ -94,7 +94,7 @@ func (b backend) Apply(entry []byte) (uint64, error) {
 	if err := b.n.checkFromPeer(entry); err != nil {
 		return 0, err
 	}
-	return b.n.applyLocal(entry)
+	return b.n.applyLocal(entry, true)
 }
 
 // ApplyBatch appends the entries that pass checkFromPeer, and, when they

@@ -233,7 +233,7 @@ func (n *Node) applyLocalCmd(t fsm.CmdType, body any) error {
 	if err != nil {
 		return err
 	}
-	_, err = n.applyLocal(entry)
+	_, err = n.applyLocal(entry, false)
 	return err
 }
 

@@ -450,7 +450,7 @@ var errQuorumLost = fmt.Errorf("quorum lost while waiting for a leader: %w", Err
 // applyThrough applies through Raft: locally on the leader, else forwarded.
 func (n *Node) applyThrough(ctx context.Context, entry []byte) (uint64, error) {
 	return n.throughLeader(ctx, fsm.TypeOf(entry).String(),
-		func() (uint64, error) { return n.applyLocal(entry) },
+		func() (uint64, error) { return n.applyLocal(entry, false) },
 		func(ctx context.Context, addr string) (uint64, error) { return n.forwardApply(ctx, addr, entry) })
 }
 
@@ -502,8 +502,9 @@ func (n *Node) throughLeader(ctx context.Context, what string, local func() (uin
 }
 
 // applyLocal appends an entry on this node, which must be the leader, and
-// stamps it with the leader's clock.
-func (n *Node) applyLocal(entry []byte) (uint64, error) {
+// stamps it with the leader's clock; forwarded says a follower sent it,
+// alone in its call (see addLocked).
+func (n *Node) applyLocal(entry []byte, forwarded bool) (uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return 0, ErrNotLeader
 	}
@@ -515,7 +516,7 @@ func (n *Node) applyLocal(entry []byte) (uint64, error) {
 	}
 	buf := append([]byte(nil), entry...)
 	if fsm.Packable(fsm.TypeOf(buf)) && n.packingAllowed() {
-		results, idx := n.applyInLine([][]byte{buf})
+		results, idx := n.applyInLine([][]byte{buf}, forwarded)
 		return idx, results[0]
 	}
 	if err := fsm.Stamp(buf, time.Now().UnixMilli()); err != nil {

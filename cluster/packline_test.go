@@ -66,6 +66,16 @@ func TestMem_BurstIsPacked(t *testing.T) {
 	c := startMemCluster(t, 3, ModeAP, nil)
 	leader := c.leader()
 	c.waitFor(5*time.Second, "every server reads packed entries", leader.packingAllowed)
+	// The leader's own writes, one after the other: no follower's call
+	// in any entry, so the line never waits after one.
+	for i := range 5 {
+		if _, err := leader.Apply(t.Context(), registerEntry(t, "LONE", fmt.Sprintf("i-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := leader.Status(); st.LineWaits != 0 {
+		t.Fatalf("the line waited %d times after entries of the leader's own writes", st.LineWaits)
+	}
 	const n = 600
 	burst(t, c, "BURST", n)
 	for _, mn := range c.nodes {
@@ -81,7 +91,13 @@ func TestMem_BurstIsPacked(t *testing.T) {
 		t.Fatalf("%d packed entries holding %d writes in the log; status packing %v, %d entries, %d writes",
 			entries, writes, st.Packing, st.PackedEntries, st.PackedWrites)
 	}
-	t.Logf("%d registrations: %d of them in %d packed entries", n, writes, entries)
+	// The followers' writes came in calls, and the line waited for their
+	// next ones after the entries that carried them.
+	if st.LineWaits == 0 || st.LineWaitsFull > st.LineWaits {
+		t.Fatalf("line waits %d, %d of them to the bound", st.LineWaits, st.LineWaitsFull)
+	}
+	t.Logf("%d registrations: %d of them in %d packed entries; the line waited %d times for followers' calls, %d to the bound",
+		n, writes, entries, st.LineWaits, st.LineWaitsFull)
 	// The durable view a restarted node builds from its log reads them.
 	f := c.followers()[0]
 	c.stopNode(f)
@@ -212,4 +228,46 @@ func TestMem_NodesRecordThemselvesOnSeeingTheLeader(t *testing.T) {
 	c := startMemNodes(t, 3, ModeCP, func(_ int, cfg *Config) { cfg.hooks.registerRetry = time.Hour })
 	c.waitMembersRecorded(5 * time.Second)
 	c.waitFor(5*time.Second, "every server reads packed entries", c.leader().packingAllowed)
+}
+
+// After an entry that carried followers' calls, the line waits for as
+// many calls to join it again: a call ends the wait, a lone write does
+// not, and with no call the wait ends at its bound.
+func TestWriteLine_AwaitCalls(t *testing.T) {
+	var l writeLine
+	add := func(call bool) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.addLocked([]*lineWrite{{entry: []byte("a"), done: make(chan struct{})}}, call)
+	}
+	add(true) // a call the line has seen before it answered
+	seen := l.calls
+	done := make(chan struct{})
+	go func() {
+		l.awaitCalls(seen+2, time.Minute)
+		close(done)
+	}()
+	for _, call := range []bool{true, false} {
+		add(call)
+		select {
+		case <-done:
+			t.Fatalf("the wait ended with %d of 2 calls back", l.calls-seen)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	add(true)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait went on with both calls back")
+	}
+	if l.waits.Load() != 1 || l.waitsFull.Load() != 0 {
+		t.Fatalf("waits %d, full %d; want 1, 0", l.waits.Load(), l.waitsFull.Load())
+	}
+
+	start := time.Now()
+	l.awaitCalls(l.calls+1, 30*time.Millisecond)
+	if waited := time.Since(start); waited < 30*time.Millisecond || l.waitsFull.Load() != 1 {
+		t.Fatalf("with no call the wait took %s and counted %d full; want the bound, 1", waited, l.waitsFull.Load())
+	}
 }

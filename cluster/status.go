@@ -47,6 +47,7 @@ func (n *Node) Status() Status {
 	st.AppliedEntries, st.AppliedBytes = n.fsm.AppliedVolume()
 	st.Packing = n.packingAllowed()
 	st.PackedEntries, st.PackedWrites = n.line.entries.Load(), n.line.writes.Load()
+	st.LineWaits, st.LineWaitsFull = n.line.waits.Load(), n.line.waitsFull.Load()
 	st.CommandsSinceSnapshot = n.fsm.CommandsSinceSnapshot()
 	n.diskStatus(&st)
 	if first, err := n.deps.logs.FirstIndex(); err == nil {

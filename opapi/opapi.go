@@ -100,10 +100,14 @@ type NodeStatus struct {
 	// Packing is set while every server reads packed log entries, so that
 	// a leader packs the client writes that reach it together into one
 	// entry; PackedEntries and PackedWrites count what this node packed
-	// as leader.
+	// as leader. LineWaits counts the times this node, as leader, held
+	// its next entry for the calls of followers it had just answered, and
+	// LineWaitsFull those that ran to their bound without them.
 	Packing       bool   `json:"packing"`
 	PackedEntries uint64 `json:"packed_entries"`
 	PackedWrites  uint64 `json:"packed_writes"`
+	LineWaits     uint64 `json:"line_waits"`
+	LineWaitsFull uint64 `json:"line_waits_full"`
 	// CommandsSinceSnapshot is how many commands the FSM applied since its
 	// last snapshot (a packed entry's each): the node snapshots once this
 	// or the log entries since reach the snapshot threshold.
