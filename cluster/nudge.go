@@ -36,9 +36,11 @@ import (
 // A follower has at most one notice in flight; writes that commit
 // meanwhile are told by the next, sent when it comes back. A follower that
 // lacks the entry only because it is still on its way (the leader needed
-// just a quorum) is told again a moment later; one that refused for any
-// other reason, or could not be reached, gets none for noticePause (it is
-// far behind or away, and Raft's own replication brings it the commit).
+// just a quorum) is told again a moment later, a few times, and then left
+// to Raft for about a commit timeout, longer each time in a row; one that
+// refused for any other reason, or could not be reached, gets none for
+// noticePause (it is far behind or away, and Raft's own replication
+// brings it the commit).
 // Renewal batches do not nudge (they change no document), and neither does
 // a single-node cluster (no follower to tell).
 type commitNudger struct {
@@ -63,6 +65,7 @@ type noticeState struct {
 	told    uint64    // the highest index the follower took
 	paused  time.Time // no notice before this (after a refusal or a failure)
 	retries int       // refusals in a row from a follower still receiving
+	lags    int       // rounds of retries spent in a row (noticeLagPause)
 }
 
 // noticePause is how long a follower that refused a notice, or could not
@@ -72,12 +75,21 @@ const noticePause = time.Second
 // A follower that refused a notice because its log ends at most
 // noticeCatchUp entries before the committed one is sent it again after
 // noticeRetry: those entries are on their way to it. After noticeRetries
-// such refusals in a row it is paused as any other (a follower that stays
-// behind under a burst of writes learns commits from the burst itself).
+// such refusals in a row it gets no notice for noticeLagPause, about
+// Raft's commit timeout, by when Raft's own AppendEntries has told it;
+// doubled for each such round in a row, up to noticePause, so that a
+// follower that stays behind under a burst of writes (and learns commits
+// from the burst itself) is not sent a stream of notices it refuses. It
+// was noticePause at once: a follower one entry behind for a few
+// milliseconds then went a second without notices, and a change a
+// blocking read on it waited for reached it up to two commit timeouts
+// late (W6B's p99 at 15 ms in one bench run of six, against 1.6-2.0 in
+// the others; docs/benchmarks/2026-12-07-b-w1-where-a-forwarded-write-waits.md).
 const (
-	noticeCatchUp = 1024
-	noticeRetry   = time.Millisecond
-	noticeRetries = 3
+	noticeCatchUp  = 1024
+	noticeRetry    = time.Millisecond
+	noticeRetries  = 3
+	noticeLagPause = 10 * time.Millisecond
 )
 
 func newCommitNudger(deps *raftDeps, self raft.ServerID, version raft.ProtocolVersion, log hclog.Logger) *commitNudger {
@@ -208,14 +220,18 @@ func (c *commitNudger) tell(s raft.Server, hdr raft.RPCHeader, term, idx uint64)
 	var pause time.Duration
 	switch {
 	case took:
-		st.told, st.retries, st.paused = max(st.told, idx), 0, time.Time{}
+		st.told, st.retries, st.lags, st.paused = max(st.told, idx), 0, 0, time.Time{}
 	case receiving && st.retries < noticeRetries:
 		// The entry is on its way to the follower (the leader needed only
 		// a quorum to commit it): try again in a moment.
 		st.retries++
 		pause = noticeRetry
-	default:
+	case receiving:
 		st.retries = 0
+		pause = min(noticeLagPause<<min(st.lags, 8), noticePause)
+		st.lags++
+	default:
+		st.retries, st.lags = 0, 0
 		pause = noticePause
 	}
 	if pause > 0 {
@@ -223,7 +239,7 @@ func (c *commitNudger) tell(s raft.Server, hdr raft.RPCHeader, term, idx uint64)
 	}
 	more := c.committed > st.told
 	c.mu.Unlock()
-	if pause == noticePause {
+	if pause >= noticeLagPause {
 		c.log.Debug("commit notice not taken; raft's replication will tell the follower",
 			"follower", s.ID, "index", idx, "follower_term", resp.Term, "follower_last_index", resp.LastLog, "error", err)
 	}

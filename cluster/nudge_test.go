@@ -76,36 +76,66 @@ func TestCommitNotice_MessageAndRetries(t *testing.T) {
 	claim()         // one in flight per follower
 
 	// Refused: the follower's log ends at 6. It is told again a moment
-	// later, noticeRetries times, and then left to Raft for noticePause.
-	for i := 0; i <= noticeRetries; i++ {
-		answers <- raft.AppendEntriesResponse{Term: 3, LastLog: 6}
-		c.tell(follower, c.header(), 3, 7)
-		req := <-got
-		if len(req.Entries) != 0 || req.Term != 3 || req.PrevLogEntry != 7 || req.PrevLogTerm != 3 ||
-			req.LeaderCommitIndex != 7 || string(req.ID) != "L" || string(req.Addr) != "leader-addr" ||
-			req.ProtocolVersion != raft.ProtocolVersionMax {
-			t.Fatalf("notice = %+v", req)
+	// later, noticeRetries times, and then left to Raft for
+	// noticeLagPause, twice that after a second such round in a row.
+	var lastTold time.Time // just before the last refusal
+	refusals := func() {
+		t.Helper()
+		for i := 0; i <= noticeRetries; i++ {
+			answers <- raft.AppendEntriesResponse{Term: 3, LastLog: 6}
+			lastTold = time.Now()
+			c.tell(follower, c.header(), 3, 7)
+			req := <-got
+			if len(req.Entries) != 0 || req.Term != 3 || req.PrevLogEntry != 7 || req.PrevLogTerm != 3 ||
+				req.LeaderCommitIndex != 7 || string(req.ID) != "L" || string(req.Addr) != "leader-addr" ||
+				req.ProtocolVersion != raft.ProtocolVersionMax {
+				t.Fatalf("notice = %+v", req)
+			}
+			if i == noticeRetries {
+				return
+			}
+			select {
+			case <-c.ch:
+			case <-time.After(time.Second):
+				t.Fatal("a follower still receiving the entry was not told again")
+			}
+			if out := c.claim(servers, 7, time.Now().Add(noticeRetry)); len(out) != 1 {
+				t.Fatalf("claim after refusal %d = %v, want the follower", i+1, out)
+			}
 		}
-		if i == noticeRetries {
-			break
+	}
+	pausedFor := func(want time.Duration) {
+		t.Helper()
+		until := c.followers[follower.ID].paused
+		if until.Before(lastTold.Add(want)) || until.After(time.Now().Add(want)) {
+			t.Fatalf("paused for %s after the last refusal, want %s", until.Sub(lastTold), want)
 		}
-		select {
-		case <-c.ch:
-		case <-time.After(time.Second):
-			t.Fatal("a follower still receiving the entry was not told again")
+		if out := c.claim(servers, 7, until.Add(-time.Nanosecond)); len(out) != 0 {
+			t.Fatalf("claim before the %s pause ends = %v, want none", want, out)
 		}
-		claim(follower)
+		if out := c.claim(servers, 7, until); len(out) != 1 {
+			t.Fatalf("claim once the %s pause ends = %v, want the follower", want, out)
+		}
 	}
-	if out := c.claim(servers, 7, time.Now().Add(10*noticeRetry)); len(out) != 0 {
-		t.Fatalf("claim after %d refusals in a row = %v, want none before the pause ends", noticeRetries+1, out)
-	}
-	if out := c.claim(servers, 7, time.Now().Add(noticePause)); len(out) != 1 {
-		t.Fatalf("claim after the pause = %v, want the follower", out)
-	}
+	refusals()
+	pausedFor(noticeLagPause)
+	refusals()
+	pausedFor(2 * noticeLagPause)
 	answers <- raft.AppendEntriesResponse{Term: 3, LastLog: 7, Success: true}
 	c.tell(follower, c.header(), 3, 7)
 	<-got
 	claim() // told
+	// Taken, the follower starts again from the shortest pause; rounds in
+	// a row never leave it longer than noticePause.
+	c.followers[follower.ID].told = 6
+	claim(follower)
+	refusals()
+	pausedFor(noticeLagPause)
+	c.followers[follower.ID].lags = 30 // pausedFor claimed it again
+	refusals()
+	pausedFor(noticePause)
+	c.release([]raft.Server{follower})
+	c.followers[follower.ID].told, c.followers[follower.ID].paused = 7, time.Time{}
 
 	// Unreachable: no notice for noticePause.
 	c.nudge(9)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -445,9 +446,33 @@ func TestBlocking_ParkedConnectionServesTheNextRead(t *testing.T) {
 	get := func(index uint64, extra string) string {
 		return "GET /eureka/apps/APP1?index=" + strconv.FormatUint(index, 10) + "&wait=10s HTTP/1.1\r\nHost: heureka\r\nAccept: application/json\r\n" + extra + "\r\n"
 	}
+	// registerSoon registers id 50 ms from now, while a read is parked;
+	// its caller waits for it once the read is answered (the parked read
+	// may be answered before the registration's own answer arrives, and
+	// the registration must not outlive the test).
+	registerSoon := func(id string) (wait func()) {
+		done := make(chan error, 1)
+		time.AfterFunc(50*time.Millisecond, func() {
+			resp, err := http.Post(ts.URL+"/eureka/apps/APP1", "application/json", strings.NewReader(instanceJSON("APP1", id)))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusNoContent {
+					err = fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}
+			done <- err
+		})
+		return func() {
+			t.Helper()
+			if err := <-done; err != nil {
+				t.Fatalf("register %s: %v", id, err)
+			}
+		}
+	}
 	for i := 2; i <= 4; i++ {
-		time.AfterFunc(50*time.Millisecond, func() { register(t, ts.URL, "APP1", "i-"+strconv.Itoa(i)) })
+		registered := registerSoon("i-" + strconv.Itoa(i))
 		resp := read(get(at, ""))
+		registered()
 		if resp.StatusCode != 200 || resp.Close {
 			t.Fatalf("parked read %d: %d, close %v", i, resp.StatusCode, resp.Close)
 		}
@@ -463,10 +488,11 @@ func TestBlocking_ParkedConnectionServesTheNextRead(t *testing.T) {
 	}
 
 	// Connection: close is honoured.
-	time.AfterFunc(50*time.Millisecond, func() { register(t, ts.URL, "APP1", "i-5") })
+	registered := registerSoon("i-5")
 	if resp := read(get(at, "Connection: close\r\n")); !resp.Close {
 		t.Fatal("a parked read that asked for Connection: close kept its connection")
 	}
+	registered()
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("connection still open after Connection: close: %v", err)
 	}
@@ -481,7 +507,7 @@ func TestBlocking_ParkedConnectionServesTheNextRead(t *testing.T) {
 	}
 	defer conn2.Close()
 	_ = conn2.SetDeadline(time.Now().Add(20 * time.Second))
-	time.AfterFunc(50*time.Millisecond, func() { register(t, ts.URL, "APP1", "i-6") })
+	registered = registerSoon("i-6")
 	if _, err := io.WriteString(conn2, get(at, "")+"GET /eureka/apps/APP1 HTTP/1.1\r\nHost: heureka\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -489,6 +515,7 @@ func TestBlocking_ParkedConnectionServesTheNextRead(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pipelined: %v", err)
 	}
+	registered()
 	if n := strings.Count(string(b), "HTTP/1.1 "); n < 1 || !strings.Contains(string(b), "Connection: close") {
 		t.Fatalf("pipelined request: %d answers, want the parked read's with Connection: close:\n%.400s", n, b)
 	}
