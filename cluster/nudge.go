@@ -81,10 +81,11 @@ const noticePause = time.Second
 // follower that stays behind under a burst of writes (and learns commits
 // from the burst itself) is not sent a stream of notices it refuses. It
 // was noticePause at once: a follower one entry behind for a few
-// milliseconds then went a second without notices, and a change a
-// blocking read on it waited for reached it up to two commit timeouts
-// late (W6B's p99 at 15 ms in one bench run of six, against 1.6-2.0 in
-// the others; docs/benchmarks/2026-12-07-b-w1-where-a-forwarded-write-waits.md).
+// milliseconds then went a second without notices, in which a change a
+// blocking read on it waited for could reach it up to two commit
+// timeouts late (seen three times in one bench run; a fit for, not a
+// proven cause of, a W6B p99 of 15 ms in one run of six:
+// docs/benchmarks/2026-12-07-b-w1-where-a-forwarded-write-waits.md).
 const (
 	noticeCatchUp  = 1024
 	noticeRetry    = time.Millisecond
