@@ -28,9 +28,24 @@ func newPushServer(t *testing.T) (*httptest.Server, *Server) {
 
 func register(t *testing.T, base, app, id string) {
 	t.Helper()
-	if code, body, _ := do(t, "POST", base+"/eureka/apps/"+app, "application/json", instanceJSON(app, id)); code != 204 {
-		t.Fatalf("register %s/%s: %d %s", app, id, code, body)
+	if err := registerErr(base, app, id); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// registerErr is register for a goroutine other than the test's, which
+// may not call t.Fatal.
+func registerErr(base, app, id string) error {
+	resp, err := http.Post(base+"/eureka/apps/"+app, "application/json", strings.NewReader(instanceJSON(app, id)))
+	if err != nil {
+		return fmt.Errorf("register %s/%s: %w", app, id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("register %s/%s: %d %s", app, id, resp.StatusCode, b)
+	}
+	return nil
 }
 
 func index(t *testing.T, hdr http.Header) uint64 {
@@ -452,20 +467,11 @@ func TestBlocking_ParkedConnectionServesTheNextRead(t *testing.T) {
 	// the registration must not outlive the test).
 	registerSoon := func(id string) (wait func()) {
 		done := make(chan error, 1)
-		time.AfterFunc(50*time.Millisecond, func() {
-			resp, err := http.Post(ts.URL+"/eureka/apps/APP1", "application/json", strings.NewReader(instanceJSON("APP1", id)))
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusNoContent {
-					err = fmt.Errorf("status %d", resp.StatusCode)
-				}
-			}
-			done <- err
-		})
+		time.AfterFunc(50*time.Millisecond, func() { done <- registerErr(ts.URL, "APP1", id) })
 		return func() {
 			t.Helper()
 			if err := <-done; err != nil {
-				t.Fatalf("register %s: %v", id, err)
+				t.Fatal(err)
 			}
 		}
 	}
