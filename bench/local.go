@@ -46,18 +46,44 @@ func (l *Local) PIDs() []int {
 	return pids
 }
 
-// Stop stops every process by its PID (SIGTERM, SIGKILL after 10 s) and
-// removes the temporary directory.
+// Stop stops every process (StopProcs) and removes the temporary
+// directory.
 func (l *Local) Stop() {
+	l.StopProcs()
+	if l.dir != "" {
+		_ = os.RemoveAll(l.dir)
+	}
+}
+
+// StopProcs stops every process by its PID (SIGTERM, SIGKILL after 10 s),
+// leaving the directory. Stopping a stopped process does nothing.
+func (l *Local) StopProcs() {
 	var wg sync.WaitGroup
 	for _, p := range l.Procs {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.Stop(10 * time.Second) }()
 	}
 	wg.Wait()
-	if l.dir != "" {
-		_ = os.RemoveAll(l.dir)
+}
+
+// KeepLogs copies each process's log into dir as
+// <cluster directory>-<process>.log (the cluster directory's name is
+// unique, so the clusters of one run, or of several sizes, do not
+// overwrite each other) and returns the files it wrote. Call it after
+// StopProcs, so that the copies hold everything the processes said.
+func (l *Local) KeepLogs(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("keep logs: %w", err)
 	}
+	var kept []string
+	for _, p := range l.Procs {
+		dst := filepath.Join(dir, filepath.Base(l.dir)+"-"+p.Name+".log")
+		if err := launch.CopyFile(p.LogPath, dst, 0o644); err != nil {
+			return kept, fmt.Errorf("keep the log of %s: %w", p.Name, err)
+		}
+		kept = append(kept, dst)
+	}
+	return kept, nil
 }
 
 // KillAndRestart kills every process with SIGKILL, then starts them again

@@ -4,10 +4,13 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/heureka-registry/heureka/internal/runtime/memlimit"
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 )
 
 func TestProcReaders_OwnProcess(t *testing.T) {
@@ -96,4 +99,59 @@ func TestSettle_WaitsUntilTheNodesAreQuiet(t *testing.T) {
 	if took := settleFor(pids...); took < 3*time.Second+returnAfter || took > 25*time.Second {
 		t.Fatalf("processes spinning for 3 s settled after %s", took)
 	}
+}
+
+// TestLocal_KeepLogs: a local cluster's logs are copied out under the
+// cluster directory's name before Stop removes the directory, so two
+// clusters of one run keep both, and what a process wrote up to its stop
+// is in the copy.
+func TestLocal_KeepLogs(t *testing.T) {
+	keep := filepath.Join(t.TempDir(), "logs")
+	cluster := func(name, said string) *Local {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		l := &Local{dir: dir}
+		for _, n := range []string{"n1", "n2"} {
+			p := &launch.Proc{Name: n, LogPath: filepath.Join(dir, n+".log")}
+			if err := os.WriteFile(p.LogPath, []byte(said+" "+n+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l.Procs = append(l.Procs, p)
+		}
+		return l
+	}
+	for _, c := range []struct{ name, said string }{{"heureka-bench-1", "first"}, {"heureka-bench-2", "second"}} {
+		l := cluster(c.name, c.said)
+		kept, err := l.KeepLogs(keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Stop()
+		if len(kept) != 2 {
+			t.Fatalf("kept %v, want one file a process", kept)
+		}
+		if _, err := os.Stat(l.dir); !os.IsNotExist(err) {
+			t.Fatalf("Stop left the cluster directory: %v", err)
+		}
+	}
+	for _, want := range []struct{ file, text string }{
+		{"heureka-bench-1-n1.log", "first n1\n"}, {"heureka-bench-1-n2.log", "first n2\n"},
+		{"heureka-bench-2-n1.log", "second n1\n"}, {"heureka-bench-2-n2.log", "second n2\n"},
+	} {
+		got, err := os.ReadFile(filepath.Join(keep, want.file))
+		if err != nil || string(got) != want.text {
+			t.Fatalf("%s = %q, %v; want %q", want.file, got, err, want.text)
+		}
+	}
+	// A process whose log is gone is reported, not skipped in silence.
+	l := cluster("heureka-bench-3", "third")
+	if err := os.Remove(l.Procs[1].LogPath); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.KeepLogs(keep); err == nil || !strings.Contains(err.Error(), "n2") {
+		t.Fatalf("a missing log: err = %v, want one naming n2", err)
+	}
+	l.Stop()
 }

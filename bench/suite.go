@@ -62,6 +62,11 @@ type Suite struct {
 	NodeBinary string
 	// TempDir holds local clusters' data ("" = os.TempDir()).
 	TempDir string
+	// KeepLogs, when set, is a directory the local clusters' logs are
+	// copied into as they stop (Local.KeepLogs): their data directories
+	// go, and with them what a node said during a row that came out
+	// strange.
+	KeepLogs string
 	// Progress receives one line per step while the suite runs (nil = quiet).
 	Progress io.Writer
 
@@ -319,6 +324,14 @@ func (s *Suite) started(system, members, group string, l *Local) (stop func()) {
 	s.logf(system, "%s %v, pids %v", members, l.URLs, l.PIDs())
 	return func() {
 		s.logf(system, "stopping the local %s (pids %v)", group, l.PIDs())
+		l.StopProcs()
+		if s.KeepLogs != "" {
+			if kept, err := l.KeepLogs(s.KeepLogs); err != nil {
+				s.logf(system, "keeping the logs: %v", err)
+			} else {
+				s.logf(system, "logs kept: %s", strings.Join(kept, ", "))
+			}
+		}
 		l.Stop()
 	}
 }

@@ -8,7 +8,6 @@ package e2e
 import (
 	"crypto/rand"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heureka-registry/heureka/internal/testkit/launch"
 	"github.com/heureka-registry/heureka/store"
 )
 
@@ -127,20 +127,7 @@ func copyDir(t *testing.T, src, dst string) {
 		if d.IsDir() {
 			return os.MkdirAll(target, 0o755)
 		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
+		return launch.CopyFile(path, target, 0o600)
 	})
 	if err != nil {
 		t.Fatalf("copy %s to %s: %v", src, dst, err)

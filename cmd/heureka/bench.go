@@ -155,6 +155,7 @@ func declareBenchFlags(fs *flag.FlagSet, c *benchConfig) *benchFlagValues {
 	fs.DurationVar(&s.CrashTimeout, "crash-timeout", time.Minute, "W8: give up waiting after this long")
 	fs.BoolVar(&s.NoLimit, "no-limit", false, "skip the limit column")
 	fs.StringVar(&s.TempDir, "tmp", "", "directory for local clusters' data (default: the system's temp dir)")
+	fs.StringVar(&s.KeepLogs, "keep-logs", "", "DIR: copy the local clusters' logs (heureka nodes, etcd members, eureka-server peers) into DIR as they stop; with --local-args \"--log-level debug\" a node's view of every row")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON on stdout instead of the table")
 	fs.StringVar(&c.jsonOut, "json-out", "", "also write the JSON report to this file (--summary: a directory for one report per size)")
 	fs.StringVar(&c.compare, "compare", "", "A.json,B.json: print how each figure grows from report A to report B, and exit")

@@ -229,6 +229,24 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 	return false
 }
 
+// CopyFile copies the file src to dst, created with perm or truncated.
+func CopyFile(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
 // TailFile returns the last n lines of the file at path.
 func TailFile(path string, n int) string {
 	f, err := os.Open(path)
