@@ -376,7 +376,13 @@ func TestRenewForwarder_RetriesNotLeaderResults(t *testing.T) {
 	if _, err := leader.Apply(context.Background(), registerEntry(t, "R", "1")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "registration on the follower", func() bool { return inFSM(follower.Node, "R", "1") })
+	// Until the follower caught up once it judges heartbeats by its
+	// durable view, built at its first read, and asks the leader, in a
+	// call of its own, about an instance registered since: the injected
+	// fault would answer that call instead of the forwarder's batch.
+	waitFor(t, 5*time.Second, "registration on the caught-up follower", func() bool {
+		return follower.CaughtUpOnce() && inFSM(follower.Node, "R", "1")
+	})
 	if err := follower.Renew(context.Background(), "R", "1", 0); err != nil {
 		t.Fatalf("renew on the follower: %v", err)
 	}
