@@ -46,18 +46,18 @@ func (l *Local) PIDs() []int {
 	return pids
 }
 
-// Stop stops every process (StopProcs) and removes the temporary
+// Stop stops every process (stopProcs) and removes the temporary
 // directory.
 func (l *Local) Stop() {
-	l.StopProcs()
+	l.stopProcs()
 	if l.dir != "" {
 		_ = os.RemoveAll(l.dir)
 	}
 }
 
-// StopProcs stops every process by its PID (SIGTERM, SIGKILL after 10 s),
+// stopProcs stops every process by its PID (SIGTERM, SIGKILL after 10 s),
 // leaving the directory. Stopping a stopped process does nothing.
-func (l *Local) StopProcs() {
+func (l *Local) stopProcs() {
 	var wg sync.WaitGroup
 	for _, p := range l.Procs {
 		wg.Add(1)
@@ -66,12 +66,13 @@ func (l *Local) StopProcs() {
 	wg.Wait()
 }
 
-// KeepLogs copies each process's log into dir as
-// <cluster directory>-<process>.log (the cluster directory's name is
-// unique, so the clusters of one run, or of several sizes, do not
-// overwrite each other) and returns the files it wrote. Call it after
-// StopProcs, so that the copies hold everything the processes said.
+// KeepLogs stops the processes, so that their logs are complete, and
+// copies each log into dir as <cluster directory>-<process>.log (the
+// cluster directory's name is unique, so the clusters of one run, or of
+// several sizes, do not overwrite each other); it returns the files it
+// wrote. Stop still removes the directory.
 func (l *Local) KeepLogs(dir string) ([]string, error) {
+	l.stopProcs()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("keep logs: %w", err)
 	}

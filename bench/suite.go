@@ -324,7 +324,6 @@ func (s *Suite) started(system, members, group string, l *Local) (stop func()) {
 	s.logf(system, "%s %v, pids %v", members, l.URLs, l.PIDs())
 	return func() {
 		s.logf(system, "stopping the local %s (pids %v)", group, l.PIDs())
-		l.StopProcs()
 		if s.KeepLogs != "" {
 			if kept, err := l.KeepLogs(s.KeepLogs); err != nil {
 				s.logf(system, "keeping the logs: %v", err)
