@@ -8,7 +8,7 @@ package e2e
 import (
 	"crypto/rand"
 	"fmt"
-	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,16 +143,23 @@ func replaceDir(t *testing.T, src, dir string) {
 	copyDir(t, src, dir)
 }
 
-// portWatch dials addr every 20 ms until stop is called, and counts the
-// dials that connected.
-func portWatch(addr string) (stop func() int) {
+// answerWatch asks addr for the registry (GET /eureka/apps) every 20 ms
+// until stop is called, and counts the HTTP answers, of any status. It
+// counts answers, not connections: serve binds its HTTP port before it
+// opens the data directory (so a start that fails on a port in use claims
+// no directory), and the kernel completes a dial to a bound port that is
+// never served; such a dial gets no answer, only a closed connection. A
+// connection also completes when another test process probes the port for
+// itself while the node is down.
+func answerWatch(addr string) (stop func() int) {
 	var answered atomic.Int64
 	done := make(chan struct{})
+	client := &http.Client{Timeout: 200 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
-			if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-				c.Close()
+			if resp, err := client.Get("http://" + addr + "/eureka/apps"); err == nil {
+				resp.Body.Close()
 				answered.Add(1)
 			}
 			select {
@@ -174,7 +181,8 @@ func portWatch(addr string) (stop func() int) {
 // the code before the fix: a new, empty leader for the empty file, a Go
 // panic and exit 2 for the others). `heureka serve` on the damaged
 // directory must exit 1 at once, with a message that names the file and
-// the recovery, no panic, and without ever listening on its HTTP port.
+// the recovery, no panic, and without ever answering a request on its
+// HTTP port.
 // Random bytes over a page bolt does not use harm nothing, and the node
 // starts on them; the undamaged directory starts and serves all 500.
 func TestDamagedLogRefused(t *testing.T) {
@@ -195,7 +203,7 @@ func TestDamagedLogRefused(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			replaceDir(t, pristine, nd.DataDir)
 			d.damage(t, logPath)
-			stop := portWatch(nd.HTTPAddr)
+			stop := answerWatch(nd.HTTPAddr)
 			res := RunBinary(t, 20*time.Second, nil, nd.Args()...)
 			answered := stop()
 			out := res.Stdout + res.Stderr
@@ -217,7 +225,7 @@ func TestDamagedLogRefused(t *testing.T) {
 				}
 			}
 			if answered > 0 {
-				t.Errorf("the HTTP port %s answered %d times", nd.HTTPAddr, answered)
+				t.Errorf("the HTTP port %s answered %d requests", nd.HTTPAddr, answered)
 			}
 		})
 	}
@@ -234,11 +242,17 @@ func TestDamagedLogRefused(t *testing.T) {
 	})
 
 	// The same directory, undamaged, starts and serves every instance: the
-	// refusals above were the damage's doing.
+	// refusals above were the damage's doing, and the watch that found no
+	// answer there finds them here.
 	replaceDir(t, pristine, nd.DataDir)
+	stop := answerWatch(nd.HTTPAddr)
 	nd.Restart(t)
 	c.WaitLeader(t, 10*time.Second)
 	waitAppsKeys(t, nd, want, 20*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	if answered := stop(); answered == 0 {
+		t.Errorf("the watch counted no answer from the running node at %s", nd.HTTPAddr)
+	}
 }
 
 // TestWipedFollowerRejoins follows docs/operations.md, "A damaged data
