@@ -152,8 +152,8 @@ func fastConfig(self fsm.Member, members []fsm.Member, mode string, hooks *testH
 
 // startMemCluster starts size nodes in mode and waits until each has
 // recorded itself as a member (it does so as it sees the leader), so
-// that no node journals its own record while a test cuts it off; the
-// test's internal calls are counted from then on. tune, when set,
+// that no node journals its own record while a test cuts it off, and has
+// caught up once; the test's internal calls are counted from then on. tune, when set,
 // adjusts each node's config (hooks are kept: the memNet transport is
 // added to them).
 func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *Config)) *memCluster {
@@ -167,6 +167,12 @@ func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *
 		}
 	}
 	c.waitMembersRecorded(2 * time.Second)
+	// Until its gate first opens a node judges by a durable view built at
+	// its first read, which may predate the test's writes: renewals and AP
+	// writes would take the paths for a node that has not caught up.
+	for _, mn := range c.nodes {
+		c.waitFor(5*time.Second, mn.ID()+" caught up once", mn.CaughtUpOnce)
+	}
 	c.net.mu.Lock()
 	clear(c.net.calls)
 	c.net.mu.Unlock()

@@ -17,9 +17,20 @@ import (
 func TestMem_CommitReachesFollowersBeforeCommitTimeout(t *testing.T) {
 	c := startMemCluster(t, 3, ModeCP, func(_ int, cfg *Config) { cfg.CommitTimeout = 2 * time.Second })
 	leader := c.leader()
-	// Let the start-up writes (members, mode) settle, so nothing else is
-	// appended after the write below.
-	time.Sleep(300 * time.Millisecond)
+	// The start-up writes (members, mode, the cluster's name) applied on
+	// every node, so that nothing else is appended after the write below.
+	c.waitFor(5*time.Second, "the start-up writes applied everywhere", func() bool {
+		if leader.ClusterID() == "" || leader.storedMode() == "" {
+			return false
+		}
+		last := leader.raft.LastIndex()
+		for _, mn := range c.nodes {
+			if mn.raft.AppliedIndex() != last {
+				return false
+			}
+		}
+		return true
+	})
 	for i, id := range []string{"1", "2", "3"} {
 		start := time.Now()
 		idx, err := leader.Apply(t.Context(), registerEntry(t, "NUDGE", id))

@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Build compiles this module's ./cmd/heureka into dir/name with the given
@@ -39,8 +41,9 @@ func Build(dir, name string, tags ...string) (string, error) {
 }
 
 var (
-	portMu   sync.Mutex
-	usedPort = map[string]bool{}
+	portMu    sync.Mutex
+	usedPort  = map[string]bool{}
+	portLocks []*os.File // held, and so locked, for the life of the process
 )
 
 // Ports come from below Linux's ephemeral range (32768–60999): a port picked
@@ -54,25 +57,64 @@ const (
 	portHigh = 32000
 )
 
+// portLockDir is the directory, under the system's temporary directory,
+// where FreeAddr keeps a lock file for every port it hands out.
+const portLockDir = "heureka-test-ports"
+
 // FreeAddr returns a loopback address "127.0.0.1:P" with P in [22000, 32000)
 // that was free a moment ago: it picks a random port, checks it by listening
-// on it, and closes the listener. A port is never handed out twice in one
-// process.
+// on it, and closes the listener. A port is never handed out twice on one
+// machine while the process that got it runs: besides its own record, each
+// process holds a lock on a file for each of its ports (portLockDir), and
+// skips ports another process holds. Without that, a port whose node a test
+// had stopped looked free to a test of another package running beside it,
+// which took it (the node could not start again) or probed it while the
+// first test watched it.
 func FreeAddr() (string, error) {
 	portMu.Lock()
 	defer portMu.Unlock()
 	for range 1000 {
-		addr := fmt.Sprintf("127.0.0.1:%d", portLow+rand.IntN(portHigh-portLow))
+		port := portLow + rand.IntN(portHigh-portLow)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		if usedPort[addr] {
 			continue
 		}
+		lock, ok := lockPort(port)
+		if !ok {
+			continue // another process's
+		}
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			if lock != nil {
+				lock.Close()
+			}
 			continue // taken: try another
 		}
 		l.Close()
 		usedPort[addr] = true
+		if lock != nil {
+			portLocks = append(portLocks, lock)
+		}
 		return addr, nil
 	}
 	return "", errors.New("no free loopback port found below the ephemeral range")
+}
+
+// lockPort takes a lock on port's file and returns the file, which holds
+// the lock until closed; ok is false when another process holds it. Where
+// no lock file can be made, the listen check alone decides (nil, true).
+func lockPort(port int) (lock *os.File, ok bool) {
+	dir := filepath.Join(os.TempDir(), portLockDir)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, true
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, !errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	return f, true
 }

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -113,4 +114,35 @@ func TestWaitEurekaServerStopsWhenTheProcessExits(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exited before it served") || time.Since(start) > 10*time.Second {
 		t.Fatalf("WaitEurekaServer = %v after %v, want an early 'exited' error", err, time.Since(start))
 	}
+}
+
+// TestPortHeldElsewhereIsSkipped: a port whose lock file another process
+// holds is not handed out, and is once it lets go. A second open file
+// stands for the other process: flock locks conflict between open files,
+// in one process as in two.
+func TestPortHeldElsewhereIsSkipped(t *testing.T) {
+	var port int
+	var other *os.File
+	for p := portHigh - 1; other == nil && p > portHigh-100; p-- {
+		if lock, ok := lockPort(p); ok {
+			if lock == nil {
+				t.Fatalf("no lock file could be made under %s", os.TempDir())
+			}
+			port, other = p, lock
+		}
+	}
+	if other == nil {
+		t.Fatal("every one of 99 ports held by other processes")
+	}
+	if lock, ok := lockPort(port); ok {
+		lock.Close()
+		other.Close()
+		t.Fatalf("port %d handed out while another holds its lock", port)
+	}
+	other.Close()
+	lock, ok := lockPort(port)
+	if !ok || lock == nil {
+		t.Fatalf("port %d not handed out after the other let go", port)
+	}
+	lock.Close()
 }
