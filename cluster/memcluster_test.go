@@ -153,9 +153,9 @@ func fastConfig(self fsm.Member, members []fsm.Member, mode string, hooks *testH
 // startMemCluster starts size nodes in mode and waits until each has
 // recorded itself as a member (it does so as it sees the leader), so
 // that no node journals its own record while a test cuts it off, and has
-// caught up once; the test's internal calls are counted from then on. tune, when set,
-// adjusts each node's config (hooks are kept: the memNet transport is
-// added to them).
+// caught up once; the test's internal calls are counted from then on.
+// tune, when set, adjusts each node's config (hooks are kept: the memNet
+// transport is added to them).
 func startMemCluster(t *testing.T, size int, mode string, tune func(i int, cfg *Config)) *memCluster {
 	t.Helper()
 	c := startMemNodes(t, size, mode, tune)

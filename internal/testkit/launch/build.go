@@ -41,9 +41,12 @@ func Build(dir, name string, tags ...string) (string, error) {
 }
 
 var (
-	portMu    sync.Mutex
-	usedPort  = map[string]bool{}
-	portLocks []*os.File // held, and so locked, for the life of the process
+	portMu sync.Mutex
+	// usedPort holds every address this process handed out, with the file
+	// whose lock keeps the port from other processes (nil where no lock
+	// file could be made). Kept referenced, the files stay open, and so
+	// locked, for the life of the process.
+	usedPort = map[string]*os.File{}
 )
 
 // Ports come from below Linux's ephemeral range (32768–60999): a port picked
@@ -76,7 +79,7 @@ func FreeAddr() (string, error) {
 	for range 1000 {
 		port := portLow + rand.IntN(portHigh-portLow)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		if usedPort[addr] {
+		if _, used := usedPort[addr]; used {
 			continue
 		}
 		lock, ok := lockPort(port)
@@ -91,10 +94,7 @@ func FreeAddr() (string, error) {
 			continue // taken: try another
 		}
 		l.Close()
-		usedPort[addr] = true
-		if lock != nil {
-			portLocks = append(portLocks, lock)
-		}
+		usedPort[addr] = lock
 		return addr, nil
 	}
 	return "", errors.New("no free loopback port found below the ephemeral range")
