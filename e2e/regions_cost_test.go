@@ -34,7 +34,7 @@ func TestRegionPropagationCost(t *testing.T) {
 		// from a cache refreshed every 30 s, which would add up to 30 s
 		// of its own to what is measured here (heureka's fetch interval).
 		es := launch.EurekaServer{Jar: jar, JVMArgs: jvmArgs, Host: host, Port: port, Peers: legacyURLs,
-			Properties: []string{"--eureka.server.my-url=" + legacyURLs[i], "--eureka.server.use-read-only-response-cache=false"}}
+			Properties: []string{"--eureka.server.my-url=" + legacyURLs[i], "--eureka.server.use-read-only-response-cache=false", esCacheExpiry}}
 		p := StartProc(t, fmt.Sprintf("legacy%d", i+1), exec.Command(java, es.Argv()...))
 		if err := launch.WaitEurekaServer(context.Background(), "http://"+a, 3*clientTimeout, p.Running); err != nil {
 			t.Fatalf("legacy %d: %v", i+1, err)
