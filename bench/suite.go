@@ -41,7 +41,9 @@ type Suite struct {
 	// W1's note.
 	Idle, IdleSettle time.Duration
 	// RegisterTimeout bounds W1 (which ends when every instance is
-	// registered).
+	// registered); zero is 5 minutes, or 2 s for each 1,000 instances
+	// when that is longer (a million on a slow machine takes more than
+	// the 5 minutes meant for 10,000).
 	RegisterTimeout time.Duration
 	// Samples bounds each W6 row; PropWorkers take them concurrently; each
 	// W6 row also ends after 3 × Duration (at least 5 s; the client-view row
@@ -140,7 +142,7 @@ func (s *Suite) Defaults() {
 		s.Duration = 5 * time.Second
 	}
 	if s.RegisterTimeout <= 0 {
-		s.RegisterTimeout = 5 * time.Minute
+		s.RegisterTimeout = max(5*time.Minute, time.Duration(s.Workload.Instances/1000)*2*time.Second)
 	}
 	if s.CrashTimeout <= 0 {
 		s.CrashTimeout = 60 * time.Second

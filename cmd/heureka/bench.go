@@ -148,7 +148,7 @@ func declareBenchFlags(fs *flag.FlagSet, c *benchConfig) *benchFlagValues {
 	fs.DurationVar(&s.Idle, "idle", 0, "after W1, wait --idle-settle, then measure the local nodes' CPU at rest for this long, given in W1's note (0: not measured)")
 	fs.DurationVar(&s.IdleSettle, "idle-settle", bench.DefaultIdleSettle, "--idle: how long to wait after W1 before measuring")
 	fs.DurationVar(&s.RenewSoak, "renew-soak", 0, fmt.Sprintf("W2S: renew every instance in turn for this long, watching evictions and self-preservation (0: not run; --scale runs %s at its largest size)", bench.ScaleRenewSoak))
-	fs.DurationVar(&s.RegisterTimeout, "register-timeout", 5*time.Minute, "W1: give up registering after this long (not given: at least 2s for each 1,000 instances)")
+	fs.DurationVar(&s.RegisterTimeout, "register-timeout", 0, "W1: give up registering after this long (0: 5m, or 2s for each 1,000 instances when that is longer)")
 	fs.IntVar(&s.Samples, "samples", 300, "W6: samples per row at most")
 	fs.IntVar(&s.CrashInstances, "crash-instances", 100, "W8: instances that stop renewing")
 	fs.IntVar(&s.CrashLeaseSecs, "crash-lease", 2, "W8: their lease duration in seconds (etcd: TTL)")
@@ -279,7 +279,6 @@ func benchCmd(args []string) int {
 		return benchSummary(args, c)
 	}
 
-	c.fitRegisterBound(c.suite.Workload.Instances)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rep, err := c.suite.Run(ctx)
@@ -337,7 +336,6 @@ func benchSummary(args []string, c *benchConfig) int {
 		sc, _ := parseBench(args)
 		s := sc.suite
 		s.Workload.Instances = n
-		sc.fitRegisterBound(n)
 		if c.scale {
 			sc.scaleSize(n)
 		}
@@ -412,15 +410,6 @@ func (c *benchConfig) mode() string {
 		return "--scale"
 	}
 	return "--summary"
-}
-
-// fitRegisterBound gives W1 time to register n instances, 2 s for each
-// 1,000, unless --register-timeout was given: the default bound is for
-// 10,000, and a million on a slow machine takes longer than it.
-func (c *benchConfig) fitRegisterBound(n int) {
-	if !c.set["register-timeout"] {
-		c.suite.RegisterTimeout = max(c.suite.RegisterTimeout, time.Duration(n/1000)*2*time.Second)
-	}
 }
 
 // scaleSize sets the workload of one size of the scale table: the

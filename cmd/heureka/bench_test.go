@@ -21,7 +21,7 @@ func TestBench_RegisterBoundFollowsInstances(t *testing.T) {
 		if c == nil {
 			t.Fatalf("%v: parse failed (%d)", tc.args, code)
 		}
-		c.fitRegisterBound(c.suite.Workload.Instances)
+		c.suite.Defaults()
 		if got := c.suite.RegisterTimeout; got != tc.want {
 			t.Errorf("%v: register bound %v, want %v", tc.args, got, tc.want)
 		}
