@@ -484,21 +484,22 @@ func TestLeaseKeeper_SelfPreservationCostsNoScans(t *testing.T) {
 // renewal applied, or only answered and waiting in the leader's batch) or
 // registers again, and from then on renews every 200 ms (the hook runs
 // between the look and the append, for whichever eviction first names
-// the instance). Once every server reads CmdEvictLeases, the eviction
-// leaves all three and removes only the lease nobody touched. A cluster
-// with a server of an older release writes CmdEvict, which removes the
-// renewed and the registered again, as releases before it did (their
-// heartbeats then answered 404 until they register again); the heartbeat
-// still waiting in the batch is kept either way, by the leader.
+// the instance). The eviction leaves all three and removes only the
+// lease nobody touched, whichever entry the leader writes: CmdEvictLeases
+// once every server reads it, which checks each lease again as it
+// applies, or CmdEvict with a server of an older release, which removes
+// whatever it names, so that the leader's own check just before the
+// append (withoutRenewed) is what keeps the three. That check once asked
+// the batches only, and lost a heartbeat whose batch was written between
+// the hook and the check (a failure in about one run of fifteen).
 func TestEviction_KeepsWhatChangedAfterTheLook(t *testing.T) {
 	touched := []string{"renewed", "again", "heartbeat"}
 	for _, tc := range []struct {
 		name      string
 		logFormat int
-		keeps     []bool // touched's, in order
 	}{
-		{"every server reads evict_leases", fsm.LogFormat, []bool{true, true, true}},
-		{"a server of an older release", fsm.LogFormatPacked, []bool{false, false, true}},
+		{"every server reads evict_leases", fsm.LogFormat},
+		{"a server of an older release", fsm.LogFormatPacked},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var node atomic.Pointer[Node]
@@ -574,9 +575,9 @@ func TestEviction_KeepsWhatChangedAfterTheLook(t *testing.T) {
 			}
 			waitUntil(t, "the untouched lease evicted", func() bool { return !has(n, "RACE", "quiet") })
 			time.Sleep(time.Second) // passes that come after the race
-			for i, id := range touched {
-				if held := has(n, "RACE", id); held != tc.keeps[i] {
-					t.Errorf("%s after the look, then kept alive: held %v, want %v", id, held, tc.keeps[i])
+			for _, id := range touched {
+				if !has(n, "RACE", id) {
+					t.Errorf("%s after the look, then kept alive: evicted, want held", id)
 				}
 			}
 		})

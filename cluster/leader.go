@@ -392,8 +392,9 @@ func (k *leaseKeeper) evict(expired []fsm.ExpiredLease, size int) []fsm.ExpiredL
 	// A heartbeat the leader answered since its look waits in the renewal
 	// batch, which reaches the log after this eviction: judged against the
 	// registry, which still held the instance, it was answered 200. Its
-	// lease is not evicted now but looked at again when it comes due.
-	expired, renewed := k.withoutPendingRenewals(expired)
+	// lease is not evicted now but looked at again when it comes due; so
+	// is one that changed in the registry since the look.
+	expired, renewed := k.withoutRenewed(expired)
 	left = append(left, renewed...)
 	if len(expired) == 0 {
 		return left
@@ -427,17 +428,31 @@ func (k *leaseKeeper) evict(expired []fsm.ExpiredLease, size int) []fsm.ExpiredL
 	return left
 }
 
-// withoutPendingRenewals splits expired into the leases with no renewal
-// waiting in the leader's batches and those with one.
-func (k *leaseKeeper) withoutPendingRenewals(expired []fsm.ExpiredLease) (evict, renewed []fsm.ExpiredLease) {
+// withoutRenewed splits expired into the leases nothing touched since the
+// look and those renewed or registered again since: with a renewal waiting
+// in the leader's batches, or changed in the registry.
+//
+// The batches are asked first. A renewal leaves them only once the
+// leader's registry holds it (renewBatcher.writing), so one that is in
+// neither when they are asked is in the registry when it is read next.
+// Asked the other way round, a batch written in between would hide its
+// renewals from both, and an entry of an older release's format
+// (CmdEvict, which removes whatever it names) would evict an instance
+// whose heartbeat was answered 200. The newer entry checks again as it
+// applies (fsm.ExpiredLease.ChangedIn), which closes what is left: a
+// renewal that arrives after this check and is applied before the entry.
+func (k *leaseKeeper) withoutRenewed(expired []fsm.ExpiredLease) (evict, renewed []fsm.ExpiredLease) {
 	pending := k.n.renew.pendingAmong(expired)
-	for _, l := range expired {
-		if pending[renewKey{l.App, l.ID}] {
-			renewed = append(renewed, l)
-		} else {
-			evict = append(evict, l)
+	k.n.fsm.Read(func(r *fsm.Registry) {
+		for _, l := range expired {
+			e := r.Get(l.App, l.ID)
+			if pending[renewKey{l.App, l.ID}] || (e != nil && l.ChangedIn(e)) {
+				renewed = append(renewed, l)
+			} else {
+				evict = append(evict, l)
+			}
 		}
-	}
+	})
 	return evict, renewed
 }
 

@@ -207,6 +207,13 @@ func ExpiredLeaseOf(e *Entry) ExpiredLease {
 	return ExpiredLease{App: e.App, ID: e.ID, ModifyIndex: e.ModifyIndex, RenewedAt: e.RenewedAt()}
 }
 
+// ChangedIn reports whether e, the registry's entry under l's key, changed
+// after the leader found l expired: registered or updated again (its modify
+// index moved) or renewed (its renewal time moved).
+func (l ExpiredLease) ChangedIn(e *Entry) bool {
+	return e.ModifyIndex != l.ModifyIndex || e.RenewedAt() != l.RenewedAt
+}
+
 // LeasesKept answers an eviction (CmdEvictLeases) that left some of its
 // leases, because they changed after the leader found them expired. It is
 // an answer, not a refusal: Evicted of them were evicted.

@@ -710,7 +710,7 @@ func (r *Registry) evictLeases(idx uint64, ts int64, leases []ExpiredLease, c *C
 		e := r.Get(l.App, l.ID)
 		switch {
 		case e == nil: // already gone
-		case e.ModifyIndex != l.ModifyIndex || e.RenewedAt() != l.RenewedAt:
+		case l.ChangedIn(e):
 			kept++
 		default:
 			_ = r.cancel(idx, ts, l.App, l.ID, c)
