@@ -352,7 +352,7 @@ func (fb *fallback) replayWith(ctx context.Context, apply func(context.Context, 
 	case <-ctx.Done():
 		return fmt.Errorf("replay journal: waiting for the replay under way: %v: %w", ctx.Err(), ErrNoLeader)
 	}
-	if err := fb.trimReplayed(); err != nil {
+	if err := fb.trimReplayed(0); err != nil {
 		return err
 	}
 	recs := fb.journal.Records()
@@ -395,13 +395,8 @@ func (fb *fallback) replayWith(ctx context.Context, apply func(context.Context, 
 		}
 		done = end
 	}
-	if done > 0 {
-		fb.mu.Lock()
-		fb.replayed = done
-		fb.mu.Unlock()
-		if err := fb.trimReplayed(); err != nil {
-			return err
-		}
+	if err := fb.trimReplayed(done); err != nil {
+		return err
 	}
 	if failed != nil {
 		fb.n.log.Info("replayed part of the AP fallback journal", "entries", done, "skipped", skipped, "left", len(recs)-done)
@@ -411,13 +406,20 @@ func (fb *fallback) replayWith(ctx context.Context, apply func(context.Context, 
 	return nil
 }
 
-// trimReplayed drops the journal records the cluster applied. The FSM now
-// holds them; writes journaled meanwhile (or not replayed yet) must stay
-// visible, so the overlay is rebuilt from them rather than dropped, also
-// when the trim fails (then the records stay in the file, counted in
-// replayed, and the next replay trims them before it sends anything).
-func (fb *fallback) trimReplayed() error {
+// trimReplayed drops the journal records the cluster applied: the first
+// applied ones (0: those an earlier replay left counted in replayed). The
+// FSM now holds them; writes journaled meanwhile (or not replayed yet)
+// must stay visible, so the overlay is rebuilt from them rather than
+// dropped, also when the trim fails (then the records stay in the file,
+// counted in replayed, and the next replay trims them before it sends
+// anything). Counting them and rebuilding the overlay happen under one
+// hold of fb.mu: in between, with every record counted, the overlay
+// would stand over an empty journal.
+func (fb *fallback) trimReplayed(applied int) error {
 	fb.mu.Lock()
+	if applied > 0 {
+		fb.replayed = applied
+	}
 	n := fb.replayed
 	if n == 0 {
 		fb.mu.Unlock()
