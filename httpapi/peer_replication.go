@@ -20,9 +20,15 @@ import (
 // (docs/migrate-from-eureka.md, "What heureka answers a peer"); every change
 // goes through Raft marked as replicated, so it is never replicated out.
 
+// replicationKey is eureka.ReplicationHeader as net/http stores it. Every
+// heartbeat asks for it: looked up by this key, the question allocates
+// nothing, where Header.Get would build the canonical key each time.
+var replicationKey = http.CanonicalHeaderKey(eureka.ReplicationHeader)
+
 // isReplication reports whether a request comes from an Eureka peer.
 func isReplication(c *gin.Context) bool {
-	return strings.EqualFold(c.GetHeader(eureka.ReplicationHeader), "true")
+	v := c.Request.Header[replicationKey]
+	return len(v) > 0 && strings.EqualFold(v[0], "true")
 }
 
 // replicatedRenew is a replicated heartbeat: the lease is renewed as for a

@@ -3,8 +3,12 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/heureka-registry/heureka/eureka"
 	"github.com/heureka-registry/heureka/fsm"
@@ -252,5 +256,34 @@ func TestPeer_BatchRegisterAppliesInputLimits(t *testing.T) {
 	fc.Read(func(reg *fsm.Registry) { reg.Each(func(e *fsm.Entry) { ids = append(ids, e.App+"/"+e.ID) }) })
 	if fc.applied != 1 || len(ids) != 1 || ids[0] != "SVC/i-ok" {
 		t.Fatalf("refused items recorded: %d writes, registry %q", fc.applied, ids)
+	}
+}
+
+// A peer's header is recognised however its name and value are cased, as
+// net/http hands it over, and asking costs a heartbeat no allocation.
+func TestIsReplication_AnyCaseNoAllocation(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        bool
+	}{
+		{replHdr, "true", true},
+		{"X-Netflix-Discovery-Replication", "TRUE", true},
+		{"X-NETFLIX-DISCOVERY-REPLICATION", "True", true},
+		{replHdr, "false", false},
+		{replHdr, "", false},
+		{"x-netflix-discovery", "true", false},
+	} {
+		r := httptest.NewRequest(http.MethodPut, "/eureka/apps/A/a", nil)
+		r.Header.Set(tc.name, tc.value)
+		c := &gin.Context{Request: r}
+		if got := isReplication(c); got != tc.want {
+			t.Errorf("%s: %q: got %v, want %v", tc.name, tc.value, got, tc.want)
+		}
+		if n := testing.AllocsPerRun(100, func() { isReplication(c) }); n != 0 {
+			t.Errorf("%s: %q: %v allocations a call, want 0", tc.name, tc.value, n)
+		}
+	}
+	if isReplication(&gin.Context{Request: httptest.NewRequest(http.MethodPut, "/eureka/apps/A/a", nil)}) {
+		t.Error("a request without the header counted as replication")
 	}
 }
