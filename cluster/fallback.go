@@ -406,9 +406,9 @@ func (fb *fallback) replayWith(ctx context.Context, apply func(context.Context, 
 	return nil
 }
 
-// trimReplayed drops the journal records the cluster applied: the first
-// applied ones (0: those an earlier replay left counted in replayed). The
-// FSM now holds them; writes journaled meanwhile (or not replayed yet)
+// trimReplayed counts applied more of the journal's first records as
+// replayed (0: none, only those an earlier replay left counted) and drops
+// every record counted. The FSM now holds them; writes journaled meanwhile (or not replayed yet)
 // must stay visible, so the overlay is rebuilt from them rather than
 // dropped, also when the trim fails (then the records stay in the file,
 // counted in replayed, and the next replay trims them before it sends
@@ -417,9 +417,7 @@ func (fb *fallback) replayWith(ctx context.Context, apply func(context.Context, 
 // would stand over an empty journal.
 func (fb *fallback) trimReplayed(applied int) error {
 	fb.mu.Lock()
-	if applied > 0 {
-		fb.replayed = applied
-	}
+	fb.replayed += applied
 	n := fb.replayed
 	if n == 0 {
 		fb.mu.Unlock()

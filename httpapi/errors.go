@@ -74,7 +74,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	switch {
 	case status == http.StatusNotFound && strings.HasPrefix(c.Request.URL.Path, "/eureka/"):
 		c.Status(status)
-		c.Header("Content-Length", "0")
+		emptyLength(c)
 		c.Abort()
 		return
 	case status == http.StatusServiceUnavailable && c.Request.Method == http.MethodGet && strings.HasPrefix(c.Request.URL.Path, "/eureka/"):
@@ -84,7 +84,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 		// header instead.
 		c.Header("Retry-After", "1")
 		c.Header("X-Heureka-Error", err.Error())
-		c.Header("Content-Length", "0")
+		emptyLength(c)
 		c.AbortWithStatus(status)
 		return
 	case status == http.StatusServiceUnavailable:

@@ -311,12 +311,15 @@ func (s *Server) write(c *gin.Context, t fsm.CmdType, body any) error {
 
 // zeroLength is the Content-Length of an empty answer, one slice for all of
 // them (header values are never modified in place), so that a heartbeat's
-// answer allocates no header value.
+// answer, 200 or 404, allocates no header value.
 var zeroLength = []string{"0"}
+
+// emptyLength declares the answer's body empty.
+func emptyLength(c *gin.Context) { c.Writer.Header()["Content-Length"] = zeroLength }
 
 // okEmpty answers 200 with an empty body, as Eureka clients require on writes.
 func okEmpty(c *gin.Context) {
-	c.Writer.Header()["Content-Length"] = zeroLength
+	emptyLength(c)
 	c.Status(http.StatusOK)
 }
 
