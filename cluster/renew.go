@@ -90,10 +90,9 @@ func (n *Node) renewWithoutQuorum(req renewRequest) error {
 // judgeRenewal applies docs/eureka-api.md, "Renew" to a heartbeat against this node's state:
 // whether it renews the lease, whether the node holds the instance at all
 // (a 404 for one it holds, with status UNKNOWN, is already the answer), and
-// the answer the client gets. read is the state it judges by.
-func (n *Node) judgeRenewal(req renewRequest, read func(func(*fsm.Registry))) (renew, held bool, err error) {
-	var e *fsm.Entry
-	read(func(r *fsm.Registry) { e = r.Lease(req.App, req.ID) })
+// the answer the client gets. e is the instance's entry in the state it
+// judges by (leaseIn), nil when that holds none.
+func judgeRenewal(req renewRequest, e *fsm.Entry) (renew, held bool, err error) {
 	switch {
 	case e == nil:
 		return false, false, fmt.Errorf("renew %s/%s: %w", req.App, req.ID, fsm.ErrInstanceNotFound)
@@ -107,8 +106,22 @@ func (n *Node) judgeRenewal(req renewRequest, read func(func(*fsm.Registry))) (r
 	return true, true, nil
 }
 
+// leaseIn is the entry of app/id that a heartbeat is judged by, in the
+// FSM or (durable) in ReadDurable's view. Both are direct calls, so that
+// the closure and the entry it sets stay on the stack: a look through a
+// function value allocated both for every heartbeat.
+func (n *Node) leaseIn(app, id string, durable bool) (e *fsm.Entry) {
+	look := func(r *fsm.Registry) { e = r.Lease(app, id) }
+	if durable {
+		n.ReadDurable(look)
+	} else {
+		n.fsm.Read(look)
+	}
+	return e
+}
+
 func (n *Node) renewFollower(req renewRequest) error {
-	read := n.fsm.Read
+	durable := false
 	if !n.CaughtUpOnce() {
 		// The FSM is still catching up after a start: judged by it, a
 		// heartbeat of an instance cancelled since the snapshot would be
@@ -117,9 +130,9 @@ func (n *Node) renewFollower(req renewRequest) error {
 		// does not hold is asked of the leader, below. Asking the leader
 		// for every heartbeat instead would send it a call for each of
 		// this node's clients' heartbeats while it catches up.
-		read = n.ReadDurable
+		durable = true
 	}
-	renew, held, err := n.judgeRenewal(req, read)
+	renew, held, err := judgeRenewal(req, n.leaseIn(req.App, req.ID, durable))
 	if renew {
 		n.forwarder.add(req)
 		return err
@@ -173,7 +186,7 @@ func (n *Node) renewLocal(req renewRequest) error {
 	var renew bool
 	var err error
 	if _, werr := n.holdsOnceCaughtUp(func() (held bool) {
-		renew, held, err = n.judgeRenewal(req, n.fsm.Read)
+		renew, held, err = judgeRenewal(req, n.leaseIn(req.App, req.ID, false))
 		return held
 	}); werr != nil {
 		return werr

@@ -214,3 +214,27 @@ func TestRenewBatcher_ABatchBeingWrittenStillCounts(t *testing.T) {
 		t.Fatalf("after every batch was written: %v", got)
 	}
 }
+
+// Judging a heartbeat against a node's state allocates nothing, on the
+// leader and on a follower, in the FSM and in the durable view a node
+// reads before it caught up: the lookup used to go through a function
+// value, which moved its closure and the entry it set to the heap, two
+// allocations for every heartbeat on every node that judges one.
+func TestMem_JudgingAHeartbeatAllocatesNothing(t *testing.T) {
+	c := startMemCluster(t, 3, ModeAP, nil)
+	leader := c.leader()
+	if _, _, err := leader.applyBatchLocal(t.Context(), [][]byte{registerEntry(t, "JUDGED", "j-1")}); err != nil {
+		t.Fatal(err)
+	}
+	req := renewRequest{App: "JUDGED", ID: "j-1", LastDirtyTimestamp: 1}
+	for _, mn := range append([]*memNode{leader}, c.followers()...) {
+		c.waitFor(5*time.Second, mn.ID()+" holds the instance", func() bool { return mn.leaseIn(req.App, req.ID, false) != nil })
+		for _, durable := range []bool{false, true} {
+			var renew bool
+			allocs := testing.AllocsPerRun(100, func() { renew, _, _ = judgeRenewal(req, mn.leaseIn(req.App, req.ID, durable)) })
+			if !renew || allocs != 0 {
+				t.Errorf("%s, durable %v: renews %v with %.0f allocations a heartbeat, want true with none", mn.ID(), durable, renew, allocs)
+			}
+		}
+	}
+}
