@@ -326,17 +326,22 @@ func (r *heurekaRun) renewPath(seq int64) string {
 var renewReq = Request{Method: http.MethodPut, WantMin: http.StatusOK, WantMax: http.StatusOK}
 
 // renewRun is a run of renewals of every instance in turn (operation seq
-// renews instance seq mod Instances), spread over the nodes by worker,
-// and the meter of the nodes' CPU time during its runs.
+// of all its runs renews instance seq mod Instances), spread over the
+// nodes by worker, and the meter of the nodes' CPU time during its runs.
 func (r *heurekaRun) renewRun(row string) (loadRun, *cpuMeter) {
 	s, n := r.s, len(r.t.URLs)
 	cpu := newCPUMeter(r.t.PIDs)
+	// Each run goes on in the order where the one before stopped, so that
+	// turns of one row renew every instance in turn, not the first ones
+	// again in each turn.
+	var from int64
 	return func(ctx context.Context, lc LoadConfig) (res Result) {
 		cpu.measure(func() {
 			res = s.timed(ctx, "heureka", row+" renew", lc, func(ctx context.Context, w, _ int, seq int64) (int64, error) {
-				return do(ctx, r.client, renewReq, r.url(w%n, r.renewPath(seq)))
+				return do(ctx, r.client, renewReq, r.url(w%n, r.renewPath(from+seq)))
 			})
 		})
+		from += res.Requests
 		return res
 	}, cpu
 }
@@ -352,8 +357,22 @@ func (r *heurekaRun) renewLimit(row string) (loadRun, *cpuMeter, func()) {
 // whether the renewals stayed above the self-preservation threshold (the
 // bench's nodes run with self-preservation off, so that W8 can evict; the
 // threshold is computed all the same), whether anything was evicted and
-// how many instances the leader held. The limit answers the same PUTs for
-// a tenth of RenewSoak before and after.
+// how many instances the leader held.
+//
+// heureka renews in turns of a minute (soakTurns), and the limit answers
+// the same PUTs for a tenth of RenewSoak in all, in short turns before,
+// between and after heureka's. The machine's speed moves by a third
+// within minutes (another tenant's load, the hypervisor's steal): a limit
+// measured only before and after five minutes of heureka compared heureka
+// with two other machines. A limit turn after one of heureka's starts
+// once the nodes are quiet, so that what heureka's turn left running (its
+// last batches, a collection) is not counted against the limit; the
+// wait is short, and a quiet node's idle return comes later (more than
+// 10 s after a million-instance follower goes quiet, and 1 s of waiting
+// and a 5 s turn come first). The nodes' CPU during the limit's turns is
+// metered and noted in the limit's cell. The pauses take heureka's
+// renewals away for as long, which the threshold judgement counts: each
+// minute's renewals include one.
 func (r *heurekaRun) renewSoak(ctx context.Context) {
 	s := r.s
 	if s.RenewSoak <= 0 {
@@ -363,26 +382,79 @@ func (r *heurekaRun) renewSoak(ctx context.Context) {
 	run, cpu := r.renewRun(RowRenewSoak)
 	limit, limitCPU, stop := r.renewLimit(RowRenewSoak)
 	defer stop()
-	var lres []Result
-	var llat [][]time.Duration
+	turns, turn, limitTurn := soakTurns(s.RenewSoak)
+	var hres, lres []Result
+	var hlat, llat [][]time.Duration
+	// nodesBusy meters the nodes during the limit's turns: CPU they spend
+	// then is taken from the limit, and the limit's note says how much.
+	nodesBusy := newCPUMeter(r.t.PIDs)
 	limitPart := func() {
+		nodesBusy.measure(func() {
+			lres = append(lres, limit(ctx, LoadConfig{Concurrency: s.Renewers, Duration: limitTurn, Drain: drain}))
+		})
+		llat = append(llat, s.lastLat)
+	}
+	if limit != nil {
+		limitPart()
+	}
+	watch := r.watchLeases(ctx)
+	var note string
+	for i := range turns {
+		hres = append(hres, run(ctx, LoadConfig{Concurrency: s.Renewers, Duration: turn, Drain: drain}))
+		hlat = append(hlat, s.lastLat)
+		if i == turns-1 {
+			note = watch()
+		}
+		if limit != nil && len(r.t.PIDs) > 0 {
+			// What the nodes did after the turn is heureka's CPU.
+			cpu.measure(func() {
+				if !r.waitQuiet(ctx, time.Now()) {
+					s.logf("heureka", "%s: the nodes were not quiet after %s; going on", RowRenewSoak, fmtDur(settleMax))
+				}
+			})
+		}
 		if limit != nil {
-			lres = append(lres, limit(ctx, LoadConfig{Concurrency: s.Renewers, Duration: max(s.RenewSoak/10, time.Second), Drain: drain}))
-			llat = append(llat, s.lastLat)
+			limitPart()
 		}
 	}
-	limitPart()
-	watch := r.watchLeases(ctx)
-	m := measured(run(ctx, LoadConfig{Concurrency: s.Renewers, Duration: s.RenewSoak, Drain: drain}), cpu)
-	m.Note = watch()
-	if limit != nil {
-		r.settle(ctx, RowRenewSoak)
-	}
-	limitPart()
+	m := measured(Merge(hres, hlat), cpu)
+	m.Note = note
 	if len(lres) > 0 {
-		r.lim.Set(RowRenewSoak, measured(Merge(lres, llat), limitCPU))
+		all := Merge(lres, llat)
+		lm := measured(all, limitCPU)
+		if nodesBusy.ok && all.Elapsed > 0 {
+			lm.Note = fmt.Sprintf("the nodes used %.2f s of CPU a second during its turns", nodesBusy.seconds/all.Elapsed.Seconds())
+		}
+		r.lim.Set(RowRenewSoak, lm)
+		m.Note = strings.TrimPrefix(m.Note+"; "+turnRatios(hres, lres), "; ")
 	}
 	r.sys.Set(RowRenewSoak, m)
+}
+
+// soakTurns splits a W2S of d into heureka's turns (one a minute, at most
+// five, at least one) and the limit's turns (one before each of heureka's
+// and one after the last, a tenth of d in all, at least a second each).
+func soakTurns(d time.Duration) (turns int, turn, limitTurn time.Duration) {
+	turns = max(1, min(5, int(d/time.Minute)))
+	return turns, d / time.Duration(turns), max(d/10/time.Duration(turns+1), time.Second)
+}
+
+// turnRatios says how heureka's turns compared with the limit's on either
+// side of each, for the W2S note.
+func turnRatios(h, l []Result) string {
+	if len(l) != len(h)+1 || len(h) < 2 {
+		return ""
+	}
+	lo, hi := math.Inf(1), 0.0
+	for i, res := range h {
+		around := (l[i].PerSec + l[i+1].PerSec) / 2
+		if around <= 0 {
+			return ""
+		}
+		ratio := res.PerSec / around
+		lo, hi = min(lo, ratio), max(hi, ratio)
+	}
+	return fmt.Sprintf("its %d turns ×%.2f–%.2f of the limit's turns either side", len(h), lo, hi)
 }
 
 // leaseWatch is what polling the leader's lease status during W2S saw.

@@ -67,7 +67,7 @@ var Rows = []RowSpec{
 		return fmt.Sprintf("W2 renew (%d clients over all nodes, %s)", p.Renewers, fmtDur(p.Duration))
 	}},
 	{RowRenewSoak, KindRate, "renewals, sustained", func(p Params) string {
-		return fmt.Sprintf("W2S renew every instance in turn (%d clients over all nodes, %s; limit for a fifth of that)", p.Renewers, fmtDur(p.RenewSoak))
+		return fmt.Sprintf("W2S renew every instance in turn (%d clients over all nodes, %s; the limit for a tenth of that, in turns between heureka's)", p.Renewers, fmtDur(p.RenewSoak))
 	}},
 	{RowFull, KindRate, "full registry", func(p Params) string {
 		return fmt.Sprintf("W3 full registry from a follower (%d readers; etcd serializable)", p.FullReaders)

@@ -93,7 +93,7 @@ func TestTable_SustainedRenewals(t *testing.T) {
 	r.System(ColumnHeureka).Set(RowRenewSoak, Measurement{PerSec: 27000, P99: 9 * time.Millisecond, Note: "self-preservation off at all 48 polls after the first minute"})
 	r.System(ColumnLimit).Set(RowRenewSoak, Measurement{PerSec: 30000, P99: 3 * time.Millisecond})
 	out := r.Table()
-	want := "| W2S renew every instance in turn (64 clients over all nodes, 300.0 s; limit for a fifth of that) | 27,000/s · p99 9.0 ms · self-preservation off at all 48 polls after the first minute | not run (etcd not installed) | 30,000/s · p99 3.0 ms | 0.90 |"
+	want := "| W2S renew every instance in turn (64 clients over all nodes, 300.0 s; the limit for a tenth of that, in turns between heureka's) | 27,000/s · p99 9.0 ms · self-preservation off at all 48 polls after the first minute | not run (etcd not installed) | 30,000/s · p99 3.0 ms | 0.90 |"
 	if !strings.Contains(out, want) {
 		t.Errorf("table lacks %q:\n%s", want, out)
 	}

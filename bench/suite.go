@@ -33,7 +33,7 @@ type Suite struct {
 	// RenewSoak, when positive, adds W2S: Renewers clients renew every
 	// instance in turn for this long, while the leader's lease status is
 	// polled for evictions and self-preservation; the limit answers the
-	// same PUTs for a tenth of it before and after.
+	// same PUTs for a tenth of it, in turns around heureka's (soakTurns).
 	RenewSoak time.Duration
 	// Idle, when positive, measures a local heureka cluster at rest
 	// after W1: IdleSettle after the registrations (default
