@@ -405,7 +405,10 @@ func (r *heurekaRun) renewSoak(ctx context.Context) {
 		if i == turns-1 {
 			note = watch()
 		}
-		if limit != nil && len(r.t.PIDs) > 0 {
+		if limit == nil {
+			continue
+		}
+		if len(r.t.PIDs) > 0 {
 			// What the nodes did after the turn is heureka's CPU.
 			cpu.measure(func() {
 				if !r.waitQuiet(ctx, time.Now()) {
@@ -413,9 +416,7 @@ func (r *heurekaRun) renewSoak(ctx context.Context) {
 				}
 			})
 		}
-		if limit != nil {
-			limitPart()
-		}
+		limitPart()
 	}
 	m := measured(Merge(hres, hlat), cpu)
 	m.Note = note
